@@ -1,0 +1,1 @@
+//! Native benchmarks of tutti-core live in benches/.
