@@ -1,1 +1,192 @@
-//! (module under construction)
+//! The stats block: a fixed layout of `f64` values that the engine publishes and the UI reads on
+//! its own clock.
+//!
+//! The engine fills a `[f64]` of [`BLOCK_LEN`] values (in WASM linear memory); the worklet copies
+//! it into a `SharedArrayBuffer` every few quanta. Readers use the sequence word as a seqlock: it
+//! is odd while a copy is being written and even when the block is consistent, so a reader copies
+//! the block, checks that the word was even and unchanged, and retries otherwise.
+//!
+//! Every value is an `f64` so that counters stay exact up to 2^53 and TypeScript reads one
+//! `Float64Array`. The same constants live in `app/src/audio/stats.ts`; a test below reads that
+//! file and checks they agree.
+//!
+//! ```text
+//! index                     value
+//! 0                         sequence (seqlock: odd while writing)
+//! 1..GLOBAL_LEN             global values (G_* below)
+//! GLOBAL_LEN + slot*PEER_LEN + P_*   per-peer values for peer slot `slot`
+//! ```
+
+/// Values before the first peer row.
+pub const GLOBAL_LEN: usize = 32;
+/// Values per peer row.
+pub const PEER_LEN: usize = 32;
+/// Peer slots the block has rows for.
+pub const MAX_PEERS: usize = 256;
+/// Total `f64` values in the block.
+pub const BLOCK_LEN: usize = GLOBAL_LEN + MAX_PEERS * PEER_LEN;
+
+/// Seqlock word: odd while the block is being written.
+pub const G_SEQUENCE: usize = 0;
+/// Quanta rendered since the engine started.
+pub const G_QUANTA: usize = 1;
+/// Local time of the last render, in frames.
+pub const G_NOW_FRAMES: usize = 2;
+/// Peers currently in the session.
+pub const G_PEERS: usize = 3;
+/// Records dropped because their tag named no peer.
+pub const G_UNKNOWN_PEER: usize = 4;
+/// Records dropped because the packet did not parse.
+pub const G_MALFORMED: usize = 5;
+/// Inbound ring records read.
+pub const G_RECORDS_READ: usize = 6;
+/// Times the inbound ring was found corrupt and resynchronised.
+pub const G_RING_RESYNCS: usize = 7;
+/// Master peak, left (linear).
+pub const G_MASTER_PEAK_L: usize = 8;
+/// Master peak, right (linear).
+pub const G_MASTER_PEAK_R: usize = 9;
+/// Master RMS, left (linear).
+pub const G_MASTER_RMS_L: usize = 10;
+/// Master RMS, right (linear).
+pub const G_MASTER_RMS_R: usize = 11;
+/// Limiter gain reduction in dB (0 when transparent).
+pub const G_LIMITER_DB: usize = 12;
+/// Packets captured and queued for sending.
+pub const G_PACKETS_SENT: usize = 13;
+/// Outgoing packets dropped because the outbound ring was full.
+pub const G_SEND_DROPPED: usize = 14;
+/// Local input peak (linear).
+pub const G_INPUT_PEAK: usize = 15;
+/// Local input RMS (linear).
+pub const G_INPUT_RMS: usize = 16;
+/// Non-finite master blocks that were silenced.
+pub const G_NONFINITE: usize = 17;
+/// Total underruns over all peers.
+pub const G_UNDERRUNS: usize = 18;
+
+/// 1 when the slot holds a peer, else 0.
+pub const P_ACTIVE: usize = 0;
+/// Unique packets that arrived (in time or late).
+pub const P_RECEIVED: usize = 1;
+/// Packets that never arrived (expected − received).
+pub const P_LOST: usize = 2;
+/// Packets that arrived after their slot was played.
+pub const P_LATE: usize = 3;
+/// Copies of packets already received.
+pub const P_DUPLICATES: usize = 4;
+/// Blocks concealed.
+pub const P_CONCEALED: usize = 5;
+/// Underrun events (buffer empty while the stream was active).
+pub const P_UNDERRUNS: usize = 6;
+/// Packets dropped for overflow.
+pub const P_DISCARDED: usize = 7;
+/// Packets for this peer that did not parse.
+pub const P_MALFORMED: usize = 8;
+/// Frames buffered (jitter buffer plus resampler staging).
+pub const P_BUFFERED_FRAMES: usize = 9;
+/// Target buffer depth in frames.
+pub const P_TARGET_FRAMES: usize = 10;
+/// Drift correction in ppm.
+pub const P_DRIFT_PPM: usize = 11;
+/// Peak, left (linear, pre-fader).
+pub const P_PEAK_L: usize = 12;
+/// Peak, right (linear, pre-fader).
+pub const P_PEAK_R: usize = 13;
+/// RMS, left (linear, pre-fader).
+pub const P_RMS_L: usize = 14;
+/// RMS, right (linear, pre-fader).
+pub const P_RMS_R: usize = 15;
+/// Sender's block size in frames (0 before the first packet).
+pub const P_BLOCK_FRAMES: usize = 16;
+/// Sender's sample rate in Hz.
+pub const P_SAMPLE_RATE: usize = 17;
+/// Sender's channel count.
+pub const P_CHANNELS: usize = 18;
+/// Sender's bit resolution.
+pub const P_BITS: usize = 19;
+/// Jitter estimate in frames.
+pub const P_JITTER_FRAMES: usize = 20;
+/// Stream resets (format changes, long gaps).
+pub const P_RESETS: usize = 21;
+
+/// Index of value `field` of peer `slot`.
+pub const fn peer_index(slot: usize, field: usize) -> usize {
+    GLOBAL_LEN + slot * PEER_LEN + field
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `export const NAME = value;` in the TypeScript mirror must equal the Rust constant.
+    #[test]
+    fn typescript_mirror_agrees() {
+        let ts = include_str!("../../app/src/audio/stats.ts");
+        let rust: &[(&str, usize)] = &[
+            ("GLOBAL_LEN", GLOBAL_LEN),
+            ("PEER_LEN", PEER_LEN),
+            ("MAX_PEERS", MAX_PEERS),
+            ("BLOCK_LEN", BLOCK_LEN),
+            ("G_SEQUENCE", G_SEQUENCE),
+            ("G_QUANTA", G_QUANTA),
+            ("G_NOW_FRAMES", G_NOW_FRAMES),
+            ("G_PEERS", G_PEERS),
+            ("G_UNKNOWN_PEER", G_UNKNOWN_PEER),
+            ("G_MALFORMED", G_MALFORMED),
+            ("G_RECORDS_READ", G_RECORDS_READ),
+            ("G_RING_RESYNCS", G_RING_RESYNCS),
+            ("G_MASTER_PEAK_L", G_MASTER_PEAK_L),
+            ("G_MASTER_PEAK_R", G_MASTER_PEAK_R),
+            ("G_MASTER_RMS_L", G_MASTER_RMS_L),
+            ("G_MASTER_RMS_R", G_MASTER_RMS_R),
+            ("G_LIMITER_DB", G_LIMITER_DB),
+            ("G_PACKETS_SENT", G_PACKETS_SENT),
+            ("G_SEND_DROPPED", G_SEND_DROPPED),
+            ("G_INPUT_PEAK", G_INPUT_PEAK),
+            ("G_INPUT_RMS", G_INPUT_RMS),
+            ("G_NONFINITE", G_NONFINITE),
+            ("G_UNDERRUNS", G_UNDERRUNS),
+            ("P_ACTIVE", P_ACTIVE),
+            ("P_RECEIVED", P_RECEIVED),
+            ("P_LOST", P_LOST),
+            ("P_LATE", P_LATE),
+            ("P_DUPLICATES", P_DUPLICATES),
+            ("P_CONCEALED", P_CONCEALED),
+            ("P_UNDERRUNS", P_UNDERRUNS),
+            ("P_DISCARDED", P_DISCARDED),
+            ("P_MALFORMED", P_MALFORMED),
+            ("P_BUFFERED_FRAMES", P_BUFFERED_FRAMES),
+            ("P_TARGET_FRAMES", P_TARGET_FRAMES),
+            ("P_DRIFT_PPM", P_DRIFT_PPM),
+            ("P_PEAK_L", P_PEAK_L),
+            ("P_PEAK_R", P_PEAK_R),
+            ("P_RMS_L", P_RMS_L),
+            ("P_RMS_R", P_RMS_R),
+            ("P_BLOCK_FRAMES", P_BLOCK_FRAMES),
+            ("P_SAMPLE_RATE", P_SAMPLE_RATE),
+            ("P_CHANNELS", P_CHANNELS),
+            ("P_BITS", P_BITS),
+            ("P_JITTER_FRAMES", P_JITTER_FRAMES),
+            ("P_RESETS", P_RESETS),
+        ];
+        let mut seen = 0;
+        for line in ts.lines() {
+            let Some(rest) = line.trim().strip_prefix("export const ") else { continue };
+            let Some((name, value)) = rest.split_once(" = ") else { continue };
+            let value = value.trim_end_matches(';');
+            let Ok(value) = value.parse::<usize>() else { continue };
+            let expected = rust.iter().find(|(n, _)| *n == name);
+            assert_eq!(expected.map(|e| e.1), Some(value), "{name} in stats.ts");
+            seen += 1;
+        }
+        assert_eq!(seen, rust.len(), "stats.ts must define every constant as a plain number");
+    }
+
+    #[test]
+    fn rows_do_not_overlap() {
+        assert!(G_UNDERRUNS < GLOBAL_LEN);
+        assert!(P_RESETS < PEER_LEN);
+        assert_eq!(peer_index(MAX_PEERS - 1, PEER_LEN - 1), BLOCK_LEN - 1);
+    }
+}

@@ -1,0 +1,70 @@
+// The stats block layout, mirrored from core/src/stats.rs (a Rust test checks they agree).
+// Every value is an f64; index 0 is a seqlock word (odd while the engine writes the block).
+
+export const GLOBAL_LEN = 32;
+export const PEER_LEN = 32;
+export const MAX_PEERS = 256;
+export const BLOCK_LEN = 8224;
+export const G_SEQUENCE = 0;
+export const G_QUANTA = 1;
+export const G_NOW_FRAMES = 2;
+export const G_PEERS = 3;
+export const G_UNKNOWN_PEER = 4;
+export const G_MALFORMED = 5;
+export const G_RECORDS_READ = 6;
+export const G_RING_RESYNCS = 7;
+export const G_MASTER_PEAK_L = 8;
+export const G_MASTER_PEAK_R = 9;
+export const G_MASTER_RMS_L = 10;
+export const G_MASTER_RMS_R = 11;
+export const G_LIMITER_DB = 12;
+export const G_PACKETS_SENT = 13;
+export const G_SEND_DROPPED = 14;
+export const G_INPUT_PEAK = 15;
+export const G_INPUT_RMS = 16;
+export const G_NONFINITE = 17;
+export const G_UNDERRUNS = 18;
+export const P_ACTIVE = 0;
+export const P_RECEIVED = 1;
+export const P_LOST = 2;
+export const P_LATE = 3;
+export const P_DUPLICATES = 4;
+export const P_CONCEALED = 5;
+export const P_UNDERRUNS = 6;
+export const P_DISCARDED = 7;
+export const P_MALFORMED = 8;
+export const P_BUFFERED_FRAMES = 9;
+export const P_TARGET_FRAMES = 10;
+export const P_DRIFT_PPM = 11;
+export const P_PEAK_L = 12;
+export const P_PEAK_R = 13;
+export const P_RMS_L = 14;
+export const P_RMS_R = 15;
+export const P_BLOCK_FRAMES = 16;
+export const P_SAMPLE_RATE = 17;
+export const P_CHANNELS = 18;
+export const P_BITS = 19;
+export const P_JITTER_FRAMES = 20;
+export const P_RESETS = 21;
+
+/** Index of value `field` of peer `slot`. */
+export function peerIndex(slot: number, field: number): number {
+  return GLOBAL_LEN + slot * PEER_LEN + field;
+}
+
+/** Bytes a stats SharedArrayBuffer needs. */
+export const STATS_BYTES = BLOCK_LEN * 8;
+
+/**
+ * Copies a consistent snapshot of the shared stats block into `into` (allocation-free).
+ * Returns false when the engine kept writing during every attempt; the caller retries later.
+ */
+export function readStats(shared: Float64Array, into: Float64Array, attempts = 4): boolean {
+  for (let i = 0; i < attempts; i++) {
+    const before = shared[G_SEQUENCE];
+    if (before % 2 !== 0) continue;
+    into.set(shared);
+    if (shared[G_SEQUENCE] === before) return true;
+  }
+  return false;
+}
