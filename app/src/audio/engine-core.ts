@@ -1,0 +1,339 @@
+// The engine as the AudioWorklet drives it: the WASM core, its rings and its stats block.
+//
+// This module runs inside AudioWorkletGlobalScope, which has no TextDecoder, fetch, URL or
+// performance: it needs none of them. The compiled WebAssembly.Module comes from the main thread
+// in processorOptions and is instantiated synchronously here.
+//
+// Per quantum, process() copies new inbound ring bytes into the engine's mirror in linear memory,
+// runs the engine, copies its output quantum out and any new outbound bytes into the outbound
+// ring, and publishes the ring counters. It allocates nothing: every typed-array view is made in
+// the constructor (and re-made only if linear memory grew, which happens only when a peer joins).
+
+import { RingMirror, RING_DATA_OFFSET, READ_INDEX, WRITE_INDEX, ringCapacity } from './ring';
+import { BLOCK_LEN, G_SEQUENCE, STATS_BYTES } from './stats';
+
+export interface EngineConfig {
+  /** Peer slots, at most 256 (the stats block's rows). */
+  maxPeers: number;
+  /** Frames per outgoing packet. */
+  blockFrames: 32 | 64 | 128 | 256;
+  /** Outgoing sample format: PCM16, PCM24 or float32. */
+  bits: 16 | 24 | 32;
+  /** Outgoing channels. */
+  captureChannels: 1 | 2;
+  /** Jitter-buffer mode for every peer. */
+  buffer:
+    | { mode: 'adaptive'; floorFrames: number; ceilingFrames: number }
+    | { mode: 'fixed'; packets: number };
+}
+
+export interface EngineBuffers {
+  /** Net side → engine packets (ring layout in ring.ts; record tag = peer slot). */
+  inbound: SharedArrayBuffer;
+  /** Engine → net side packets (record tag = 0xFFFF: every peer). */
+  outbound: SharedArrayBuffer;
+  /** The stats block (stats.ts), published every few quanta. */
+  stats: SharedArrayBuffer;
+}
+
+export type Control =
+  | { type: 'add-peer'; slot: number }
+  | { type: 'remove-peer'; slot: number }
+  | { type: 'strip'; slot: number; gain: number; pan: number; mute: boolean; solo: boolean }
+  | { type: 'master'; gain: number }
+  | {
+      type: 'buffer';
+      mode: 'adaptive' | 'fixed';
+      floorFrames?: number;
+      ceilingFrames?: number;
+      packets?: number;
+    };
+
+export interface EngineCore {
+  /** Applies a control message. Called from the port's message handler, never from process(). */
+  control(msg: Control): void;
+  /** Renders one 128-frame quantum; `input` holds 0, 1 or 2 channels of local input. */
+  process(input: Float32Array[], outL: Float32Array, outR: Float32Array, nowFrames: number): void;
+}
+
+export const DEFAULT_CONFIG: EngineConfig = {
+  maxPeers: 64,
+  blockFrames: 128,
+  bits: 16,
+  captureChannels: 2,
+  buffer: { mode: 'adaptive', floorFrames: 128, ceilingFrames: 4096 },
+};
+
+/** Default ring sizes: 1 MiB inbound holds ~2000 PCM16 stereo packets; 64 KiB outbound. */
+export const INBOUND_BYTES = 1 << 20;
+export const OUTBOUND_BYTES = 1 << 16;
+/** Quanta between two publications of the stats block (~21 ms). */
+export const STATS_EVERY = 8;
+const QUANTUM = 128;
+
+/** Allocates the shared buffers an engine needs. */
+export function createBuffers(
+  opts: { inboundBytes?: number; outboundBytes?: number } = {},
+): EngineBuffers {
+  return {
+    inbound: new SharedArrayBuffer(RING_DATA_OFFSET + (opts.inboundBytes ?? INBOUND_BYTES)),
+    outbound: new SharedArrayBuffer(RING_DATA_OFFSET + (opts.outboundBytes ?? OUTBOUND_BYTES)),
+    stats: new SharedArrayBuffer(STATS_BYTES),
+  };
+}
+
+/** The engine's exports: numbers only (see wasm/src/lib.rs). */
+interface TuttiExports {
+  memory: WebAssembly.Memory;
+  tutti_create(
+    maxPeers: number,
+    blockFrames: number,
+    bits: number,
+    channels: number,
+    inboundBytes: number,
+    outboundBytes: number,
+  ): number;
+  tutti_destroy(h: number): void;
+  tutti_inbound_ptr(h: number): number;
+  tutti_outbound_ptr(h: number): number;
+  tutti_input_ptr(h: number, ch: number): number;
+  tutti_output_ptr(h: number, ch: number): number;
+  tutti_stats_ptr(h: number): number;
+  tutti_io_ptr(h: number): number;
+  tutti_add_peer(h: number, slot: number): number;
+  tutti_remove_peer(h: number, slot: number): number;
+  tutti_set_strip(
+    h: number,
+    slot: number,
+    gain: number,
+    pan: number,
+    mute: number,
+    solo: number,
+  ): number;
+  tutti_set_master(h: number, gain: number): void;
+  tutti_set_buffer(h: number, fixed: number, floor: number, ceiling: number, packets: number): void;
+  tutti_process(h: number, now: number, inputChannels: number): void;
+  tutti_write_stats(h: number): void;
+}
+
+const IO_IN_READ = 0;
+const IO_IN_WRITE = 1;
+const IO_OUT_READ = 2;
+const IO_OUT_WRITE = 3;
+
+/**
+ * Instantiates the engine module synchronously. The module imports nothing the worklet lacks:
+ * whatever wasm-bindgen's processing left as imports are bookkeeping hooks supplied here.
+ */
+export function instantiateEngine(module: WebAssembly.Module): TuttiExports {
+  const imports: Record<string, Record<string, unknown>> = {};
+  let instance: WebAssembly.Instance | null = null;
+  for (const imp of WebAssembly.Module.imports(module)) {
+    if (imp.kind !== 'function') {
+      throw new Error(`engine module imports a ${imp.kind} (${imp.module}.${imp.name})`);
+    }
+    const ns = (imports[imp.module] ??= {});
+    ns[imp.name] = wasmBindgenHook(imp.name, () => instance);
+  }
+  instance = new WebAssembly.Instance(module, imports as WebAssembly.Imports);
+  const exports = instance.exports as unknown as TuttiExports & {
+    __wbindgen_start?: () => void;
+  };
+  exports.__wbindgen_start?.();
+  return exports;
+}
+
+/** The few hooks a numbers-only wasm-bindgen module may import. */
+function wasmBindgenHook(name: string, instance: () => WebAssembly.Instance | null): unknown {
+  if (name.includes('init_externref_table')) {
+    return () => {
+      const table = instance()?.exports.__wbindgen_externrefs as WebAssembly.Table | undefined;
+      if (!table) return;
+      const offset = table.grow(4);
+      table.set(0, undefined);
+      table.set(offset + 0, undefined);
+      table.set(offset + 1, null);
+      table.set(offset + 2, true);
+      table.set(offset + 3, false);
+    };
+  }
+  if (name.includes('throw')) {
+    return () => {
+      throw new Error('engine: internal error');
+    };
+  }
+  return () => {
+    throw new Error(`engine: unexpected import ${name}`);
+  };
+}
+
+export class WasmEngineCore implements EngineCore {
+  readonly exports: TuttiExports;
+  private readonly handle: number;
+  private readonly buffers: EngineBuffers;
+  private readonly inboundIndex: Int32Array;
+  private readonly outboundIndex: Int32Array;
+  private readonly inboundMirror: RingMirror;
+  private readonly outboundMirror: RingMirror;
+  private readonly statsShared: Float64Array;
+  private memoryBuffer!: ArrayBuffer;
+  private io!: Uint32Array;
+  private inL!: Float32Array;
+  private inR!: Float32Array;
+  private outLView!: Float32Array;
+  private outRView!: Float32Array;
+  private statsView!: Float64Array;
+  private quanta = 0;
+  private statsDirty = true;
+
+  constructor(module: WebAssembly.Module, buffers: EngineBuffers, config: EngineConfig) {
+    this.exports = instantiateEngine(module);
+    this.buffers = buffers;
+    const inCap = ringCapacity(buffers.inbound);
+    const outCap = ringCapacity(buffers.outbound);
+    const e = this.exports;
+    this.handle = e.tutti_create(
+      config.maxPeers,
+      config.blockFrames,
+      config.bits,
+      config.captureChannels,
+      inCap,
+      outCap,
+    );
+    if (this.handle === 0) {
+      throw new Error(
+        `engine refused its configuration: ${config.maxPeers} peers, ${config.blockFrames}-frame ` +
+          `blocks, ${config.bits} bits, ${config.captureChannels} channels, rings ${inCap}/${outCap} bytes`,
+      );
+    }
+    this.inboundIndex = new Int32Array(buffers.inbound, 0, RING_DATA_OFFSET / 4);
+    this.outboundIndex = new Int32Array(buffers.outbound, 0, RING_DATA_OFFSET / 4);
+    this.statsShared = new Float64Array(buffers.stats, 0, BLOCK_LEN);
+    this.inboundMirror = new RingMirror(buffers.inbound, this.memoryView(e.tutti_inbound_ptr, inCap));
+    this.outboundMirror = new RingMirror(
+      buffers.outbound,
+      this.memoryView(e.tutti_outbound_ptr, outCap),
+    );
+    this.bind();
+    // The engine starts where the rings are now (they may have been used before).
+    this.io[IO_IN_READ] = Atomics.load(this.inboundIndex, READ_INDEX) >>> 0;
+    this.io[IO_OUT_WRITE] = Atomics.load(this.outboundIndex, WRITE_INDEX) >>> 0;
+    this.control({ type: 'buffer', ...bufferFields(config.buffer) });
+  }
+
+  private memoryView(ptrOf: (h: number) => number, bytes: number): Uint8Array {
+    return new Uint8Array(this.exports.memory.buffer, ptrOf(this.handle), bytes);
+  }
+
+  /** (Re)creates every view on linear memory; needed after the memory grew. */
+  private bind(): void {
+    const e = this.exports;
+    const h = this.handle;
+    const buf = e.memory.buffer;
+    this.memoryBuffer = buf;
+    this.io = new Uint32Array(buf, e.tutti_io_ptr(h), 8);
+    this.inL = new Float32Array(buf, e.tutti_input_ptr(h, 0), QUANTUM);
+    this.inR = new Float32Array(buf, e.tutti_input_ptr(h, 1), QUANTUM);
+    this.outLView = new Float32Array(buf, e.tutti_output_ptr(h, 0), QUANTUM);
+    this.outRView = new Float32Array(buf, e.tutti_output_ptr(h, 1), QUANTUM);
+    this.statsView = new Float64Array(buf, e.tutti_stats_ptr(h), BLOCK_LEN);
+    this.inboundMirror.rebind(this.memoryView(e.tutti_inbound_ptr, this.inboundMirror.capacity));
+    this.outboundMirror.rebind(this.memoryView(e.tutti_outbound_ptr, this.outboundMirror.capacity));
+  }
+
+  control(msg: Control): void {
+    const e = this.exports;
+    const h = this.handle;
+    switch (msg.type) {
+      case 'add-peer':
+        e.tutti_add_peer(h, msg.slot);
+        break;
+      case 'remove-peer':
+        e.tutti_remove_peer(h, msg.slot);
+        break;
+      case 'strip':
+        e.tutti_set_strip(h, msg.slot, msg.gain, msg.pan, msg.mute ? 1 : 0, msg.solo ? 1 : 0);
+        break;
+      case 'master':
+        e.tutti_set_master(h, msg.gain);
+        break;
+      case 'buffer':
+        e.tutti_set_buffer(
+          h,
+          msg.mode === 'fixed' ? 1 : 0,
+          msg.floorFrames ?? 128,
+          msg.ceilingFrames ?? 4096,
+          msg.packets ?? 8,
+        );
+        break;
+    }
+    if (e.memory.buffer !== this.memoryBuffer) this.bind();
+    this.statsDirty = true;
+  }
+
+  process(input: Float32Array[], outL: Float32Array, outR: Float32Array, nowFrames: number): void {
+    const e = this.exports;
+    if (e.memory.buffer !== this.memoryBuffer) this.bind();
+    const io = this.io;
+
+    // Inbound: copy what the net side published since our last read into the mirror.
+    const inWrite = Atomics.load(this.inboundIndex, WRITE_INDEX) >>> 0;
+    this.inboundMirror.pull(io[IO_IN_READ], inWrite);
+    io[IO_IN_WRITE] = inWrite;
+
+    // Outbound: the engine may fill up to what the net side has consumed.
+    const outWriteBefore = io[IO_OUT_WRITE];
+    io[IO_OUT_READ] = Atomics.load(this.outboundIndex, READ_INDEX) >>> 0;
+
+    let channels = 0;
+    if (input.length > 0 && input[0].length === QUANTUM) {
+      this.inL.set(input[0]);
+      channels = 1;
+      if (input.length > 1 && input[1].length === QUANTUM) {
+        this.inR.set(input[1]);
+        channels = 2;
+      }
+    }
+
+    e.tutti_process(this.handle, nowFrames, channels);
+
+    Atomics.store(this.inboundIndex, READ_INDEX, io[IO_IN_READ] | 0);
+    const outWrite = io[IO_OUT_WRITE];
+    if (outWrite !== outWriteBefore) {
+      this.outboundMirror.push(outWriteBefore, outWrite);
+      Atomics.store(this.outboundIndex, WRITE_INDEX, outWrite | 0);
+    }
+
+    outL.set(this.outLView);
+    outR.set(this.outRView);
+
+    this.quanta++;
+    if (this.statsDirty || this.quanta % STATS_EVERY === 0) this.publishStats();
+  }
+
+  /** Copies the engine's stats into the shared block under the seqlock. */
+  publishStats(): void {
+    this.exports.tutti_write_stats(this.handle);
+    const shared = this.statsShared;
+    const seq = shared[G_SEQUENCE];
+    shared[G_SEQUENCE] = seq + 1;
+    // Index 0 of the engine's block is the sequence word, which only this publisher owns.
+    this.statsView[G_SEQUENCE] = seq + 1;
+    shared.set(this.statsView);
+    shared[G_SEQUENCE] = seq + 2;
+    this.statsDirty = false;
+  }
+
+  /** Frees the engine. */
+  destroy(): void {
+    this.exports.tutti_destroy(this.handle);
+  }
+}
+
+function bufferFields(
+  buffer: EngineConfig['buffer'],
+): Omit<Extract<Control, { type: 'buffer' }>, 'type'> {
+  return buffer.mode === 'fixed'
+    ? { mode: 'fixed', packets: buffer.packets }
+    : { mode: 'adaptive', floorFrames: buffer.floorFrames, ceilingFrames: buffer.ceilingFrames };
+}

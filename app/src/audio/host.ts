@@ -1,0 +1,73 @@
+// Main-thread side of the engine: compiles the WASM, loads the one engine worklet, and hands the
+// net side the rings it exchanges packets through.
+
+import wasmUrl from '../../../wasm/pkg/tutti_wasm_bg.wasm?url';
+import workletUrl from './engine-worklet.ts?worker&url';
+import {
+  createBuffers,
+  DEFAULT_CONFIG,
+  type Control,
+  type EngineBuffers,
+  type EngineConfig,
+} from './engine-core';
+
+export { wasmUrl, workletUrl };
+
+/** Why the engine cannot run here, or null if it can. */
+export function engineUnavailableReason(): string | null {
+  if (typeof SharedArrayBuffer === 'undefined' || !globalThis.crossOriginIsolated) {
+    return (
+      'This page is not cross-origin isolated, so SharedArrayBuffer is unavailable and the audio ' +
+      'engine cannot exchange packets with the network without blocking. The server must send ' +
+      '"Cross-Origin-Opener-Policy: same-origin" and "Cross-Origin-Embedder-Policy: require-corp".'
+    );
+  }
+  if (typeof AudioWorkletNode === 'undefined') {
+    return 'This browser has no AudioWorklet, which the audio engine runs in.';
+  }
+  if (typeof WebAssembly === 'undefined') {
+    return 'This browser has no WebAssembly, which the audio engine is built with.';
+  }
+  return null;
+}
+
+let compiled: Promise<WebAssembly.Module> | null = null;
+
+/** Compiles the engine's WebAssembly once per page. */
+export function engineModule(): Promise<WebAssembly.Module> {
+  compiled ??= WebAssembly.compileStreaming(fetch(wasmUrl));
+  return compiled;
+}
+
+export interface EngineHandle {
+  node: AudioWorkletNode;
+  buffers: EngineBuffers;
+  config: EngineConfig;
+  control(msg: Control): void;
+}
+
+/** Creates the one engine node of this client in `ctx` (48 kHz expected). */
+export async function createEngine(
+  ctx: BaseAudioContext,
+  config: EngineConfig = DEFAULT_CONFIG,
+  buffers: EngineBuffers = createBuffers(),
+): Promise<EngineHandle> {
+  const reason = engineUnavailableReason();
+  if (reason) throw new Error(reason);
+  const [module] = await Promise.all([engineModule(), ctx.audioWorklet.addModule(workletUrl)]);
+  const node = new AudioWorkletNode(ctx, 'tutti-engine', {
+    numberOfInputs: 1,
+    numberOfOutputs: 1,
+    outputChannelCount: [2],
+    channelCount: config.captureChannels,
+    channelCountMode: 'explicit',
+    processorOptions: { module, buffers, config },
+  });
+  await new Promise<void>((resolve, reject) => {
+    node.port.onmessage = (ev: MessageEvent<{ type: string; message?: string }>) => {
+      if (ev.data.type === 'ready') resolve();
+      else if (ev.data.type === 'error') reject(new Error(ev.data.message));
+    };
+  });
+  return { node, buffers, config, control: (msg) => node.port.postMessage(msg) };
+}
