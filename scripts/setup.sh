@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Installs what building and testing Tutti needs, and only what is missing.
+#
+# Run by `npm start`, `npm test` and .ci/run before anything else. It must work on a fresh
+# Debian machine (as root, no terminal, CI=true) and cost almost nothing when all is present,
+# so every step checks first and installs second. Any failure stops the script with a message.
+#
+#   apt:     chromium (headless browser tests), sox (test signals)
+#   rustup:  wasm32-unknown-unknown target, rustfmt and clippy components
+#   cargo:   wasm-pack (pinned), wasm-bindgen-cli (exactly the version wasm/Cargo.toml pins)
+#   npm:     node_modules from package-lock.json (includes binaryen's wasm-opt, which the
+#            build puts first on PATH: Debian's older wasm-opt breaks wasm-bindgen output)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export PATH="$HOME/.cargo/bin:$PATH"
+export DEBIAN_FRONTEND=noninteractive
+
+WASM_PACK_VERSION="0.15.1"
+
+START_NS=$(date +%s%N)
+log() { printf 'setup: %s\n' "$*"; }
+die() {
+  printf 'setup: ERROR: %s\n' "$*" >&2
+  exit 1
+}
+trap 'rc=$?; [ $rc -eq 0 ] || printf "setup: FAILED (exit %s) at line %s: %s\n" "$rc" "$LINENO" "$BASH_COMMAND" >&2' EXIT
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo -n "$@" || die "needs root for: $* (sudo -n refused; run it once by hand)"
+  else
+    die "needs root for: $*"
+  fi
+}
+
+# --- Debian packages -------------------------------------------------------------------------
+apt_missing=()
+[ -x /usr/bin/chromium ] || apt_missing+=(chromium)
+command -v sox >/dev/null 2>&1 || apt_missing+=(sox)
+if [ ${#apt_missing[@]} -gt 0 ]; then
+  command -v apt-get >/dev/null 2>&1 || die "missing ${apt_missing[*]} and no apt-get to install them"
+  log "apt-get update"
+  as_root apt-get update -q
+  log "apt-get install ${apt_missing[*]}"
+  as_root apt-get install -y -q --no-install-recommends "${apt_missing[@]}"
+else
+  log "ok    chromium, sox"
+fi
+
+# --- Rust toolchain --------------------------------------------------------------------------
+command -v cargo >/dev/null 2>&1 || die "cargo not found (install Rust with rustup first)"
+command -v rustup >/dev/null 2>&1 || die "rustup not found: needed to add the wasm32 target"
+
+if rustup target list --installed | grep -qx 'wasm32-unknown-unknown'; then
+  log "ok    rust target wasm32-unknown-unknown"
+else
+  log "rustup target add wasm32-unknown-unknown"
+  rustup target add wasm32-unknown-unknown
+fi
+
+installed_components="$(rustup component list --installed)"
+for comp in rustfmt clippy; do
+  if grep -q "^${comp}\(-\|$\)" <<<"$installed_components"; then
+    log "ok    rust component $comp"
+  else
+    log "rustup component add $comp"
+    rustup component add "$comp"
+  fi
+done
+
+# --- wasm-pack -------------------------------------------------------------------------------
+have_wasm_pack="$(wasm-pack --version 2>/dev/null | awk '{print $2}' || true)"
+if [ "$have_wasm_pack" = "$WASM_PACK_VERSION" ]; then
+  log "ok    wasm-pack $WASM_PACK_VERSION"
+else
+  log "cargo install wasm-pack $WASM_PACK_VERSION (found: ${have_wasm_pack:-none}; takes a few minutes)"
+  cargo install wasm-pack --locked --version "$WASM_PACK_VERSION"
+fi
+
+# --- wasm-bindgen-cli, exactly the version the wasm crate pins ------------------------------
+# wasm-pack builds its own copy (slowly) when the one on PATH differs from the crate's version.
+bindgen_version="$(sed -nE 's/^[[:space:]]*wasm-bindgen[[:space:]]*=[[:space:]]*(\{[^}]*version[[:space:]]*=[[:space:]]*)?"=?([0-9]+\.[0-9]+\.[0-9]+)".*/\2/p' wasm/Cargo.toml | head -n1)"
+[ -n "$bindgen_version" ] || die "could not read the wasm-bindgen version from wasm/Cargo.toml"
+if [ -f Cargo.lock ]; then
+  locked="$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/version = |"/, ""); print; exit}' Cargo.lock)"
+  if [ -n "$locked" ] && [ "$locked" != "$bindgen_version" ]; then
+    die "wasm/Cargo.toml pins wasm-bindgen $bindgen_version but Cargo.lock has $locked: pin with \"=X\""
+  fi
+fi
+have_bindgen="$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)"
+if [ "$have_bindgen" = "$bindgen_version" ]; then
+  log "ok    wasm-bindgen-cli $bindgen_version"
+else
+  log "cargo install wasm-bindgen-cli $bindgen_version (found: ${have_bindgen:-none}; takes a few minutes)"
+  # No --locked: the CLI's own lockfile names a crate version the registry does not serve.
+  cargo install wasm-bindgen-cli --version "$bindgen_version" --force
+fi
+
+# --- npm packages ----------------------------------------------------------------------------
+command -v npm >/dev/null 2>&1 || die "npm not found (install Node.js 20 or newer)"
+stamp=node_modules/.package-lock.json
+need_npm=""
+if [ ! -d node_modules ] || [ ! -f "$stamp" ]; then
+  need_npm="node_modules missing"
+elif [ -f package-lock.json ] && [ package-lock.json -nt "$stamp" ]; then
+  need_npm="package-lock.json is newer than node_modules"
+elif [ package.json -nt "$stamp" ]; then
+  need_npm="package.json is newer than node_modules"
+fi
+if [ -n "$need_npm" ]; then
+  npm_flags=(--no-audit --no-fund)
+  if [ -f package-lock.json ] && { [ -n "${CI:-}" ] || ! [ package.json -nt package-lock.json ]; }; then
+    log "npm ci ($need_npm)"
+    npm ci "${npm_flags[@]}" </dev/null
+  else
+    log "npm install ($need_npm)"
+    npm install "${npm_flags[@]}" </dev/null
+  fi
+  # npm leaves its marker untouched when nothing changed; mark the tree as current.
+  touch "$stamp"
+else
+  log "ok    node_modules"
+fi
+[ -x node_modules/.bin/wasm-opt ] || die "node_modules/.bin/wasm-opt missing (devDependency binaryen)"
+[ -x node_modules/.bin/vite ] || die "node_modules/.bin/vite missing (devDependency vite)"
+
+elapsed_ms=$((($(date +%s%N) - START_NS) / 1000000))
+log "done in $((elapsed_ms / 1000)).$(printf '%03d' $((elapsed_ms % 1000))) s"
