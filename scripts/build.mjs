@@ -1,0 +1,100 @@
+// Builds what is stale, and only that:
+//   wasm: `wasm-pack build wasm --target web --release --out-dir pkg` → wasm/pkg/ (the app imports it)
+//   app:  `vite build` (root app/, see vite.config.ts) → dist/
+// A step runs when one of its outputs is missing or an input is newer than its last build.
+// `--force` rebuilds everything. Exit code is non-zero when a step fails.
+//
+// Usage: node scripts/build.mjs [--force]      (also: npm run build)
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ROOT, run } from './lib/run.mjs';
+import { checkStale, markBuilt } from './lib/stale.mjs';
+
+function wasmCrateFileStem() {
+  const toml = readFileSync(join(ROOT, 'wasm', 'Cargo.toml'), 'utf8');
+  const name = /^\s*name\s*=\s*"([^"]+)"/m.exec(toml)?.[1] ?? 'tutti-wasm';
+  return name.replace(/-/g, '_');
+}
+
+/** The build steps, in order. */
+export function steps() {
+  const stem = wasmCrateFileStem();
+  return [
+    {
+      name: 'wasm',
+      inputs: [
+        'core/src',
+        'core/Cargo.toml',
+        'core/build.rs',
+        'wasm/src',
+        'wasm/Cargo.toml',
+        'wasm/build.rs',
+        'Cargo.toml',
+        'Cargo.lock',
+        '.cargo/config.toml',
+        'rust-toolchain.toml',
+      ],
+      outputs: [`wasm/pkg/${stem}.js`, `wasm/pkg/${stem}_bg.wasm`],
+      stamp: 'wasm/pkg/.tutti-built',
+      // npm's binaryen (wasm-opt 132) is first on PATH via run(): Debian's wasm-opt 108
+      // produces modules that fail at init with wasm-bindgen's output.
+      command: ['wasm-pack', ['build', 'wasm', '--target', 'web', '--release', '--out-dir', 'pkg']],
+    },
+    {
+      name: 'app',
+      inputs: [
+        'app',
+        'wasm/pkg',
+        'bench',
+        'sw',
+        'vite.config.ts',
+        'tsconfig.json',
+        'package.json',
+        'package-lock.json',
+        'scripts/lib/headers.mjs',
+      ],
+      // Results and native benchmarks are not part of the app.
+      skip: (rel) => rel.startsWith('bench/native') || rel.startsWith('bench/results'),
+      outputs: ['dist/index.html'],
+      stamp: 'dist/.tutti-built',
+      command: [join(ROOT, 'node_modules', '.bin', 'vite'), ['build']],
+    },
+  ];
+}
+
+/**
+ * Builds the stale steps. Never throws for a failed step; reports it.
+ * @param {{ force?: boolean }} [opts]
+ * @returns {Promise<{ ok: boolean, results: { name: string, action: 'built'|'skipped'|'failed', reason: string, ms: number }[] }>}
+ */
+export async function build(opts = {}) {
+  const results = [];
+  for (const step of steps()) {
+    const check = opts.force ? { stale: true, reason: '--force' } : checkStale(ROOT, step);
+    if (!check.stale) {
+      console.log(`build: ${step.name.padEnd(5)} skipped (${check.reason})`);
+      results.push({ name: step.name, action: 'skipped', reason: check.reason, ms: 0 });
+      continue;
+    }
+    console.log(`build: ${step.name.padEnd(5)} building (${check.reason}): ${step.command[0].replace(ROOT + '/', '')} ${step.command[1].join(' ')}`);
+    const started = Date.now();
+    const r = await run(step.command[0], step.command[1]);
+    const missing = step.outputs.filter((o) => !existsSync(join(ROOT, o)));
+    if (r.code === 0 && missing.length === 0) {
+      markBuilt(ROOT, step.stamp, started);
+      console.log(`build: ${step.name.padEnd(5)} built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      results.push({ name: step.name, action: 'built', reason: check.reason, ms: Date.now() - started });
+    } else {
+      const why = r.code !== 0 ? `exit ${r.code}${r.error ? `: ${r.error}` : ''}` : `missing ${missing.join(', ')}`;
+      console.error(`build: ${step.name.padEnd(5)} FAILED (${why})`);
+      results.push({ name: step.name, action: 'failed', reason: why, ms: Date.now() - started });
+    }
+  }
+  return { ok: results.every((r) => r.action !== 'failed'), results };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const { ok } = await build({ force: process.argv.includes('--force') });
+  process.exit(ok ? 0 : 1);
+}

@@ -1,0 +1,89 @@
+// Child processes for the build and test scripts: output streams to this terminal as it comes
+// and is also kept, so the caller can parse it; a time limit ends the whole process group.
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** Process groups of running children: ended when this process is interrupted. */
+const running = new Set();
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    for (const pid of running) {
+      try {
+        process.kill(-pid, 'SIGTERM');
+      } catch {}
+    }
+    process.exit(130);
+  });
+}
+
+/** PATH with npm's tools (binaryen's wasm-opt first) and cargo's bin before the rest. */
+export function toolPath(env = process.env) {
+  const home = env.HOME ?? '/root';
+  return [join(ROOT, 'node_modules', '.bin'), join(home, '.cargo', 'bin'), env.PATH ?? '']
+    .filter(Boolean)
+    .join(':');
+}
+
+/**
+ * Runs a command. Resolves (never rejects) with its exit code and captured output.
+ * @param {string} cmd
+ * @param {string[]} args
+ * @param {{ cwd?: string, env?: Record<string, string|undefined>, timeoutMs?: number,
+ *           quiet?: boolean }} [opts]
+ * @returns {Promise<{ code: number, output: string, timedOut: boolean, error?: string, ms: number }>}
+ */
+export function run(cmd, args, opts = {}) {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    let output = '';
+    let timedOut = false;
+    let child;
+    try {
+      child = spawn(cmd, args, {
+        cwd: opts.cwd ?? ROOT,
+        env: { ...process.env, PATH: toolPath(), ...(process.env.CI ? { NO_COLOR: '1', CARGO_TERM_COLOR: 'never' } : {}), ...opts.env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached: true, // own process group, so a time-out can end everything it started
+      });
+    } catch (e) {
+      resolve({ code: 127, output: '', timedOut: false, error: String(e), ms: 0 });
+      return;
+    }
+    const take = (stream, sink) => {
+      stream.on('data', (chunk) => {
+        output += chunk.toString();
+        if (!opts.quiet) sink.write(chunk);
+      });
+    };
+    if (child.pid) running.add(child.pid);
+    take(child.stdout, process.stdout);
+    take(child.stderr, process.stderr);
+    let timer;
+    if (opts.timeoutMs) {
+      timer = setTimeout(() => {
+        timedOut = true;
+        process.stderr.write(`\n${cmd} ${args.join(' ')}: time limit ${opts.timeoutMs / 1000} s reached, stopping it\n`);
+        try {
+          process.kill(-child.pid, 'SIGTERM');
+          setTimeout(() => {
+            try {
+              process.kill(-child.pid, 'SIGKILL');
+            } catch {}
+          }, 5000).unref();
+        } catch {}
+      }, opts.timeoutMs);
+    }
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      resolve({ code: 127, output, timedOut, error: String(e), ms: Date.now() - started });
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      running.delete(child.pid);
+      resolve({ code: code ?? (signal ? 128 : 1), output, timedOut, ms: Date.now() - started });
+    });
+  });
+}
