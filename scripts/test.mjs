@@ -1,0 +1,167 @@
+// `npm test`: the one test command, also what CI runs (.ci/run).
+//
+//   setup  scripts/setup.sh (installs what is missing)             1 check
+//   build  scripts/build.mjs steps (wasm, app; stale ones only)      1 check per step
+//   fmt    cargo fmt --all -- --check                                1 check
+//   clippy cargo clippy --workspace --all-targets -- -D warnings     1 check
+//   cargo  cargo test --workspace --no-fail-fast                     sum of "test result:" lines
+//   vitest vitest run (tests/unit), JSON report                      numPassedTests / numFailedTests
+//   browser node --test tests/browser/*.test.mjs, TAP report         "# pass" / "# fail" (+ cancelled)
+//
+// Every suite runs even when an earlier one failed. A suite that could not run or whose report
+// could not be read counts as one failure. The last line of output is `N passed, N failed`;
+// the exit code is non-zero when anything failed.
+//
+// Usage: node scripts/test.mjs [suite ...]     e.g. `npm test -- cargo vitest`
+// Environment:
+//   TUTTI_CARGO_TEST_RELEASE=1   run cargo test with --release (long simulations run faster,
+//                                compiling takes longer)
+//   TUTTI_TEST_BUDGET_S=1500     overall time limit; each suite also has its own limit
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { build } from './build.mjs';
+import { ROOT, run } from './lib/run.mjs';
+import { parseCargoTest, parseNodeTap, parseVitestJson } from './lib/reports.mjs';
+
+const started = Date.now();
+const budgetMs = Number(process.env.TUTTI_TEST_BUDGET_S ?? 1500) * 1000;
+const remaining = () => Math.max(10_000, budgetMs - (Date.now() - started));
+const limit = (seconds) => Math.min(seconds * 1000, remaining());
+const work = mkdtempSync(join(tmpdir(), 'tutti-test-'));
+
+/** @typedef {{ passed: number, failed: number, note?: string }} Count */
+
+/** Exit 0 = one passed check, anything else = one failed check. */
+async function oneCheck(cmd, args, seconds) {
+  const r = await run(cmd, args, { timeoutMs: limit(seconds) });
+  if (r.code === 0) return { passed: 1, failed: 0 };
+  return { passed: 0, failed: 1, note: r.timedOut ? 'timed out' : r.error ?? `exit ${r.code}` };
+}
+
+/** @type {{ name: string, run: () => Promise<Count> }[]} */
+const suites = [
+  {
+    name: 'fmt',
+    run: () => oneCheck('cargo', ['fmt', '--all', '--', '--check', ...(process.env.CI ? ['--color', 'never'] : [])], 120),
+  },
+  {
+    name: 'clippy',
+    run: () =>
+      oneCheck('cargo', ['clippy', '--workspace', '--all-targets', '--', '-D', 'warnings'], 900),
+  },
+  {
+    name: 'cargo',
+    run: async () => {
+      const release = process.env.TUTTI_CARGO_TEST_RELEASE === '1';
+      const args = ['test', '--workspace', '--no-fail-fast', ...(release ? ['--release'] : [])];
+      const r = await run('cargo', args, { timeoutMs: limit(1200) });
+      const c = parseCargoTest(r.output);
+      const profile = release ? 'release' : 'debug';
+      if (r.code !== 0 && c.failed === 0) {
+        const why = r.timedOut ? 'timed out' : c.results === 0 ? 'did not compile' : `exit ${r.code}`;
+        return { passed: c.passed, failed: 1, note: `${why} (${profile})` };
+      }
+      return { passed: c.passed, failed: c.failed, note: `${c.results} test binaries, ${c.ignored} ignored (${profile})` };
+    },
+  },
+  {
+    name: 'vitest',
+    run: async () => {
+      const out = join(work, 'vitest.json');
+      const args = ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, '--passWithNoTests'];
+      const r = await run(join(ROOT, 'node_modules', '.bin', 'vitest'), args, { timeoutMs: limit(600) });
+      if (!existsSync(out)) {
+        return { passed: 0, failed: 1, note: r.timedOut ? 'timed out' : `no JSON report (exit ${r.code})` };
+      }
+      const c = parseVitestJson(readFileSync(out, 'utf8'));
+      if (r.code !== 0 && c.failed === 0) return { passed: c.passed, failed: 1, note: `exit ${r.code}` };
+      return { passed: c.passed, failed: c.failed, note: c.note };
+    },
+  },
+  {
+    name: 'browser',
+    run: async () => {
+      const dir = join(ROOT, 'tests', 'browser');
+      const files = existsSync(dir)
+        ? readdirSync(dir).filter((f) => f.endsWith('.test.mjs')).sort().map((f) => join('tests', 'browser', f))
+        : [];
+      if (files.length === 0) return { passed: 0, failed: 0, note: 'no tests/browser/*.test.mjs yet' };
+      const tap = join(work, 'browser.tap');
+      const args = [
+        '--test',
+        '--test-concurrency=1', // audio renders in real time: one browser at a time
+        '--test-timeout=300000',
+        '--test-reporter=spec',
+        '--test-reporter-destination=stdout',
+        '--test-reporter=tap',
+        `--test-reporter-destination=${tap}`,
+        ...files,
+      ];
+      const env = { TUTTI_DIST: join(ROOT, 'dist'), CHROMIUM_PATH: '/usr/bin/chromium' };
+      const r = await run(process.execPath, args, { timeoutMs: limit(900), env });
+      const c = existsSync(tap) ? parseNodeTap(readFileSync(tap, 'utf8')) : null;
+      if (!c) return { passed: 0, failed: 1, note: r.timedOut ? 'timed out' : `no TAP summary (exit ${r.code})` };
+      if (r.code !== 0 && c.failed === 0) return { passed: c.passed, failed: 1, note: `exit ${r.code}` };
+      return { passed: c.passed, failed: c.failed, note: `${files.length} files${c.note ? ', ' + c.note : ''}` };
+    },
+  },
+];
+
+const only = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+const unknown = only.filter((n) => !suites.some((s) => s.name === n));
+if (unknown.length) {
+  console.error(`test: unknown suite ${unknown.join(', ')}; known: ${suites.map((s) => s.name).join(', ')}`);
+  process.exit(2);
+}
+
+/** @type {{ name: string, passed: number, failed: number, ms: number, note: string }[]} */
+const rows = [];
+const banner = (name) => console.log(`\n===== ${name} ${'='.repeat(Math.max(0, 60 - name.length))}`);
+
+banner('setup');
+{
+  const t = Date.now();
+  const r = await run('bash', [join(ROOT, 'scripts', 'setup.sh')], { timeoutMs: limit(1200) });
+  rows.push({ name: 'setup', passed: r.code === 0 ? 1 : 0, failed: r.code === 0 ? 0 : 1, ms: Date.now() - t, note: r.code === 0 ? '' : `exit ${r.code}` });
+}
+
+if (rows[0].failed === 0) {
+  banner('build');
+  const t = Date.now();
+  const b = await build();
+  rows.push({
+    name: 'build',
+    passed: b.results.filter((s) => s.action !== 'failed').length,
+    failed: b.results.filter((s) => s.action === 'failed').length,
+    ms: Date.now() - t,
+    note: b.results.map((s) => `${s.name} ${s.action}`).join(', '),
+  });
+
+  for (const suite of suites) {
+    if (only.length && !only.includes(suite.name)) continue;
+    banner(suite.name);
+    const t = Date.now();
+    let c;
+    try {
+      c = await suite.run();
+    } catch (e) {
+      c = { passed: 0, failed: 1, note: `runner error: ${e instanceof Error ? e.message : e}` };
+    }
+    rows.push({ name: suite.name, passed: c.passed, failed: c.failed, ms: Date.now() - t, note: c.note ?? '' });
+  }
+} else {
+  console.error('test: setup failed; no suite can run');
+}
+
+rmSync(work, { recursive: true, force: true });
+
+const total = rows.reduce((a, r) => ({ passed: a.passed + r.passed, failed: a.failed + r.failed }), { passed: 0, failed: 0 });
+console.log(`\n${'suite'.padEnd(8)} ${'passed'.padStart(6)} ${'failed'.padStart(6)} ${'time'.padStart(8)}  note`);
+for (const r of rows) {
+  const mark = r.failed ? '  <-- FAILED' : '';
+  console.log(`${r.name.padEnd(8)} ${String(r.passed).padStart(6)} ${String(r.failed).padStart(6)} ${((r.ms / 1000).toFixed(1) + ' s').padStart(8)}  ${r.note}${mark}`);
+}
+console.log(`total time ${((Date.now() - started) / 1000).toFixed(1)} s`);
+console.log(`${total.passed} passed, ${total.failed} failed`);
+process.exit(total.failed > 0 ? 1 : 0);
