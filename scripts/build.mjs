@@ -11,6 +11,9 @@ import { pathToFileURL } from 'node:url';
 import { ROOT, run } from './lib/run.mjs';
 import { checkStale, markBuilt } from './lib/stale.mjs';
 
+/** Build stamps live apart from the outputs: writing one must not change an input's folder. */
+const STAMP_DIR = 'node_modules/.cache/tutti-build';
+
 function wasmCrateFileStem() {
   const toml = readFileSync(join(ROOT, 'wasm', 'Cargo.toml'), 'utf8');
   const name = /^\s*name\s*=\s*"([^"]+)"/m.exec(toml)?.[1] ?? 'tutti-wasm';
@@ -36,7 +39,7 @@ export function steps() {
         'rust-toolchain.toml',
       ],
       outputs: [`wasm/pkg/${stem}.js`, `wasm/pkg/${stem}_bg.wasm`],
-      stamp: 'wasm/pkg/.tutti-built',
+      stamp: STAMP_DIR + '/wasm.stamp',
       // npm's binaryen (wasm-opt 132) is first on PATH via run(): Debian's wasm-opt 108
       // produces modules that fail at init with wasm-bindgen's output.
       command: ['wasm-pack', ['build', 'wasm', '--target', 'web', '--release', '--out-dir', 'pkg']],
@@ -57,7 +60,7 @@ export function steps() {
       // Results and native benchmarks are not part of the app.
       skip: (rel) => rel.startsWith('bench/native') || rel.startsWith('bench/results'),
       outputs: ['dist/index.html'],
-      stamp: 'dist/.tutti-built',
+      stamp: STAMP_DIR + '/app.stamp',
       command: [join(ROOT, 'node_modules', '.bin', 'vite'), ['build']],
     },
   ];

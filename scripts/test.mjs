@@ -62,7 +62,7 @@ const suites = [
         const why = r.timedOut ? 'timed out' : c.results === 0 ? 'did not compile' : `exit ${r.code}`;
         return { passed: c.passed, failed: 1, note: `${why} (${profile})` };
       }
-      return { passed: c.passed, failed: c.failed, note: `${c.results} test binaries, ${c.ignored} ignored (${profile})` };
+      return { passed: c.passed, failed: c.failed, note: `${c.results} result lines, ${c.ignored} ignored (${profile})` };
     },
   },
   {
