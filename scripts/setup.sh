@@ -25,7 +25,7 @@ die() {
   printf 'setup: ERROR: %s\n' "$*" >&2
   exit 1
 }
-trap 'rc=$?; [ $rc -eq 0 ] || printf "setup: FAILED (exit %s) at line %s: %s\n" "$rc" "$LINENO" "$BASH_COMMAND" >&2' EXIT
+trap 'printf "setup: ERROR: line %s failed: %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then
@@ -55,7 +55,8 @@ fi
 command -v cargo >/dev/null 2>&1 || die "cargo not found (install Rust with rustup first)"
 command -v rustup >/dev/null 2>&1 || die "rustup not found: needed to add the wasm32 target"
 
-if rustup target list --installed | grep -qx 'wasm32-unknown-unknown'; then
+installed_targets="$(rustup target list --installed)"
+if grep -qx 'wasm32-unknown-unknown' <<<"$installed_targets"; then
   log "ok    rust target wasm32-unknown-unknown"
 else
   log "rustup target add wasm32-unknown-unknown"
