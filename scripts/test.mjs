@@ -87,6 +87,9 @@ const suites = [
         ? readdirSync(dir).filter((f) => f.endsWith('.test.mjs')).sort().map((f) => join('tests', 'browser', f))
         : [];
       if (files.length === 0) return { passed: 0, failed: 0, note: 'no tests/browser/*.test.mjs yet' };
+      // The browser tests load dist/: after a failed app build they would test a stale app.
+      const app = buildResults.find((s) => s.name === 'app');
+      if (app?.action === 'failed') return { passed: 0, failed: 1, note: `not run: the app build failed (${files.length} files)` };
       const tap = join(work, 'browser.tap');
       const args = [
         '--test',
@@ -117,6 +120,8 @@ if (unknown.length) {
 
 /** @type {{ name: string, passed: number, failed: number, ms: number, note: string }[]} */
 const rows = [];
+/** @type {{ name: string, action: string }[]} */
+let buildResults = [];
 const banner = (name) => console.log(`\n===== ${name} ${'='.repeat(Math.max(0, 60 - name.length))}`);
 
 banner('setup');
@@ -130,6 +135,7 @@ if (rows[0].failed === 0) {
   banner('build');
   const t = Date.now();
   const b = await build();
+  buildResults = b.results;
   rows.push({
     name: 'build',
     passed: b.results.filter((s) => s.action !== 'failed').length,
