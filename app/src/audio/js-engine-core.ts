@@ -1,0 +1,1584 @@
+// A plain-JavaScript engine that does the same work as the WASM engine (core/src/engine.rs),
+// written the way a careful JavaScript author would: typed arrays sized up front, one class shape
+// per concept, no allocation per quantum or per packet. The benchmark runs it beside the WASM
+// engine (bench/README.md); it is also a readable reference of the render path.
+//
+// Per 128-frame quantum, `process()`:
+// 1. drains the inbound ring: each record's packet is checked (the rules of core/src/packet.rs),
+//    decoded to f32 and placed in its peer's jitter buffer by sequence number, stamped with the
+//    quantum's `now`;
+// 2. for every active peer: updates the drift loop (two one-pole stages + PI on the buffer fill,
+//    clamped to ±1000 ppm, slew-limited), pulls blocks from the jitter buffer (real audio,
+//    concealment by cross-faded repetition with decay, or silence before start) into contiguous
+//    staging until a quantum is covered, and resamples with a 4-tap cubic (Lagrange) whose
+//    integer offset is constant over the quantum and whose fraction moves linearly; the same pass
+//    meters the source (pre-fader) and adds it, gained and panned with a per-quantum ramp, into
+//    the output;
+// 3. runs the master: gain, limiter (8-quantum peak hold, 150 ms release, soft knee), meters;
+// 4. captures local input (when there is any) into packets on the outbound ring;
+// 5. every 8 quanta, and after a control message, publishes the stats block (stats.ts) under its
+//    seqlock.
+//
+// Real-time safety: `process()` allocates nothing, locks nothing and logs nothing. Every buffer is
+// a typed array made in the constructor; `control()` (called from the port, between quanta) only
+// sets numbers.
+
+import type { Control, EngineBuffers, EngineConfig, EngineCore } from './engine-core';
+import { RingReader, RingWriter } from './ring';
+import * as S from './stats';
+
+/** Frames in one render quantum. */
+export const QUANTUM = 128;
+/** The local (context) sample rate the engine renders at. */
+export const LOCAL_RATE = 48000;
+/** Decoded frames one peer's jitter buffer holds, per channel (170 ms at 48 kHz). */
+export const STORE_FRAMES = 8192;
+/** Resampler staging per peer and channel, in frames. */
+export const STAGE_FRAMES = 2048;
+
+const MAX_FRAMES = 256;
+/** Slots at the smallest block size (32 frames). */
+const MAX_SLOTS = STORE_FRAMES / 32;
+/** Samples kept behind the read position when staging is compacted (taps and cross-fades). */
+const HISTORY = 16;
+/** Largest |ratio − 1| served by the block-constant resampling path. */
+const FAST_MAX_DEVIATION = 2e-3;
+
+// Drift loop (the defaults of core/src/clock.rs): 375 updates/s, gain set for 48 kHz input.
+const DRIFT_DT = QUANTUM / LOCAL_RATE;
+const DRIFT_ALPHA = 1 - Math.exp(-DRIFT_DT / 0.25);
+const DRIFT_WN = 1 / 10;
+const DRIFT_KP = (2 * 1 * DRIFT_WN) / LOCAL_RATE;
+const DRIFT_KI = ((DRIFT_WN * DRIFT_WN) / LOCAL_RATE) * DRIFT_DT;
+const DRIFT_MAX = 1000e-6;
+const DRIFT_SLEW = 100e-6 * DRIFT_DT;
+
+// Mixer and meters (the constants of core/src/mix.rs).
+const MAX_GAIN = 4;
+const LIMIT_THRESHOLD = 0.8912509;
+const LIMITER_HOLD_BLOCKS = 8;
+const LIMITER_RELEASE = 1 - Math.exp(-QUANTUM / (LOCAL_RATE * 0.15));
+const RELEASE_SNAP = 1e-5;
+const KNEE_NUM = (1 - LIMIT_THRESHOLD) * (1 - LIMIT_THRESHOLD);
+const KNEE_OFFSET = 1 - 2 * LIMIT_THRESHOLD;
+const PEAK_HOLD_FRAMES = 24000;
+const PEAK_DECAY = Math.exp(-(QUANTUM / LOCAL_RATE) * Math.LN10);
+const RMS_ALPHA = 1 - Math.exp(-(QUANTUM / LOCAL_RATE) / 0.3);
+const FLUSH_LIN = 1e-7;
+
+/** Quanta between stats publications. */
+const STATS_EVERY = 8;
+const HEADER_LEN = 16;
+const EXT_LEN = 8;
+const MAX_PACKET_LEN = HEADER_LEN + MAX_FRAMES * 2 * 4 + EXT_LEN;
+/** Outbound record tag: broadcast to every peer. */
+const BROADCAST_TAG = 0xffff;
+/** JackTrip sample-rate codes → Hz. */
+const RATE_HZ = [22050, 32000, 44100, 48000, 88200, 96000, 192000];
+
+
+/** Where the parsed header of the current record is kept (no object per packet). */
+class PacketInfo {
+  seq = 0;
+  frames = 0;
+  rateHz = 0;
+  bits = 0;
+  channels = 0;
+}
+
+/**
+ * Checks a packet with the rules of core/src/packet.rs `parse` (header values, exact length,
+ * optional version-1 trailer) and fills `info`. Returns false for anything Tutti does not accept.
+ */
+export function parsePacket(b: Uint8Array, at: number, len: number, info: PacketInfo): boolean {
+  if (len < HEADER_LEN || len > MAX_PACKET_LEN) return false;
+  const frames = b[at + 10] | (b[at + 11] << 8);
+  if (frames !== 32 && frames !== 64 && frames !== 128 && frames !== 256) return false;
+  const rateCode = b[at + 12];
+  if (rateCode > 6) return false;
+  const bits = b[at + 13];
+  if (bits !== 16 && bits !== 24 && bits !== 32) return false;
+  const out = b[at + 15];
+  const channels = out === 0 ? b[at + 14] : out;
+  if (channels !== 1 && channels !== 2) return false;
+  const end = HEADER_LEN + frames * channels * (bits >> 3);
+  if (len !== end) {
+    if (len !== end + EXT_LEN) return false;
+    const t = at + end;
+    // 'T' 'U', version 1, PCM codec, reserved 0.
+    if (b[t] !== 0x54 || b[t + 1] !== 0x55 || b[t + 2] !== 1 || b[t + 3] !== 0) return false;
+    if (b[t + 6] !== 0 || b[t + 7] !== 0) return false;
+  }
+  info.seq = b[at + 8] | (b[at + 9] << 8);
+  info.frames = frames;
+  info.rateHz = RATE_HZ[rateCode];
+  info.bits = bits;
+  info.channels = channels;
+  return true;
+}
+
+// -----------------------------------------------------------------------------------------------
+// Concealment (the design of core/src/conceal.rs): on the first missing block of a run, a pitch
+// search over the recent output picks a loop length; the loop continues the waveform (junction
+// offset so it never jumps), held for 10 ms then faded out over 40 ms; real audio fades back in
+// over 128 frames with a raised cosine.
+
+const HIST_FRAMES = 2048;
+const SEARCH_FRAMES = 384;
+const MIN_LAG = 128;
+const MAX_LAG = 768;
+const JUNCTION_FRAMES = 32;
+const HOLD_FRAMES = 480;
+const FADE_FRAMES = 1920;
+const RECOVER_FRAMES = 128;
+const DECIM = 4;
+const REFINE = 3;
+const SEARCH_SPAN = SEARCH_FRAMES + MAX_LAG;
+const SILENCE_POWER = 1e-10;
+const RUN_END = HOLD_FRAMES + FADE_FRAMES;
+const MODE_REAL = 0;
+const MODE_CONCEALING = 1;
+const MODE_RECOVERING = 2;
+
+/** Raised-cosine fade-in weight of frame i of n. */
+function fadeInWeight(i: number, n: number): number {
+  return 0.5 - 0.5 * Math.cos(Math.PI * ((i + 0.5) / n));
+}
+
+function runGain(n: number): number {
+  return n < HOLD_FRAMES ? 1 : n < RUN_END ? 1 - (n - HOLD_FRAMES) / FADE_FRAMES : 0;
+}
+
+function dot(a: Float32Array, ai: number, b: Float32Array, bi: number, n: number): number {
+  let s0 = 0;
+  let s1 = 0;
+  let s2 = 0;
+  let s3 = 0;
+  let k = 0;
+  for (; k + 4 <= n; k += 4) {
+    s0 += a[ai + k] * b[bi + k];
+    s1 += a[ai + k + 1] * b[bi + k + 1];
+    s2 += a[ai + k + 2] * b[bi + k + 2];
+    s3 += a[ai + k + 3] * b[bi + k + 3];
+  }
+  for (; k < n; k++) s0 += a[ai + k] * b[bi + k];
+  return s0 + s1 + (s2 + s3);
+}
+
+class Concealer {
+  readonly histL = new Float32Array(HIST_FRAMES);
+  readonly histR = new Float32Array(HIST_FRAMES);
+  pos = 0;
+  readonly mono = new Float32Array(SEARCH_SPAN + 1);
+  readonly deci = new Float32Array(SEARCH_SPAN / DECIM);
+  readonly loopL = new Float32Array(MAX_LAG);
+  readonly loopR = new Float32Array(MAX_LAG);
+  period = MAX_LAG;
+  phase = 0;
+  run = RUN_END;
+  mode = MODE_CONCEALING;
+  done = 0;
+
+  reset(): void {
+    this.histL.fill(0);
+    this.histR.fill(0);
+    this.pos = 0;
+    this.period = MAX_LAG;
+    this.phase = 0;
+    this.run = RUN_END;
+    this.mode = MODE_CONCEALING;
+    this.done = 0;
+  }
+
+  /** Real audio `L/R[at, at+n)` is being played: fade in after a concealment, then remember it. */
+  play(L: Float32Array, R: Float32Array, at: number, n: number): void {
+    if (this.mode === MODE_CONCEALING) {
+      this.mode = MODE_RECOVERING;
+      this.done = 0;
+    }
+    if (this.mode === MODE_RECOVERING) this.recover(L, R, at, n);
+    this.record(L, R, at, n);
+  }
+
+  private recover(L: Float32Array, R: Float32Array, at: number, len: number): void {
+    const done = this.done;
+    const n = Math.min(len, RECOVER_FRAMES - done);
+    const silent = this.run >= RUN_END;
+    for (let i = 0; i < n; i++) {
+      const w = fadeInWeight(done + i, RECOVER_FRAMES);
+      let cl = 0;
+      let cr = 0;
+      if (!silent) {
+        const g = runGain(this.run + i);
+        const p = (this.phase + i) % this.period;
+        cl = this.loopL[p] * g;
+        cr = this.loopR[p] * g;
+      }
+      L[at + i] = w * L[at + i] + (1 - w) * cl;
+      R[at + i] = w * R[at + i] + (1 - w) * cr;
+    }
+    this.phase = (this.phase + n) % this.period;
+    this.run = Math.min(this.run + n, RUN_END);
+    if (done + n >= RECOVER_FRAMES) this.mode = MODE_REAL;
+    else this.done = done + n;
+  }
+
+  /** Writes a continuation into `L/R[at, at+n)`; returns false when it is silence. */
+  conceal(L: Float32Array, R: Float32Array, at: number, n: number): boolean {
+    if (this.mode !== MODE_CONCEALING) this.startRun();
+    const audible = this.run < RUN_END;
+    if (audible) {
+      const period = this.period;
+      let p = this.phase;
+      for (let i = 0; i < n; i++) {
+        const g = runGain(this.run + i);
+        L[at + i] = this.loopL[p] * g;
+        R[at + i] = this.loopR[p] * g;
+        if (++p === period) p = 0;
+      }
+      this.phase = p;
+      this.run = Math.min(this.run + n, RUN_END);
+    } else {
+      L.fill(0, at, at + n);
+      R.fill(0, at, at + n);
+    }
+    this.record(L, R, at, n);
+    return audible;
+  }
+
+  private record(L: Float32Array, R: Float32Array, at: number, len: number): void {
+    const skip = len > HIST_FRAMES ? len - HIST_FRAMES : 0;
+    const hl = this.histL;
+    const hr = this.histR;
+    let pos = this.pos;
+    for (let i = at + skip, end = at + len; i < end; i++) {
+      hl[pos] = L[i];
+      hr[pos] = R[i];
+      if (++pos === HIST_FRAMES) pos = 0;
+    }
+    this.pos = pos;
+  }
+
+  private hist(ring: Float32Array, back: number): number {
+    return ring[(this.pos + HIST_FRAMES - back) % HIST_FRAMES];
+  }
+
+  private startRun(): void {
+    this.mode = MODE_CONCEALING;
+    this.run = 0;
+    this.phase = 0;
+    const mono = this.mono;
+    const span = mono.length;
+    for (let k = 0; k < span; k++) {
+      const back = span - k;
+      mono[k] = 0.5 * (this.hist(this.histL, back) + this.hist(this.histR, back));
+    }
+    const recent = span - SEARCH_FRAMES;
+    if (dot(mono, recent, mono, recent, SEARCH_FRAMES) <= SILENCE_POWER * SEARCH_FRAMES) {
+      this.run = RUN_END;
+      return;
+    }
+    const deci = this.deci;
+    const from = span - SEARCH_SPAN;
+    for (let d = 0; d < deci.length; d++) {
+      const k = from + d * DECIM;
+      deci[d] = mono[k] + mono[k + 1] + mono[k + 2] + mono[k + 3];
+    }
+    const coarse = bestLagAt(deci, 0, deci.length, SEARCH_FRAMES / DECIM, MIN_LAG / DECIM, MAX_LAG / DECIM);
+    let period = MAX_LAG;
+    if (coarse >= 0) {
+      const lo = Math.max(coarse * DECIM - REFINE, MIN_LAG);
+      const hi = Math.min(coarse * DECIM + REFINE, MAX_LAG);
+      const fine = bestLagAt(mono, from, span, SEARCH_FRAMES, lo, hi);
+      period = fine >= 0 ? fine : coarse * DECIM;
+    }
+    this.period = period;
+    for (let c = 0; c < 2; c++) {
+      const ring = c === 0 ? this.histL : this.histR;
+      const lp = c === 0 ? this.loopL : this.loopR;
+      for (let k = 0; k < period; k++) lp[k] = this.hist(ring, period - k);
+      const offset = this.hist(ring, 1) - this.hist(ring, period + 1);
+      for (let k = 0; k < JUNCTION_FRAMES; k++) {
+        const v = lp[k] + offset * (1 - k / JUNCTION_FRAMES);
+        lp[k] = v > 1 ? 1 : v < -1 ? -1 : v;
+      }
+    }
+  }
+}
+
+/** The lag in [lo, hi] whose segment of x[start, end) best matches its last n samples; -1 if none. */
+function bestLagAt(x: Float32Array, start: number, end: number, n: number, lo: number, hi: number): number {
+  const target = end - n;
+  let best = -1;
+  let bestScore = 0;
+  for (let lag = lo; lag <= hi; lag++) {
+    const seg = target - lag;
+    if (seg < start) break;
+    const c = dot(x, target, x, seg, n);
+    const e = dot(x, seg, x, seg, n);
+    if (c <= 0 || e <= 0) continue;
+    const score = (c * c) / e;
+    if (best < 0 || score > bestScore) {
+      best = lag;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
+// -----------------------------------------------------------------------------------------------
+// Jitter buffer (the design of core/src/jitter.rs): packets stored by extended sequence number;
+// a bitmap of the last 8192 numbers tells duplicates; lateness L = now − nominal arrival, kept per
+// one-second window as its minimum and 16 largest values; jitter = the largest 99th-percentile
+// spread of the current and five past windows; target = jitter + one quantum (+ a block per recent
+// underrun), clamped; fill = playout delay above the earliest recent arrival.
+
+const SEEN_BITS = 8192;
+/** Extended sequence number of a stream's first packet (room below for reordering). Kept small
+ * so that extended numbers stay int32 (2^31 packets = 66 days at 375 packets/s). */
+const SEQ_BASE = 0x10000;
+const PAST_WINDOWS = 5;
+const TOP = 16;
+const PERCENTILE_DIVISOR = 100;
+const MAX_BOOST_BLOCKS = 8;
+const STALE_RESTART = 8;
+const STATE_IDLE = 0;
+const STATE_PREFILL = 1;
+const STATE_PLAYING = 2;
+const POP_AUDIO = 0;
+const POP_CONCEALED = 1;
+const POP_SILENCE = 2;
+const EMPTY = -1;
+
+class Jitter {
+  readonly storeL = new Float32Array(STORE_FRAMES);
+  readonly storeR = new Float32Array(STORE_FRAMES);
+  readonly slots = new Float64Array(MAX_SLOTS).fill(EMPTY);
+  readonly seen = new Int32Array(SEEN_BITS / 32);
+  readonly concealer = new Concealer();
+  // Policy.
+  adaptive = true;
+  floor = QUANTUM;
+  ceiling = 4096;
+  packets = 8;
+  // Stream.
+  block = 0;
+  rate = LOCAL_RATE;
+  channels = 0;
+  bits = 0;
+  nSlots = 0;
+  mask = 0;
+  state = STATE_IDLE;
+  play = 0;
+  buffered = 0;
+  highest = 0;
+  segActive = false;
+  segLowest = 0;
+  segHighest = 0;
+  segReceived = 0;
+  lostClosed = 0;
+  tBase = 0;
+  sBase = 0;
+  lastArrival = 0;
+  delay = 0;
+  targetLocal = 0;
+  emptyFrames = 0;
+  skipPending = 0;
+  overSince = -1;
+  staleRun = 0;
+  // Lateness windows.
+  curCount = 0;
+  curMin = Infinity;
+  readonly curTop = new Float64Array(TOP).fill(-Infinity);
+  curBoost = 0;
+  winStart = 0;
+  winStarted = false;
+  readonly pastSpread = new Float64Array(PAST_WINDOWS);
+  readonly pastMin = new Float64Array(PAST_WINDOWS).fill(Infinity);
+  last = 0;
+  // Counters.
+  received = 0;
+  duplicates = 0;
+  late = 0;
+  concealed = 0;
+  underruns = 0;
+  discarded = 0;
+  resets = 0;
+  played = 0;
+
+  /** Forgets stream, history and counters (a new peer in the slot). */
+  clear(): void {
+    this.slots.fill(EMPTY);
+    this.seen.fill(0);
+    this.concealer.reset();
+    this.block = 0;
+    this.rate = LOCAL_RATE;
+    this.channels = this.bits = this.nSlots = this.mask = 0;
+    this.state = STATE_IDLE;
+    this.play = this.buffered = this.highest = 0;
+    this.segActive = false;
+    this.segLowest = this.segHighest = this.segReceived = this.lostClosed = 0;
+    this.tBase = this.sBase = this.lastArrival = this.delay = 0;
+    this.emptyFrames = this.skipPending = this.staleRun = 0;
+    this.overSince = -1;
+    this.forgetLateness();
+    this.received = this.duplicates = this.late = this.concealed = 0;
+    this.underruns = this.discarded = this.resets = this.played = 0;
+    this.updateTarget();
+  }
+
+  // ----- lateness windows -----
+
+  private windowSpread(count: number, min: number, top: Float64Array, boost: number): number {
+    if (count === 0) return boost;
+    const k = Math.min(Math.floor(count / PERCENTILE_DIVISOR), TOP - 1, count - 1);
+    return Math.max(top[k] - min, 0) + boost;
+  }
+
+  private curSpread(): number {
+    return this.windowSpread(this.curCount, this.curMin, this.curTop, this.curBoost);
+  }
+
+  private closeWindow(): void {
+    this.last = (this.last + 1) % PAST_WINDOWS;
+    this.pastSpread[this.last] = this.curSpread();
+    this.pastMin[this.last] = this.curMin;
+    this.resetCur();
+  }
+
+  private resetCur(): void {
+    this.curCount = 0;
+    this.curMin = Infinity;
+    this.curTop.fill(-Infinity);
+    this.curBoost = 0;
+  }
+
+  private roll(now: number): void {
+    const len = LOCAL_RATE;
+    if (!this.winStarted) {
+      this.winStarted = true;
+      this.winStart = now;
+      return;
+    }
+    let closed = 0;
+    while (now >= this.winStart + len && closed <= PAST_WINDOWS) {
+      this.closeWindow();
+      this.winStart += len;
+      closed++;
+    }
+    if (now >= this.winStart + len || now < this.winStart) this.winStart = now;
+  }
+
+  private addLateness(l: number): void {
+    if (!(Math.abs(l) < 2 ** 40)) return;
+    this.curCount++;
+    if (l < this.curMin) this.curMin = l;
+    const top = this.curTop;
+    if (l > top[TOP - 1]) {
+      let i = TOP - 1;
+      while (i > 0 && top[i - 1] < l) {
+        top[i] = top[i - 1];
+        i--;
+      }
+      top[i] = l;
+    }
+  }
+
+  private rebase(): void {
+    if (this.curCount > 0) this.closeWindow();
+    this.resetCur();
+    this.pastMin.fill(Infinity);
+  }
+
+  private forgetLateness(): void {
+    this.resetCur();
+    this.winStart = 0;
+    this.winStarted = false;
+    this.pastSpread.fill(0);
+    this.pastMin.fill(Infinity);
+    this.last = 0;
+  }
+
+  jitter(): number {
+    let j = this.curSpread();
+    for (let i = 0; i < PAST_WINDOWS; i++) if (this.pastSpread[i] > j) j = this.pastSpread[i];
+    return j;
+  }
+
+  private recentMin(): number {
+    const m = Math.min(this.curMin, this.pastMin[this.last]);
+    return m === Infinity ? 0 : m;
+  }
+
+  // ----- depth -----
+
+  private toLocal(stream: number): number {
+    return Math.trunc((stream * LOCAL_RATE) / this.rate);
+  }
+
+  private toStream(local: number): number {
+    return Math.trunc((local * this.rate) / LOCAL_RATE);
+  }
+
+  private blockLocal(): number {
+    return this.toLocal(Math.max(this.block, 1));
+  }
+
+  private elapsed(now: number): number {
+    return now - this.tBase;
+  }
+
+  private nominal(ext: number): number {
+    return Math.floor(((ext - this.sBase) * this.block * LOCAL_RATE) / this.rate);
+  }
+
+  private virtualFill(): number {
+    return this.delay - this.recentMin();
+  }
+
+  private fixedTargetStream(): number {
+    return Math.min(Math.max(this.packets, 1) * this.block, STORE_FRAMES - 2 * this.block);
+  }
+
+  updateTarget(): void {
+    const q = QUANTUM;
+    const b = this.block === 0 ? q : this.blockLocal();
+    const max = Math.max(this.toLocal(STORE_FRAMES) - 2 * b, b);
+    let t: number;
+    if (!this.adaptive) {
+      t = this.block === 0 ? Math.max(this.packets, 1) * q : this.toLocal(this.fixedTargetStream());
+    } else {
+      const ceiling = Math.max(this.ceiling, this.floor);
+      t = Math.min(Math.max(this.jitter() + q, this.floor), ceiling);
+    }
+    this.targetLocal = Math.min(t, max);
+  }
+
+  /** Desired average fill, stream frames. */
+  targetFrames(): number {
+    if (!this.adaptive && this.block > 0) return this.fixedTargetStream();
+    return Math.max(this.toStream(this.targetLocal), 0);
+  }
+
+  /** Current fill, stream frames (the target while not playing). */
+  bufferedFrames(): number {
+    if (this.state !== STATE_PLAYING) return this.targetFrames();
+    return this.toStream(Math.max(this.virtualFill(), 0));
+  }
+
+  lost(): number {
+    return this.lostClosed + this.segmentLost();
+  }
+
+  // ----- push -----
+
+  private setFormat(frames: number, rate: number, channels: number): void {
+    this.block = frames;
+    this.rate = rate;
+    this.channels = channels;
+    this.nSlots = STORE_FRAMES / frames;
+    this.mask = this.nSlots - 1;
+  }
+
+  private restart(ext: number, now: number): void {
+    this.state = STATE_PREFILL;
+    this.play = ext;
+    this.tBase = now;
+    this.sBase = ext;
+    this.delay = 0;
+    this.rebase();
+    this.emptyFrames = 0;
+    this.skipPending = 0;
+    this.overSince = -1;
+  }
+
+  private newSegment(ext: number): void {
+    this.segActive = true;
+    this.segLowest = this.segHighest = ext;
+    this.segReceived = 0;
+    this.highest = ext;
+    this.seen.fill(0);
+  }
+
+  private segmentLost(): number {
+    return this.segActive ? Math.max(this.segHighest + 1 - this.segLowest - this.segReceived, 0) : 0;
+  }
+
+  private closeSegment(): void {
+    this.lostClosed += this.segmentLost();
+    this.segActive = false;
+  }
+
+  private dropAll(): void {
+    for (let i = 0; i < this.nSlots; i++) {
+      if (this.slots[i] !== EMPTY) {
+        this.slots[i] = EMPTY;
+        this.discarded++;
+      }
+    }
+    this.buffered = 0;
+  }
+
+  private passTo(to: number): void {
+    const n = this.nSlots;
+    for (let s = Math.max(this.play, to - n); s < to; s++) {
+      const i = s & this.mask;
+      if (this.slots[i] === s) {
+        this.slots[i] = EMPTY;
+        this.buffered--;
+        this.discarded++;
+      }
+    }
+    this.play = to;
+  }
+
+  private extend(seq: number): number {
+    return this.highest + ((((seq - this.highest) & 0xffff) ^ 0x8000) - 0x8000);
+  }
+
+  private isSeen(ext: number): boolean {
+    if (ext > this.highest || ext + SEEN_BITS <= this.highest) return false;
+    const bit = ext & (SEEN_BITS - 1);
+    return (this.seen[bit >>> 5] & (1 << (bit & 31))) !== 0;
+  }
+
+  private markSeen(ext: number): void {
+    if (ext > this.highest) {
+      if (ext - this.highest >= SEEN_BITS) this.seen.fill(0);
+      else
+        for (let s = this.highest + 1; s < ext; s++) {
+          const bit = s & (SEEN_BITS - 1);
+          this.seen[bit >>> 5] &= ~(1 << (bit & 31));
+        }
+      this.highest = ext;
+    }
+    if (ext + SEEN_BITS > this.highest) {
+      const bit = ext & (SEEN_BITS - 1);
+      this.seen[bit >>> 5] |= 1 << (bit & 31);
+    }
+  }
+
+  private checkSequenceJump(ext: number, now: number): void {
+    if (!this.segActive || ext <= this.segHighest) return;
+    const gap = this.nominal(ext) - this.nominal(this.segHighest);
+    const elapsed = Math.max(now - this.lastArrival, 0);
+    if (gap > elapsed + this.toLocal(STORE_FRAMES)) {
+      this.resets++;
+      this.closeSegment();
+      this.newSegment(ext);
+    }
+  }
+
+  /** -1: store normally; 0: late (do not store); 1: store, the stream (re)started. */
+  private place(ext: number, now: number): number {
+    const n = this.nSlots;
+    if (ext < this.play) {
+      const fits = this.buffered === 0 || this.segHighest < ext + n;
+      if (this.state === STATE_PREFILL && fits) {
+        this.play = ext;
+        return -1;
+      }
+      return 0;
+    }
+    if (this.state === STATE_IDLE) {
+      this.checkSequenceJump(ext, now);
+      this.restart(ext, now);
+      return 1;
+    }
+    if (ext >= this.play + n) {
+      const newPlay = ext + 1 - n;
+      if (this.buffered > 0 && this.segHighest >= newPlay) {
+        this.passTo(newPlay);
+        return -1;
+      }
+      this.dropAll();
+      this.checkSequenceJump(ext, now);
+      this.restart(ext, now);
+      return 1;
+    }
+    return -1;
+  }
+
+  /**
+   * Accepts a packet's header; returns the store offset (frames) to decode its block into, or
+   * -1 when it is dropped (duplicate, late, stale). Counters and depth are updated here.
+   */
+  accept(seq: number, frames: number, rate: number, channels: number, bits: number, now: number): number {
+    this.bits = bits;
+    let started = false;
+    if (this.block === 0) {
+      this.setFormat(frames, rate, channels);
+      const ext = SEQ_BASE + seq;
+      this.newSegment(ext);
+      this.restart(ext, now);
+      started = true;
+    } else if (frames !== this.block || rate !== this.rate || channels !== this.channels) {
+      this.resets++;
+      this.dropAll();
+      this.closeSegment();
+      this.setFormat(frames, rate, channels);
+      const ext = this.extend(seq);
+      this.newSegment(ext);
+      this.restart(ext, now);
+      started = true;
+    }
+    const ext = this.extend(seq);
+    let late = false;
+    if (!started) {
+      if (ext + SEEN_BITS <= this.highest) {
+        this.discarded++;
+        if (++this.staleRun < STALE_RESTART) return -1;
+        this.resets++;
+        this.dropAll();
+        this.closeSegment();
+        this.newSegment(ext);
+        this.restart(ext, now);
+        started = true;
+      } else if (this.isSeen(ext)) {
+        this.duplicates++;
+        return -1;
+      }
+    }
+    this.staleRun = 0;
+    if (!started) late = this.place(ext, now) === 0;
+    this.markSeen(ext);
+    this.received++;
+    this.segReceived++;
+    if (ext < this.segLowest) this.segLowest = ext;
+    if (ext > this.segHighest) this.segHighest = ext;
+    this.lastArrival = now;
+    if (this.state !== STATE_IDLE) {
+      this.roll(now);
+      this.addLateness(this.elapsed(now) - this.nominal(ext));
+      this.updateTarget();
+    }
+    if (late) {
+      this.late++;
+      return -1;
+    }
+    const i = ext & this.mask;
+    if (this.slots[i] === EMPTY) this.buffered++;
+    else if (this.slots[i] !== ext) this.discarded++;
+    this.slots[i] = ext;
+    this.delay = this.elapsed(now) - this.nominal(this.play);
+    if (this.state === STATE_PLAYING) this.checkCatchUp(now);
+    return i * frames;
+  }
+
+  private checkCatchUp(now: number): void {
+    const b = this.blockLocal();
+    const over = this.virtualFill() - this.targetLocal;
+    const threshold = Math.max(2 * b, Math.trunc(this.targetLocal / 2));
+    if (over <= threshold) {
+      this.overSince = -1;
+      if (over <= b) this.skipPending = 0;
+      return;
+    }
+    if (this.overSince < 0) this.overSince = now;
+    else if (now - this.overSince >= LOCAL_RATE / 2) {
+      this.skipPending = Math.max(Math.trunc((over - b) / b), 0);
+      this.overSince = -1;
+    }
+  }
+
+  // ----- pop -----
+
+  /** Writes one block (block frames, or a quantum before the first packet) at `at`. */
+  pop(L: Float32Array, R: Float32Array, at: number): number {
+    const b = this.block === 0 ? QUANTUM : this.block;
+    if (this.state === STATE_IDLE) return this.fade(L, R, at, b);
+    if (this.state === STATE_PREFILL) {
+      if (this.buffered === 0 || this.virtualFill() < this.targetLocal) {
+        this.delay += this.blockLocal();
+        return this.fade(L, R, at, b);
+      }
+      this.state = STATE_PLAYING;
+    }
+    if (this.buffered === 0) {
+      if (this.emptyFrames === 0) {
+        this.underruns++;
+        const boost = this.blockLocal();
+        this.curBoost = Math.min(this.curBoost + boost, MAX_BOOST_BLOCKS * boost);
+        this.updateTarget();
+      }
+      this.emptyFrames += b;
+      this.delay += this.blockLocal();
+      if (this.emptyFrames >= Math.trunc(this.rate / 5)) {
+        this.state = STATE_IDLE;
+        this.emptyFrames = 0;
+      }
+      return this.fade(L, R, at, b);
+    }
+    this.emptyFrames = 0;
+    const i = this.play & this.mask;
+    if (this.slots[i] !== this.play) {
+      this.concealed++;
+      this.play++;
+      return this.fade(L, R, at, b);
+    }
+    const next = (this.play + 1) & this.mask;
+    const off = i * b;
+    if (this.skipPending > 0 && this.slots[next] === this.play + 1) {
+      // Catch-up: merge this block into the next one with a crossfade.
+      const sl = this.storeL;
+      const sr = this.storeR;
+      const noff = next * b;
+      for (let k = 0; k < b; k++) {
+        const w = fadeInWeight(k, b);
+        L[at + k] = (1 - w) * sl[off + k] + w * sl[noff + k];
+        R[at + k] = (1 - w) * sr[off + k] + w * sr[noff + k];
+      }
+      this.slots[next] = EMPTY;
+      this.buffered--;
+      this.play++;
+      this.discarded++;
+      this.skipPending--;
+      this.delay -= this.blockLocal();
+    } else {
+      const sl = this.storeL;
+      const sr = this.storeR;
+      for (let k = 0; k < b; k++) {
+        L[at + k] = sl[off + k];
+        R[at + k] = sr[off + k];
+      }
+    }
+    this.slots[i] = EMPTY;
+    this.buffered--;
+    this.play++;
+    this.played++;
+    this.concealer.play(L, R, at, b);
+    return POP_AUDIO;
+  }
+
+  private fade(L: Float32Array, R: Float32Array, at: number, b: number): number {
+    return this.concealer.conceal(L, R, at, b) ? POP_CONCEALED : POP_SILENCE;
+  }
+}
+
+/** One remote participant: jitter buffer, drift resampler, strip and meters. */
+class Peer {
+  active = false;
+  readonly jitter = new Jitter();
+  // Strip.
+  gain = 1;
+  pan = 0;
+  mute = false;
+  solo = false;
+  panL = Math.SQRT1_2;
+  panR = Math.SQRT1_2;
+  targetL = 0;
+  targetR = 0;
+  gainL = 0;
+  gainR = 0;
+  malformed = 0;
+  // Resampler staging: contiguous samples; readPos is the integer read position, frac in [0, 1).
+  readonly stageL = new Float32Array(STAGE_FRAMES);
+  readonly stageR = new Float32Array(STAGE_FRAMES);
+  readPos = HISTORY;
+  frac = 0;
+  writePos = HISTORY;
+  // Drift loop.
+  lp1 = 0;
+  lp2 = 0;
+  integral = 0;
+  drift = 0;
+  // Meter (pre-fader): peak with hold and fall, RMS as a one-pole on the mean square.
+  peakL = 0;
+  peakR = 0;
+  holdL = 0;
+  holdR = 0;
+  meanSqL = 0;
+  meanSqR = 0;
+
+  resetDrift(): void {
+    this.lp1 = 0;
+    this.lp2 = 0;
+    this.integral = 0;
+    this.drift = 0;
+  }
+
+  /** A fresh peer in this slot: stream, counters, strip and meters all start over. */
+  join(): void {
+    this.jitter.clear();
+    this.malformed = 0;
+    this.stageL.fill(0, 0, HISTORY);
+    this.stageR.fill(0, 0, HISTORY);
+    this.readPos = this.writePos = HISTORY;
+    this.frac = 0;
+    this.resetDrift();
+    this.gain = 1;
+    this.pan = 0;
+    this.mute = false;
+    this.solo = false;
+    this.panL = this.panR = Math.SQRT1_2;
+    // Starts silent and fades in on its first quantum.
+    this.gainL = this.gainR = 0;
+    this.peakL = this.peakR = this.holdL = this.holdR = this.meanSqL = this.meanSqR = 0;
+    this.active = true;
+  }
+
+  /** Frames staged for the resampler (the fraction counts as consumed). */
+  staged(): number {
+    return this.writePos - this.readPos - this.frac;
+  }
+}
+
+export class JsEngineCore implements EngineCore {
+  private readonly reader: RingReader;
+  private readonly writer: RingWriter;
+  /** The inbound ring as int16 (packets' samples sit at even offsets: records are 4-aligned). */
+  private readonly ring16: Int16Array;
+  private readonly ringView: DataView;
+  private readonly info = new PacketInfo();
+  private readonly stats: Float64Array;
+  private readonly maxPeers: number;
+  private readonly peers: Peer[] = [];
+  /** Active slots in ascending order, so the render loop skips empty rows. */
+  private readonly activeSlots: Int32Array;
+  private activeCount = 0;
+  // Buffer policy.
+  private adaptive = true;
+  private floorFrames = QUANTUM;
+  private ceilingFrames = 4096;
+  private fixedPackets = 8;
+  // Master.
+  private masterGain = 1;
+  private masterCurrent = 1;
+  private limiter = 1;
+  private total = 1;
+  private readonly held = new Float64Array(LIMITER_HOLD_BLOCKS);
+  private heldPos = 0;
+  private mPeakL = 0;
+  private mPeakR = 0;
+  private mHoldL = 0;
+  private mHoldR = 0;
+  private mMeanSqL = 0;
+  private mMeanSqR = 0;
+  // Engine-wide counters.
+  private quanta = 0;
+  private nowFrames = 0;
+  private unknownPeer = 0;
+  private malformed = 0;
+  private recordsRead = 0;
+  private ringResyncs = 0;
+  private nonFinite = 0;
+  // Capture.
+  private readonly captureFrames: number;
+  private readonly captureChannels: number;
+  private readonly captureBits: number;
+  private readonly captureL = new Float32Array(MAX_FRAMES + QUANTUM);
+  private readonly captureR = new Float32Array(MAX_FRAMES + QUANTUM);
+  private readonly outPacket = new Uint8Array(MAX_PACKET_LEN);
+  private readonly outView = new DataView(this.outPacket.buffer);
+  private captureFill = 0;
+  private captureSeq = 0;
+  private packetsSent = 0;
+  private sendDropped = 0;
+  private inputPeak = 0;
+  private inputMeanSq = 0;
+
+  constructor(buffers: EngineBuffers, config: EngineConfig) {
+    this.reader = new RingReader(buffers.inbound);
+    this.writer = new RingWriter(buffers.outbound);
+    this.ring16 = new Int16Array(buffers.inbound, 0, buffers.inbound.byteLength >> 1);
+    this.ringView = new DataView(buffers.inbound);
+    this.stats = new Float64Array(buffers.stats, 0, S.BLOCK_LEN);
+    this.maxPeers = Math.min(Math.max(0, config.maxPeers | 0), S.MAX_PEERS);
+    for (let i = 0; i < this.maxPeers; i++) this.peers.push(new Peer());
+    this.activeSlots = new Int32Array(this.maxPeers);
+    const block = config.blockFrames;
+    this.captureFrames = block === 32 || block === 64 || block === 256 ? block : 128;
+    this.captureChannels = config.captureChannels === 1 ? 1 : 2;
+    this.captureBits = config.bits === 24 || config.bits === 32 ? config.bits : 16;
+    this.applyBuffer(config.buffer);
+    this.publishStats();
+  }
+
+  control(msg: Control): void {
+    switch (msg.type) {
+      case 'add-peer': {
+        const p = this.peerAt(msg.slot);
+        if (!p) return;
+        p.join();
+        this.policyTo(p.jitter);
+        break;
+      }
+      case 'remove-peer': {
+        const p = this.peerAt(msg.slot);
+        if (!p) return;
+        p.active = false;
+        break;
+      }
+      case 'strip': {
+        const p = this.peerAt(msg.slot);
+        if (!p) return;
+        if (!Number.isNaN(msg.gain)) p.gain = Math.max(0, Math.min(msg.gain, MAX_GAIN));
+        if (!Number.isNaN(msg.pan)) {
+          p.pan = Math.max(-1, Math.min(msg.pan, 1));
+          const theta = (p.pan + 1) * (Math.PI / 4);
+          p.panL = Math.max(0, Math.cos(theta));
+          p.panR = Math.max(0, Math.sin(theta));
+        }
+        p.mute = msg.mute;
+        p.solo = msg.solo;
+        break;
+      }
+      case 'master':
+        if (!Number.isNaN(msg.gain)) this.masterGain = Math.max(0, Math.min(msg.gain, MAX_GAIN));
+        break;
+      case 'buffer':
+        if (msg.mode === 'fixed') this.applyBuffer({ mode: 'fixed', packets: msg.packets ?? 8 });
+        else
+          this.applyBuffer({
+            mode: 'adaptive',
+            floorFrames: msg.floorFrames ?? this.floorFrames,
+            ceilingFrames: msg.ceilingFrames ?? this.ceilingFrames,
+          });
+        break;
+    }
+    this.refreshStrips();
+    this.publishStats();
+  }
+
+  process(input: Float32Array[], outL: Float32Array, outR: Float32Array, nowFrames: number): void {
+    this.nowFrames = nowFrames;
+    this.drainInbound(nowFrames);
+    if (input.length > 0 && input[0].length === QUANTUM) {
+      this.capture(input[0], input.length > 1 && input[1].length === QUANTUM ? input[1] : input[0]);
+    }
+    outL.fill(0);
+    outR.fill(0);
+    const active = this.activeSlots;
+    for (let k = 0; k < this.activeCount; k++) this.renderPeer(this.peers[active[k]], outL, outR);
+    this.renderMaster(outL, outR);
+    this.quanta++;
+    if (this.quanta % STATS_EVERY === 0) this.publishStats();
+  }
+
+  private peerAt(slot: number): Peer | null {
+    return Number.isInteger(slot) && slot >= 0 && slot < this.maxPeers ? this.peers[slot] : null;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Inbound: ring → packet → jitter buffer (decoded to f32 on arrival).
+
+  private drainInbound(now: number): void {
+    const reader = this.reader;
+    const resyncsBefore = reader.resyncs;
+    while (reader.peek()) {
+      this.recordsRead++;
+      const slot = reader.tag;
+      if (slot < this.maxPeers && this.peers[slot].active) {
+        this.push(this.peers[slot], reader.offset, reader.length, now);
+      } else {
+        this.unknownPeer++;
+      }
+      reader.consume();
+    }
+    this.ringResyncs += reader.resyncs - resyncsBefore;
+  }
+
+  private push(p: Peer, at: number, len: number, now: number): void {
+    const info = this.info;
+    if (!parsePacket(this.reader.bytes, at, len, info)) {
+      p.malformed++;
+      this.malformed++;
+      return;
+    }
+    const j = p.jitter;
+    const off = j.accept(info.seq, info.frames, info.rateHz, info.channels, info.bits, now);
+    if (off >= 0) this.decode(j, at, off);
+  }
+
+  /** Decodes the record's samples (`info` describes them) into the jitter store at `off`. */
+  private decode(j: Jitter, at: number, off: number): void {
+    const { frames, channels, bits } = this.info;
+    const L = j.storeL;
+    const R = j.storeR;
+    if (bits === 16) {
+      const s16 = this.ring16;
+      const a = (at + HEADER_LEN) >> 1;
+      const b = channels === 2 ? a + frames : a;
+      const scale = 1 / 32768;
+      for (let i = 0; i < frames; i++) {
+        L[off + i] = s16[a + i] * scale;
+        R[off + i] = s16[b + i] * scale;
+      }
+      return;
+    }
+    const v = this.ringView;
+    const bytes = bits >> 3;
+    const second = channels === 2 ? frames * bytes : 0;
+    for (let i = 0; i < frames; i++) {
+      const x = at + HEADER_LEN + i * bytes;
+      if (bits === 24) {
+        // JackTrip's 24-bit layout: int16 of the top bits, then the low byte.
+        L[off + i] = ((v.getInt16(x, true) << 8) | v.getUint8(x + 2)) / 8388608;
+        R[off + i] = ((v.getInt16(x + second, true) << 8) | v.getUint8(x + second + 2)) / 8388608;
+      } else {
+        const l = v.getFloat32(x, true);
+        const r = v.getFloat32(x + second, true);
+        L[off + i] = l === l && l !== Infinity && l !== -Infinity ? Math.max(-1, Math.min(l, 1)) : 0;
+        R[off + i] = r === r && r !== Infinity && r !== -Infinity ? Math.max(-1, Math.min(r, 1)) : 0;
+      }
+    }
+  }
+
+  private policyTo(j: Jitter): void {
+    j.adaptive = this.adaptive;
+    j.floor = this.floorFrames;
+    j.ceiling = this.ceilingFrames;
+    j.packets = this.fixedPackets;
+    j.updateTarget();
+  }
+
+  private applyBuffer(b: EngineConfig['buffer']): void {
+    if (b.mode === 'fixed') {
+      this.adaptive = false;
+      this.fixedPackets = Math.max(1, Math.min(Math.floor(b.packets) || 1, 4096));
+    } else {
+      this.adaptive = true;
+      const floor = Number.isFinite(b.floorFrames) ? Math.max(0, Math.floor(b.floorFrames)) : QUANTUM;
+      const ceiling = Number.isFinite(b.ceilingFrames) ? Math.max(0, Math.floor(b.ceilingFrames)) : 4096;
+      this.floorFrames = floor;
+      this.ceilingFrames = ceiling;
+    }
+    for (let i = 0; i < this.peers.length; i++) this.policyTo(this.peers[i].jitter);
+  }
+
+  private refreshStrips(): void {
+    let n = 0;
+    let anySolo = false;
+    for (let i = 0; i < this.maxPeers; i++) {
+      const p = this.peers[i];
+      if (!p.active) continue;
+      this.activeSlots[n++] = i;
+      if (p.solo) anySolo = true;
+    }
+    this.activeCount = n;
+    for (let k = 0; k < n; k++) {
+      const p = this.peers[this.activeSlots[k]];
+      const audible = !p.mute && (p.solo || !anySolo);
+      p.targetL = audible ? p.gain * p.panL : 0;
+      p.targetR = audible ? p.gain * p.panR : 0;
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Render: drift → jitter pop → staging → resampler → meters → gain/pan → mix.
+
+  private renderPeer(p: Peer, outL: Float32Array, outR: Float32Array): void {
+    const j = p.jitter;
+    if (j.block === 0) {
+      // Nothing has arrived yet: the peer is silent (its meter sees silence).
+      this.meterPeer(p, 0, 0, 0, 0);
+      p.gainL = p.targetL;
+      p.gainR = p.targetR;
+      p.resetDrift();
+      return;
+    }
+    const nominal = j.rate / LOCAL_RATE;
+    const ratio = nominal * this.updateDrift(p, j.bufferedFrames() + p.staged(), j.targetFrames());
+    const fast = Math.abs(ratio - 1) <= FAST_MAX_DEVIATION;
+    // Staged frames from the read position must reach the last tap: 127 + 2 on the fast path,
+    // else as far as the ratio carries the position.
+    const need = fast ? QUANTUM + 2 : Math.floor(p.frac + (QUANTUM - 1) * ratio) + 3;
+    let playing = true;
+    const b = j.block;
+    while (p.writePos - p.readPos < need) {
+      if (p.writePos + b > STAGE_FRAMES) this.compact(p);
+      if (j.pop(p.stageL, p.stageR, p.writePos) === POP_SILENCE) playing = false;
+      p.writePos += b;
+    }
+    if (!playing) p.resetDrift();
+    if (fast) this.resampleFast(p, ratio, outL, outR);
+    else this.resampleGeneral(p, ratio, outL, outR);
+  }
+
+  /** Moves the live part of staging (with history for the taps) to the front. */
+  private compact(p: Peer): void {
+    const from = p.readPos - HISTORY;
+    if (from <= 0) return;
+    p.stageL.copyWithin(0, from, p.writePos);
+    p.stageR.copyWithin(0, from, p.writePos);
+    p.readPos -= from;
+    p.writePos -= from;
+  }
+
+  /** The drift factor 1 + ε from the fill against the target (see core/src/clock.rs). */
+  private updateDrift(p: Peer, fill: number, target: number): number {
+    const e = fill - target;
+    p.lp1 += DRIFT_ALPHA * (e - p.lp1);
+    p.lp2 += DRIFT_ALPHA * (p.lp1 - p.lp2);
+    const err = p.lp2;
+    let integral = p.integral + DRIFT_KI * err;
+    integral = integral > DRIFT_MAX ? DRIFT_MAX : integral < -DRIFT_MAX ? -DRIFT_MAX : integral;
+    const wanted = integral + DRIFT_KP * err;
+    const clamped = wanted > DRIFT_MAX ? DRIFT_MAX : wanted < -DRIFT_MAX ? -DRIFT_MAX : wanted;
+    if (clamped === wanted || wanted > DRIFT_MAX !== err > 0) p.integral = integral;
+    let step = clamped - p.drift;
+    step = step > DRIFT_SLEW ? DRIFT_SLEW : step < -DRIFT_SLEW ? -DRIFT_SLEW : step;
+    p.drift += step;
+    return 1 + p.drift;
+  }
+
+  /**
+   * The block-constant path (|ratio − 1| ≤ 2e-3): output i is the cubic through staging
+   * read + i − 1 .. read + i + 2 at t = frac + i·(ratio − 1). Fused with the pre-fader meter and
+   * the gain ramp into the bus.
+   */
+  private resampleFast(p: Peer, ratio: number, outL: Float32Array, outR: Float32Array): void {
+    const L = p.stageL;
+    const R = p.stageR;
+    const base = p.readPos;
+    const d = ratio - 1;
+    const f0 = p.frac;
+    const gl0 = p.gainL;
+    const gr0 = p.gainR;
+    const dgl = (p.targetL - gl0) / QUANTUM;
+    const dgr = (p.targetR - gr0) / QUANTUM;
+    const mixing = gl0 !== 0 || gr0 !== 0 || p.targetL !== 0 || p.targetR !== 0;
+    let pkL = 0;
+    let pkR = 0;
+    let ssL = 0;
+    let ssR = 0;
+    for (let i = 0; i < QUANTUM; i++) {
+      // Cubic Lagrange weights for taps −1, 0, 1, 2.
+      const t = f0 + i * d;
+      const tm1 = t - 1;
+      const tm2 = t - 2;
+      const tp1 = t + 1;
+      const a = t * tm1;
+      const b = tp1 * tm2;
+      const w0 = -a * tm2 * (1 / 6);
+      const w1 = b * tm1 * 0.5;
+      const w2 = -b * t * 0.5;
+      const w3 = a * tp1 * (1 / 6);
+      const j = base + i;
+      const l = w0 * L[j - 1] + w1 * L[j] + w2 * L[j + 1] + w3 * L[j + 2];
+      const r = w0 * R[j - 1] + w1 * R[j] + w2 * R[j + 1] + w3 * R[j + 2];
+      const al = l < 0 ? -l : l;
+      const ar = r < 0 ? -r : r;
+      if (al > pkL) pkL = al;
+      if (ar > pkR) pkR = ar;
+      ssL += l * l;
+      ssR += r * r;
+      if (mixing) {
+        outL[i] += l * (gl0 + dgl * (i + 1));
+        outR[i] += r * (gr0 + dgr * (i + 1));
+      }
+    }
+    const f = f0 + QUANTUM * d;
+    const k = Math.floor(f);
+    p.readPos = base + QUANTUM + k;
+    p.frac = f - k;
+    p.gainL = p.targetL;
+    p.gainR = p.targetR;
+    this.meterPeer(p, pkL, pkR, ssL, ssR);
+  }
+
+  /** Any ratio (e.g. a 44.1 kHz sender): the integer offset moves within the quantum. */
+  private resampleGeneral(p: Peer, ratio: number, outL: Float32Array, outR: Float32Array): void {
+    const L = p.stageL;
+    const R = p.stageR;
+    const base = p.readPos;
+    const f0 = p.frac;
+    const gl0 = p.gainL;
+    const gr0 = p.gainR;
+    const dgl = (p.targetL - gl0) / QUANTUM;
+    const dgr = (p.targetR - gr0) / QUANTUM;
+    let pkL = 0;
+    let pkR = 0;
+    let ssL = 0;
+    let ssR = 0;
+    for (let i = 0; i < QUANTUM; i++) {
+      const pos = f0 + i * ratio;
+      const n = Math.floor(pos);
+      const t = pos - n;
+      const tm1 = t - 1;
+      const tm2 = t - 2;
+      const tp1 = t + 1;
+      const a = t * tm1;
+      const b = tp1 * tm2;
+      const w0 = -a * tm2 * (1 / 6);
+      const w1 = b * tm1 * 0.5;
+      const w2 = -b * t * 0.5;
+      const w3 = a * tp1 * (1 / 6);
+      const j = base + n;
+      const l = w0 * L[j - 1] + w1 * L[j] + w2 * L[j + 1] + w3 * L[j + 2];
+      const r = w0 * R[j - 1] + w1 * R[j] + w2 * R[j + 1] + w3 * R[j + 2];
+      const al = l < 0 ? -l : l;
+      const ar = r < 0 ? -r : r;
+      if (al > pkL) pkL = al;
+      if (ar > pkR) pkR = ar;
+      ssL += l * l;
+      ssR += r * r;
+      outL[i] += l * (gl0 + dgl * (i + 1));
+      outR[i] += r * (gr0 + dgr * (i + 1));
+    }
+    const f = f0 + QUANTUM * ratio;
+    const k = Math.floor(f);
+    p.readPos = base + k;
+    p.frac = f - k;
+    p.gainL = p.targetL;
+    p.gainR = p.targetR;
+    this.meterPeer(p, pkL, pkR, ssL, ssR);
+  }
+
+  /** Folds one quantum's peak and sum of squares into the peer's meter. */
+  private meterPeer(p: Peer, pkL: number, pkR: number, ssL: number, ssR: number): void {
+    if (!(ssL + ssR < Infinity)) return;
+    if (pkL >= p.peakL) {
+      p.peakL = pkL;
+      p.holdL = PEAK_HOLD_FRAMES;
+    } else if (p.holdL > 0) {
+      p.holdL = Math.max(0, p.holdL - QUANTUM);
+    } else {
+      const fallen = p.peakL * PEAK_DECAY;
+      p.peakL = fallen > pkL ? (fallen > FLUSH_LIN ? fallen : 0) : pkL;
+    }
+    if (pkR >= p.peakR) {
+      p.peakR = pkR;
+      p.holdR = PEAK_HOLD_FRAMES;
+    } else if (p.holdR > 0) {
+      p.holdR = Math.max(0, p.holdR - QUANTUM);
+    } else {
+      const fallen = p.peakR * PEAK_DECAY;
+      p.peakR = fallen > pkR ? (fallen > FLUSH_LIN ? fallen : 0) : pkR;
+    }
+    p.meanSqL += (ssL / QUANTUM - p.meanSqL) * RMS_ALPHA;
+    p.meanSqR += (ssR / QUANTUM - p.meanSqR) * RMS_ALPHA;
+    if (p.meanSqL <= FLUSH_LIN * FLUSH_LIN) p.meanSqL = 0;
+    if (p.meanSqR <= FLUSH_LIN * FLUSH_LIN) p.meanSqR = 0;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Master: gain and limiter folded into one ramp, soft knee, meters, non-finite guard.
+
+  private renderMaster(outL: Float32Array, outR: Float32Array): void {
+    let pkL = 0;
+    let pkR = 0;
+    let ssL = 0;
+    let ssR = 0;
+    for (let i = 0; i < QUANTUM; i++) {
+      const l = outL[i];
+      const r = outR[i];
+      const al = l < 0 ? -l : l;
+      const ar = r < 0 ? -r : r;
+      if (al > pkL) pkL = al;
+      if (ar > pkR) pkR = ar;
+      ssL += l * l;
+      ssR += r * r;
+    }
+    if (!(ssL + ssR < Infinity)) {
+      // NaN, ±Inf or a square that overflows: silence the block, keep the limiter state.
+      outL.fill(0);
+      outR.fill(0);
+      this.nonFinite++;
+      this.meterMaster(0, 0, 0, 0);
+      return;
+    }
+    const peak = pkL > pkR ? pkL : pkR;
+    this.held[this.heldPos] = peak;
+    this.heldPos = (this.heldPos + 1) % LIMITER_HOLD_BLOCKS;
+    let held = 0;
+    for (let i = 0; i < LIMITER_HOLD_BLOCKS; i++) if (this.held[i] > held) held = this.held[i];
+    const gainMax = this.masterGain > this.masterCurrent ? this.masterGain : this.masterCurrent;
+    const loudest = held * gainMax;
+    const wanted = loudest > LIMIT_THRESHOLD ? LIMIT_THRESHOLD / loudest : 1;
+    let released = 1;
+    if (this.limiter < 1) {
+      const g = this.limiter + (1 - this.limiter) * LIMITER_RELEASE;
+      released = g >= 1 - RELEASE_SNAP ? 1 : g;
+    }
+    const limiter = wanted < released ? wanted : released;
+    const total = this.masterGain * limiter;
+    const t0 = this.total;
+    const worst = peak * (t0 > total ? t0 : total);
+    if (!(t0 === 1 && total === 1 && worst <= LIMIT_THRESHOLD)) {
+      const step = (total - t0) / QUANTUM;
+      const knee = worst > LIMIT_THRESHOLD;
+      pkL = pkR = ssL = ssR = 0;
+      for (let i = 0; i < QUANTUM; i++) {
+        const g = t0 + step * (i + 1);
+        let l = outL[i] * g;
+        let r = outR[i] * g;
+        let al = l < 0 ? -l : l;
+        let ar = r < 0 ? -r : r;
+        if (knee) {
+          if (al > LIMIT_THRESHOLD) {
+            al = 1 - KNEE_NUM / (al + KNEE_OFFSET);
+            l = l < 0 ? -al : al;
+          }
+          if (ar > LIMIT_THRESHOLD) {
+            ar = 1 - KNEE_NUM / (ar + KNEE_OFFSET);
+            r = r < 0 ? -ar : ar;
+          }
+        }
+        outL[i] = l;
+        outR[i] = r;
+        if (al > pkL) pkL = al;
+        if (ar > pkR) pkR = ar;
+        ssL += l * l;
+        ssR += r * r;
+      }
+    }
+    this.masterCurrent = this.masterGain;
+    this.limiter = limiter;
+    this.total = total;
+    this.meterMaster(pkL, pkR, ssL, ssR);
+  }
+
+  private meterMaster(pkL: number, pkR: number, ssL: number, ssR: number): void {
+    if (pkL >= this.mPeakL) {
+      this.mPeakL = pkL;
+      this.mHoldL = PEAK_HOLD_FRAMES;
+    } else if (this.mHoldL > 0) {
+      this.mHoldL = Math.max(0, this.mHoldL - QUANTUM);
+    } else {
+      const fallen = this.mPeakL * PEAK_DECAY;
+      this.mPeakL = fallen > pkL ? (fallen > FLUSH_LIN ? fallen : 0) : pkL;
+    }
+    if (pkR >= this.mPeakR) {
+      this.mPeakR = pkR;
+      this.mHoldR = PEAK_HOLD_FRAMES;
+    } else if (this.mHoldR > 0) {
+      this.mHoldR = Math.max(0, this.mHoldR - QUANTUM);
+    } else {
+      const fallen = this.mPeakR * PEAK_DECAY;
+      this.mPeakR = fallen > pkR ? (fallen > FLUSH_LIN ? fallen : 0) : pkR;
+    }
+    this.mMeanSqL += (ssL / QUANTUM - this.mMeanSqL) * RMS_ALPHA;
+    this.mMeanSqR += (ssR / QUANTUM - this.mMeanSqR) * RMS_ALPHA;
+    if (this.mMeanSqL <= FLUSH_LIN * FLUSH_LIN) this.mMeanSqL = 0;
+    if (this.mMeanSqR <= FLUSH_LIN * FLUSH_LIN) this.mMeanSqR = 0;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Capture: input quanta → blocks of the configured size → packets on the outbound ring.
+
+  private capture(inL: Float32Array, inR: Float32Array): void {
+    let peak = 0;
+    let sum = 0;
+    for (let i = 0; i < QUANTUM; i++) {
+      const x = inL[i];
+      const a = x < 0 ? -x : x;
+      if (a > peak) peak = a;
+      sum += x * x;
+    }
+    if (peak === peak && peak !== Infinity) {
+      this.inputPeak = Math.max(peak, this.inputPeak * 0.9939);
+      this.inputMeanSq += (sum / QUANTUM - this.inputMeanSq) * 0.0088;
+    }
+    this.captureL.set(inL, this.captureFill);
+    this.captureR.set(inR, this.captureFill);
+    this.captureFill += QUANTUM;
+    const block = this.captureFrames;
+    while (this.captureFill >= block) {
+      this.sendBlock(this.captureFill);
+      this.captureL.copyWithin(0, block, this.captureFill);
+      this.captureR.copyWithin(0, block, this.captureFill);
+      this.captureFill -= block;
+    }
+  }
+
+  private sendBlock(filled: number): void {
+    const frames = this.captureFrames;
+    const channels = this.captureChannels;
+    const bits = this.captureBits;
+    const v = this.outView;
+    // The sender's audio clock in microseconds, as JackTrip stamps its packets.
+    const us = Math.floor((Math.max(0, this.nowFrames - filled) * 1e6) / LOCAL_RATE);
+    v.setUint32(0, us >>> 0, true);
+    v.setUint32(4, Math.floor(us / 4294967296), true);
+    v.setUint16(8, this.captureSeq, true);
+    v.setUint16(10, frames, true);
+    v.setUint8(12, 3);
+    v.setUint8(13, bits);
+    v.setUint8(14, channels);
+    v.setUint8(15, channels);
+    const bytes = bits >> 3;
+    for (let c = 0; c < channels; c++) {
+      const src = c === 0 ? this.captureL : this.captureR;
+      const base = HEADER_LEN + c * frames * bytes;
+      for (let i = 0; i < frames; i++) {
+        const s = src[i];
+        const x = s === s ? (s > 1 ? 1 : s < -1 ? -1 : s) : 0;
+        const at = base + i * bytes;
+        if (bits === 16) v.setInt16(at, Math.round(x * 32767), true);
+        else if (bits === 32) v.setFloat32(at, x, true);
+        else {
+          const q = Math.round(x * 8388607);
+          v.setUint8(at, (q >> 8) & 0xff);
+          v.setUint8(at + 1, (q >> 16) & 0xff);
+          v.setUint8(at + 2, q & 0xff);
+        }
+      }
+    }
+    const len = HEADER_LEN + frames * channels * bytes;
+    if (this.writer.push(BROADCAST_TAG, 0, this.outPacket, 0, len)) this.packetsSent++;
+    else this.sendDropped++;
+    this.captureSeq = (this.captureSeq + 1) & 0xffff;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Stats: written straight into the shared block under the seqlock.
+
+  private publishStats(): void {
+    const s = this.stats;
+    const seq = s[S.G_SEQUENCE];
+    s[S.G_SEQUENCE] = seq + 1;
+    s[S.G_QUANTA] = this.quanta;
+    s[S.G_NOW_FRAMES] = this.nowFrames;
+    s[S.G_PEERS] = this.activeCount;
+    s[S.G_UNKNOWN_PEER] = this.unknownPeer;
+    s[S.G_MALFORMED] = this.malformed;
+    s[S.G_RECORDS_READ] = this.recordsRead;
+    s[S.G_RING_RESYNCS] = this.ringResyncs;
+    s[S.G_MASTER_PEAK_L] = this.mPeakL;
+    s[S.G_MASTER_PEAK_R] = this.mPeakR;
+    s[S.G_MASTER_RMS_L] = Math.sqrt(this.mMeanSqL);
+    s[S.G_MASTER_RMS_R] = Math.sqrt(this.mMeanSqR);
+    s[S.G_LIMITER_DB] = this.limiter < 1 ? -20 * Math.log10(this.limiter) : 0;
+    s[S.G_PACKETS_SENT] = this.packetsSent;
+    s[S.G_SEND_DROPPED] = this.sendDropped;
+    s[S.G_INPUT_PEAK] = this.inputPeak;
+    s[S.G_INPUT_RMS] = Math.sqrt(this.inputMeanSq);
+    s[S.G_NONFINITE] = this.nonFinite;
+    let underruns = 0;
+    for (let slot = 0; slot < this.maxPeers; slot++) {
+      const p = this.peers[slot];
+      const row = S.peerIndex(slot, 0);
+      if (!p.active) {
+        if (s[row + S.P_ACTIVE] !== 0) s.fill(0, row, row + S.PEER_LEN);
+        continue;
+      }
+      const j = p.jitter;
+      underruns += j.underruns;
+      s[row + S.P_ACTIVE] = 1;
+      s[row + S.P_RECEIVED] = j.received;
+      s[row + S.P_LOST] = j.lost();
+      s[row + S.P_LATE] = j.late;
+      s[row + S.P_DUPLICATES] = j.duplicates;
+      s[row + S.P_CONCEALED] = j.concealed;
+      s[row + S.P_UNDERRUNS] = j.underruns;
+      s[row + S.P_DISCARDED] = j.discarded;
+      s[row + S.P_MALFORMED] = p.malformed;
+      s[row + S.P_BUFFERED_FRAMES] = j.bufferedFrames() + p.staged();
+      s[row + S.P_TARGET_FRAMES] = j.targetFrames();
+      s[row + S.P_DRIFT_PPM] = p.drift * 1e6;
+      s[row + S.P_PEAK_L] = p.peakL;
+      s[row + S.P_PEAK_R] = p.peakR;
+      s[row + S.P_RMS_L] = Math.sqrt(p.meanSqL);
+      s[row + S.P_RMS_R] = Math.sqrt(p.meanSqR);
+      s[row + S.P_BLOCK_FRAMES] = j.block;
+      s[row + S.P_SAMPLE_RATE] = j.rate;
+      s[row + S.P_CHANNELS] = j.channels;
+      s[row + S.P_BITS] = j.bits;
+      s[row + S.P_JITTER_FRAMES] = j.jitter();
+      s[row + S.P_RESETS] = j.resets;
+    }
+    s[S.G_UNDERRUNS] = underruns;
+    s[S.G_SEQUENCE] = seq + 2;
+  }
+}

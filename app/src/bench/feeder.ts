@@ -1,0 +1,144 @@
+// A synthetic network for the benchmark: N peers, each sending one PCM16 stereo 128-frame packet
+// per quantum (a sine of its own frequency), delivered into the engine's inbound ring with a
+// seeded random delay of 0..3 quanta (so packets arrive in bursts and sometimes out of order) and
+// a seeded 1% loss.
+//
+// Every packet a peer can send is encoded once, at construction: a peer's sine repeats every
+// CYCLE_BLOCKS packets, so only the sequence number and timestamp change, and they are patched in
+// place before the ring copies the packet. `feed()` allocates nothing.
+
+import { RingWriter } from '../audio/ring';
+
+/** Frames per packet (one render quantum). */
+export const FRAMES = 128;
+/** Packets after which every peer's sine repeats exactly. */
+export const CYCLE_BLOCKS = 8;
+/** Frequency step between peers: one cycle per CYCLE_BLOCKS packets (46.875 Hz). */
+export const FREQ_STEP_HZ = 48000 / (FRAMES * CYCLE_BLOCKS);
+/** Bytes of one PCM16 stereo packet. */
+export const PACKET_BYTES = 16 + FRAMES * 2 * 2;
+/** Largest arrival delay in quanta (delays are uniform in 0..MAX_DELAY). */
+export const MAX_DELAY = 3;
+const DELAY_SLOTS = 4; // power of two > MAX_DELAY
+const BUCKET = MAX_DELAY + 1; // packets that can fall due in one quantum per peer
+
+export interface FeederOptions {
+  /** Peers (slots 0..peers-1). */
+  peers: number;
+  /** PRNG seed (any 32-bit integer except 0). */
+  seed?: number;
+  /** Probability that a packet is lost. */
+  loss?: number;
+  /** Peak amplitude of each peer's sine. */
+  amplitude?: number;
+}
+
+/** Frequency in Hz of peer `k`'s sine: (k + 3) × 46.875 Hz, from 140.6 Hz up. */
+export function peerFrequency(k: number): number {
+  return (k + 3) * FREQ_STEP_HZ;
+}
+
+/** Phase in radians of peer `k`'s sine at frame 0 (spread so the sum does not peak at 0). */
+export function peerPhase(k: number): number {
+  return (k * 2.399963) % (2 * Math.PI);
+}
+
+export class Feeder {
+  readonly peers: number;
+  /** Packets the senders produced (including lost ones). */
+  sent = 0;
+  /** Packets lost on purpose. */
+  lost = 0;
+  /** Packets written into the ring. */
+  delivered = 0;
+  /** Packets the ring refused (full). */
+  refused = 0;
+  private readonly writer: RingWriter;
+  /** packets[k * CYCLE_BLOCKS + phase]: each its own view, so the ring copies it with one set(). */
+  private readonly packets: Uint8Array[] = [];
+  /** Pending sequence numbers per peer and due slot: [(k * DELAY_SLOTS + slot) * BUCKET + i]. */
+  private readonly pending: Int32Array;
+  private readonly pendingCount: Uint8Array;
+  private readonly lossThreshold: number;
+  private state: number;
+
+  constructor(inbound: SharedArrayBuffer, opts: FeederOptions) {
+    this.peers = Math.max(0, opts.peers | 0);
+    this.writer = new RingWriter(inbound);
+    this.state = (opts.seed ?? 0x9e3779b9) | 0 || 1;
+    this.lossThreshold = Math.floor((opts.loss ?? 0.01) * 4294967296);
+    const amplitude = opts.amplitude ?? 0.25;
+    const storage = new Uint8Array(this.peers * CYCLE_BLOCKS * PACKET_BYTES);
+    const view = new DataView(storage.buffer);
+    for (let k = 0; k < this.peers; k++) {
+      const w = (2 * Math.PI * peerFrequency(k)) / 48000;
+      const phase = peerPhase(k);
+      for (let b = 0; b < CYCLE_BLOCKS; b++) {
+        const at = (k * CYCLE_BLOCKS + b) * PACKET_BYTES;
+        view.setUint16(at + 10, FRAMES, true);
+        storage[at + 12] = 3; // 48 kHz
+        storage[at + 13] = 16; // PCM16
+        storage[at + 14] = 2; // channels in
+        storage[at + 15] = 2; // channels out = payload channels
+        for (let i = 0; i < FRAMES; i++) {
+          const x = amplitude * Math.sin(w * (b * FRAMES + i) + phase);
+          const s = Math.round(Math.max(-1, Math.min(x, 1)) * 32767);
+          view.setInt16(at + 16 + 2 * i, s, true); // left
+          view.setInt16(at + 16 + 2 * (FRAMES + i), s, true); // right
+        }
+        this.packets.push(storage.subarray(at, at + PACKET_BYTES));
+      }
+    }
+    this.pending = new Int32Array(this.peers * DELAY_SLOTS * BUCKET);
+    this.pendingCount = new Uint8Array(this.peers * DELAY_SLOTS);
+  }
+
+  /** xorshift32. */
+  private next(): number {
+    let x = this.state;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.state = x;
+    return x >>> 0;
+  }
+
+  /**
+   * Quantum `q` (0, 1, 2, ... in order): every peer sends packet `q`, which is lost or scheduled
+   * 0..MAX_DELAY quanta later; then every packet due at `q` is written into the ring, tagged
+   * with its peer's slot. Allocation-free.
+   */
+  feed(q: number): void {
+    const due = q & (DELAY_SLOTS - 1);
+    const pending = this.pending;
+    const counts = this.pendingCount;
+    for (let k = 0; k < this.peers; k++) {
+      this.sent++;
+      const r = this.next();
+      if (r < this.lossThreshold) {
+        this.lost++;
+      } else {
+        const slot = k * DELAY_SLOTS + ((q + (r & 3)) & (DELAY_SLOTS - 1));
+        pending[slot * BUCKET + counts[slot]] = q;
+        counts[slot]++;
+      }
+      const slot = k * DELAY_SLOTS + due;
+      const n = counts[slot];
+      for (let i = 0; i < n; i++) {
+        const seq = pending[slot * BUCKET + i];
+        const packet = this.packets[k * CYCLE_BLOCKS + (seq & (CYCLE_BLOCKS - 1))];
+        // Timestamp (µs of the sender's clock, low 32 bits; high word stays 0) and sequence.
+        const us = Math.floor((seq * FRAMES * 1e6) / 48000) >>> 0;
+        packet[0] = us & 0xff;
+        packet[1] = (us >>> 8) & 0xff;
+        packet[2] = (us >>> 16) & 0xff;
+        packet[3] = us >>> 24;
+        packet[8] = seq & 0xff;
+        packet[9] = (seq >>> 8) & 0xff;
+        if (this.writer.push(k, 0, packet, 0, PACKET_BYTES)) this.delivered++;
+        else this.refused++;
+      }
+      counts[slot] = 0;
+    }
+  }
+}

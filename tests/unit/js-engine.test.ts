@@ -1,0 +1,364 @@
+// The plain-JavaScript engine (app/src/audio/js-engine-core.ts) against known answers: a sine in
+// comes out as the same sine (through ring → jitter buffer → decode → resampler → mix), a known
+// loss schedule gives exactly the counters it should, and the strip, limiter and concealment do
+// what they promise. The benchmark's feeder is checked here too.
+import { describe, expect, it } from 'vitest';
+import type { EngineBuffers, EngineConfig } from '../../app/src/audio/engine-core';
+import { JsEngineCore, parsePacket } from '../../app/src/audio/js-engine-core';
+import { createRing, RingWriter } from '../../app/src/audio/ring';
+import * as S from '../../app/src/audio/stats';
+import { Feeder, FRAMES, PACKET_BYTES, peerFrequency, peerPhase } from '../../app/src/bench/feeder';
+
+const Q = 128;
+const CONFIG: EngineConfig = {
+  maxPeers: 16,
+  blockFrames: 128,
+  bits: 16,
+  captureChannels: 2,
+  buffer: { mode: 'adaptive', floorFrames: 128, ceilingFrames: 4096 },
+};
+
+function buffers(): EngineBuffers {
+  return {
+    inbound: createRing(1 << 20),
+    outbound: createRing(1 << 16),
+    stats: new SharedArrayBuffer(S.STATS_BYTES),
+  };
+}
+
+/** Runs `quanta` quanta; `before(q)` may write packets; returns the rendered left/right. */
+function render(
+  engine: JsEngineCore,
+  quanta: number,
+  before: (q: number) => void,
+): { left: Float32Array; right: Float32Array } {
+  const left = new Float32Array(quanta * Q);
+  const right = new Float32Array(quanta * Q);
+  for (let q = 0; q < quanta; q++) {
+    before(q);
+    engine.process([], left.subarray(q * Q, (q + 1) * Q), right.subarray(q * Q, (q + 1) * Q), q * Q);
+  }
+  return { left, right };
+}
+
+/** Least-squares fit of a·sin(wt) + b·cos(wt) + c over x; returns amplitude and residual RMS. */
+function fitSine(x: Float32Array, hz: number): { amplitude: number; residual: number } {
+  const w = (2 * Math.PI * hz) / 48000;
+  // Normal equations for [sin, cos, 1].
+  const m = [0, 0, 0, 0, 0, 0, 0, 0, 0];
+  const v = [0, 0, 0];
+  for (let i = 0; i < x.length; i++) {
+    const f = [Math.sin(w * i), Math.cos(w * i), 1];
+    for (let r = 0; r < 3; r++) {
+      v[r] += f[r] * x[i];
+      for (let c = 0; c < 3; c++) m[r * 3 + c] += f[r] * f[c];
+    }
+  }
+  const sol = solve3(m, v);
+  let ss = 0;
+  for (let i = 0; i < x.length; i++) {
+    const e = x[i] - (sol[0] * Math.sin(w * i) + sol[1] * Math.cos(w * i) + sol[2]);
+    ss += e * e;
+  }
+  return { amplitude: Math.hypot(sol[0], sol[1]), residual: Math.sqrt(ss / x.length) };
+}
+
+/** fitSine at the frequency within ±0.12% of `hz` (the drift correction's range) that fits best. */
+function fitSineNear(x: Float32Array, hz: number): { amplitude: number; residual: number } {
+  let best = fitSine(x, hz);
+  for (let k = -12; k <= 12; k++) {
+    const fit = fitSine(x, hz * (1 + k * 1e-4));
+    if (fit.residual < best.residual) best = fit;
+  }
+  return best;
+}
+
+function solve3(m: number[], v: number[]): number[] {
+  const a = [
+    [m[0], m[1], m[2], v[0]],
+    [m[3], m[4], m[5], v[1]],
+    [m[6], m[7], m[8], v[2]],
+  ];
+  for (let i = 0; i < 3; i++) {
+    let p = i;
+    for (let r = i + 1; r < 3; r++) if (Math.abs(a[r][i]) > Math.abs(a[p][i])) p = r;
+    [a[i], a[p]] = [a[p], a[i]];
+    for (let r = 0; r < 3; r++) {
+      if (r === i) continue;
+      const f = a[r][i] / a[i][i];
+      for (let c = i; c < 4; c++) a[r][c] -= f * a[i][c];
+    }
+  }
+  return [a[0][3] / a[0][0], a[1][3] / a[1][1], a[2][3] / a[2][2]];
+}
+
+/** Frequency from upward zero crossings (linear interpolation between samples). */
+function zeroCrossingHz(x: Float32Array): number {
+  let first = -1;
+  let last = -1;
+  let count = 0;
+  for (let i = 1; i < x.length; i++) {
+    if (x[i - 1] < 0 && x[i] >= 0) {
+      const t = i - 1 + -x[i - 1] / (x[i] - x[i - 1]);
+      if (first < 0) first = t;
+      else count++;
+      last = t;
+    }
+  }
+  return (count * 48000) / (last - first);
+}
+
+/** A PCM16 packet of `frames` frames (stereo, planar): left = f(i), right = g(i). */
+function packet(seq: number, frames: number, f: (i: number) => number, g = f): Uint8Array {
+  const b = new Uint8Array(16 + frames * 4);
+  const v = new DataView(b.buffer);
+  v.setUint16(8, seq & 0xffff, true);
+  v.setUint16(10, frames, true);
+  b[12] = 3;
+  b[13] = 16;
+  b[14] = 2;
+  b[15] = 2;
+  for (let i = 0; i < frames; i++) {
+    v.setInt16(16 + 2 * i, Math.round(f(i) * 32767), true);
+    v.setInt16(16 + 2 * (frames + i), Math.round(g(i) * 32767), true);
+  }
+  return b;
+}
+
+function peerStat(stats: SharedArrayBuffer, slot: number, field: number): number {
+  return new Float64Array(stats)[S.peerIndex(slot, field)];
+}
+
+function globalStat(stats: SharedArrayBuffer, field: number): number {
+  return new Float64Array(stats)[field];
+}
+
+describe('JsEngineCore', () => {
+  it('plays a jittered sine back as the same sine (amplitude within 1%, frequency within 0.05%)', () => {
+    const buf = buffers();
+    const engine = new JsEngineCore(buf, CONFIG);
+    engine.control({ type: 'add-peer', slot: 0 });
+    const amplitude = 0.5;
+    const feeder = new Feeder(buf.inbound, { peers: 1, seed: 7, loss: 0, amplitude });
+    const quanta = 3000;
+    let underrunsAt1000 = -1;
+    const { left, right } = render(engine, quanta, (q) => {
+      if (q === 1000) underrunsAt1000 = peerStat(buf.stats, 0, S.P_UNDERRUNS);
+      feeder.feed(q);
+    });
+    const hz = peerFrequency(0);
+    // Skip the start (buffering, drift loop settling); check the last 2000 quanta in windows.
+    const expected = amplitude * Math.SQRT1_2; // centre pan: −3.01 dB per side
+    for (let w = 1000; w + 100 <= quanta; w += 100) {
+      const seg = left.subarray(w * Q, (w + 100) * Q);
+      const fit = fitSine(seg, hz);
+      expect(Math.abs(fit.amplitude / expected - 1)).toBeLessThan(0.01);
+      // PCM16 quantisation and the cubic leave well under -60 dB of residual.
+      expect(fit.residual / expected).toBeLessThan(1e-3);
+    }
+    const measured = zeroCrossingHz(right.subarray(1000 * Q));
+    expect(Math.abs(measured / hz - 1)).toBeLessThan(5e-4);
+    // Start-up may underrun while the jitter estimate forms (each raises the depth); after
+    // that, none.
+    expect(underrunsAt1000).toBeLessThanOrEqual(2);
+    expect(peerStat(buf.stats, 0, S.P_UNDERRUNS)).toBe(underrunsAt1000);
+    // Nothing lost: only packets still in flight at the end (delays up to 3 quanta) count.
+    expect(peerStat(buf.stats, 0, S.P_LOST)).toBeLessThanOrEqual(3);
+    expect(peerStat(buf.stats, 0, S.P_CONCEALED)).toBe(0);
+    // The adaptive target covers the 0..3 quanta of arrival spread.
+    expect(peerStat(buf.stats, 0, S.P_JITTER_FRAMES)).toBeGreaterThanOrEqual(3 * Q - 1);
+    expect(Math.abs(peerStat(buf.stats, 0, S.P_DRIFT_PPM))).toBeLessThan(1000);
+    // Meters read the pre-fader source: peak = amplitude, RMS = amplitude/√2, within 1%.
+    expect(Math.abs(peerStat(buf.stats, 0, S.P_PEAK_L) / amplitude - 1)).toBeLessThan(0.01);
+    expect(Math.abs(peerStat(buf.stats, 0, S.P_RMS_L) / (amplitude * Math.SQRT1_2) - 1)).toBeLessThan(0.01);
+  });
+
+  it('counts a known loss schedule exactly and conceals every lost block without an underrun', () => {
+    const buf = buffers();
+    const engine = new JsEngineCore(buf, CONFIG);
+    engine.control({ type: 'add-peer', slot: 0 });
+    const writer = new RingWriter(buf.inbound);
+    const lostSeqs = new Set([5, 17, 18, 40, 41, 42, 99, 150]);
+    const total = 200;
+    const hz = 375;
+    const sine = (seq: number) => (i: number) => 0.5 * Math.sin((2 * Math.PI * hz * (seq * Q + i)) / 48000);
+    // In order, one packet per quantum, starting with a few quanta of head start.
+    let seq = 0;
+    const { left } = render(engine, total + 20, (q) => {
+      if (q === 0) {
+        for (; seq < 3; seq++) writer.push(0, 0, packet(seq, Q, sine(seq)));
+      }
+      if (seq < total) {
+        if (!lostSeqs.has(seq)) writer.push(0, 0, packet(seq, Q, sine(seq)));
+        seq++;
+      }
+    });
+    engine.control({ type: 'master', gain: 1 }); // publishes the stats
+    expect(peerStat(buf.stats, 0, S.P_RECEIVED)).toBe(total - lostSeqs.size);
+    expect(peerStat(buf.stats, 0, S.P_LOST)).toBe(lostSeqs.size);
+    expect(peerStat(buf.stats, 0, S.P_LATE)).toBe(0);
+    expect(peerStat(buf.stats, 0, S.P_DUPLICATES)).toBe(0);
+    // Every lost block concealed (passed over); when the stream ends, the emptied buffer counts
+    // exactly one underrun (one per run of empty pops).
+    expect(peerStat(buf.stats, 0, S.P_CONCEALED)).toBe(lostSeqs.size);
+    expect(peerStat(buf.stats, 0, S.P_UNDERRUNS)).toBe(1);
+    expect(globalStat(buf.stats, S.G_UNDERRUNS)).toBe(1);
+    // No clicks: sample-to-sample steps stay far below a hard discontinuity (a 0.35 step here).
+    let maxStep = 0;
+    for (let i = 1; i < (total - 5) * Q; i++) maxStep = Math.max(maxStep, Math.abs(left[i] - left[i - 1]));
+    const sineStep = 0.5 * Math.SQRT1_2 * ((2 * Math.PI * hz) / 48000);
+    expect(maxStep).toBeLessThan(4 * sineStep);
+  });
+
+  it('counts duplicates, late packets, malformed packets and unknown peers', () => {
+    const buf = buffers();
+    const engine = new JsEngineCore(buf, CONFIG);
+    engine.control({ type: 'add-peer', slot: 2 });
+    const writer = new RingWriter(buf.inbound);
+    const tone = (i: number) => 0.1 * Math.sin(i / 10);
+    let seq = 0;
+    render(engine, 60, (q) => {
+      if (q === 0) for (; seq < 4; seq++) writer.push(2, 0, packet(seq, Q, tone));
+      if (q >= 1 && seq < 40) {
+        // Packet 10 is held back and sent at quantum 30, long after its turn.
+        if (seq !== 10) writer.push(2, 0, packet(seq, Q, tone));
+        if (seq === 20) writer.push(2, 0, packet(20, Q, tone)); // a duplicate
+        seq++;
+      }
+      if (q === 30) writer.push(2, 0, packet(10, Q, tone));
+      if (q === 31) writer.push(2, 0, packet(10, Q, tone)); // a copy of the late one
+      if (q === 5) writer.push(2, 0, new Uint8Array(40)); // not a packet
+      if (q === 6) writer.push(9, 0, packet(0, Q, tone)); // slot 9 holds no peer
+    });
+    engine.control({ type: 'master', gain: 1 });
+    expect(peerStat(buf.stats, 2, S.P_RECEIVED)).toBe(40);
+    expect(peerStat(buf.stats, 2, S.P_DUPLICATES)).toBe(2);
+    expect(peerStat(buf.stats, 2, S.P_LATE)).toBe(1);
+    expect(peerStat(buf.stats, 2, S.P_LOST)).toBe(0);
+    expect(peerStat(buf.stats, 2, S.P_MALFORMED)).toBe(1);
+    expect(globalStat(buf.stats, S.G_MALFORMED)).toBe(1);
+    expect(globalStat(buf.stats, S.G_UNKNOWN_PEER)).toBe(1);
+    expect(globalStat(buf.stats, S.G_RECORDS_READ)).toBe(39 + 1 + 2 + 1 + 1);
+  });
+
+  it('pans with constant power, mutes and solos with ramps', () => {
+    const buf = buffers();
+    const engine = new JsEngineCore(buf, CONFIG);
+    engine.control({ type: 'add-peer', slot: 0 });
+    engine.control({ type: 'add-peer', slot: 1 });
+    const feeder = new Feeder(buf.inbound, { peers: 2, seed: 3, loss: 0, amplitude: 0.3 });
+    let q = 0;
+    const run = (n: number) => render(engine, n, () => feeder.feed(q++));
+    run(600);
+    // Peer 0 hard left, peer 1 muted: the right channel goes silent, the left carries peer 0 at
+    // full level (cos 0 = 1).
+    engine.control({ type: 'strip', slot: 0, gain: 1, pan: -1, mute: false, solo: false });
+    engine.control({ type: 'strip', slot: 1, gain: 1, pan: 0, mute: true, solo: false });
+    const a = run(300);
+    const rightPeak = a.right.subarray(Q).reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+    expect(rightPeak).toBe(0);
+    const fit = fitSine(a.left.subarray(100 * Q), peerFrequency(0));
+    expect(Math.abs(fit.amplitude / 0.3 - 1)).toBeLessThan(0.01);
+    // Solo peer 1 while it is still muted: mute wins, so nobody is heard.
+    engine.control({ type: 'strip', slot: 1, gain: 2, pan: 0, mute: true, solo: true });
+    const silent = run(50);
+    expect(silent.left.subarray(Q).every((x) => x === 0)).toBe(true);
+    // Unmute it: only peer 1 is heard, centred, at gain 2.
+    engine.control({ type: 'strip', slot: 1, gain: 2, pan: 0, mute: false, solo: true });
+    const b = run(300);
+    const fitL = fitSine(b.left.subarray(100 * Q), peerFrequency(1));
+    expect(Math.abs(fitL.amplitude / (0.6 * Math.SQRT1_2) - 1)).toBeLessThan(0.01);
+    // Nothing else in the mix: the residual is quantisation-level.
+    // Nothing else in the mix: allowing for the drift correction (a frequency change of up to
+    // 0.1%), one sine explains the output to within 0.1%.
+    for (let w = 100; w + 20 <= 300; w += 20) {
+      const fit = fitSineNear(b.left.subarray(w * Q, (w + 20) * Q), peerFrequency(1));
+      expect(fit.residual / fit.amplitude).toBeLessThan(1e-3);
+    }
+    // The change was ramped: no step larger than the loudest sine's slope allows.
+    let maxStep = 0;
+    for (let i = 1; i < b.left.length; i++) maxStep = Math.max(maxStep, Math.abs(b.left[i] - b.left[i - 1]));
+    expect(maxStep).toBeLessThan(0.05);
+  });
+
+  it('limits a loud mix below full scale', () => {
+    const buf = buffers();
+    const engine = new JsEngineCore(buf, CONFIG);
+    for (let k = 0; k < 12; k++) engine.control({ type: 'add-peer', slot: k });
+    engine.control({ type: 'master', gain: 4 });
+    const feeder = new Feeder(buf.inbound, { peers: 12, seed: 11, loss: 0.01, amplitude: 0.9 });
+    const { left, right } = render(engine, 800, (q) => feeder.feed(q));
+    let peak = 0;
+    for (let i = 0; i < left.length; i++) peak = Math.max(peak, Math.abs(left[i]), Math.abs(right[i]));
+    expect(peak).toBeLessThan(1);
+    expect(peak).toBeGreaterThan(0.85);
+    expect(globalStat(buf.stats, S.G_LIMITER_DB)).toBeGreaterThan(6);
+    expect(globalStat(buf.stats, S.G_NONFINITE)).toBe(0);
+  });
+});
+
+describe('Feeder', () => {
+  it('delivers every packet not lost, loses ~1%, and the engine counts the same losses', () => {
+    const buf = buffers();
+    const peers = 8;
+    const engine = new JsEngineCore(buf, { ...CONFIG, maxPeers: peers });
+    for (let k = 0; k < peers; k++) engine.control({ type: 'add-peer', slot: k });
+    const feeder = new Feeder(buf.inbound, { peers, seed: 12345 });
+    const quanta = 5000;
+    let underrunsAt1000 = -1;
+    render(engine, quanta, (q) => {
+      if (q === 1000) underrunsAt1000 = globalStat(buf.stats, S.G_UNDERRUNS);
+      feeder.feed(q);
+    });
+    expect(feeder.sent).toBe(peers * quanta);
+    expect(feeder.refused).toBe(0);
+    // Everything sent before the last MAX_DELAY quanta has arrived.
+    expect(feeder.delivered + feeder.lost).toBeGreaterThan(peers * (quanta - 3));
+    expect(feeder.delivered + feeder.lost).toBeLessThanOrEqual(peers * quanta);
+    // 1% ± 0.3% (40000 draws: the binomial σ is 0.05%).
+    expect(Math.abs(feeder.lost / feeder.sent - 0.01)).toBeLessThan(0.003);
+    engine.control({ type: 'master', gain: 1 });
+    let lost = 0;
+    let received = 0;
+    for (let k = 0; k < peers; k++) {
+      lost += peerStat(buf.stats, k, S.P_LOST);
+      received += peerStat(buf.stats, k, S.P_RECEIVED);
+    }
+    expect(received).toBe(feeder.delivered);
+    // lost = expected − received: at the end up to 3 packets per peer are still in flight
+    // (counted lost by the engine, not by the feeder), and the feeder's last losses may not be
+    // known yet (no later packet arrived).
+    expect(Math.abs(lost - feeder.lost)).toBeLessThanOrEqual(peers * 3);
+    // Loss is concealed, not an underrun: after start-up the count stays still.
+    expect(underrunsAt1000).toBeLessThanOrEqual(2 * peers);
+    expect(globalStat(buf.stats, S.G_UNDERRUNS)).toBe(underrunsAt1000);
+  });
+
+  it('encodes valid packets of its peers’ sines', () => {
+    const ring = createRing(1 << 16);
+    const feeder = new Feeder(ring, { peers: 3, seed: 1, loss: 0, amplitude: 0.5 });
+    feeder.feed(0);
+    const info = { seq: 0, frames: 0, rateHz: 0, bits: 0, channels: 0 };
+    // The ring holds records (8-byte header) back to back from byte 128.
+    const bytes = new Uint8Array(ring);
+    let at = 128;
+    let seen = 0;
+    while (bytes[at] | (bytes[at + 1] << 8)) {
+      const len = bytes[at] | (bytes[at + 1] << 8);
+      const tag = bytes[at + 2];
+      expect(len).toBe(PACKET_BYTES);
+      expect(parsePacket(bytes, at + 8, len, info as never)).toBe(true);
+      expect(info).toEqual({ seq: 0, frames: FRAMES, rateHz: 48000, bits: 16, channels: 2 });
+      const view = new DataView(ring, at + 8 + 16);
+      const w = (2 * Math.PI * peerFrequency(tag)) / 48000;
+      for (let i = 0; i < FRAMES; i += 17) {
+        const want = 0.5 * Math.sin(w * i + peerPhase(tag));
+        expect(Math.abs(view.getInt16(2 * i, true) / 32767 - want)).toBeLessThan(1 / 32767);
+      }
+      at += 8 + len;
+      seen++;
+    }
+    // With delays of 0..3, packet 0 of each peer arrives at quantum 0 only for delay 0.
+    expect(seen).toBe(feeder.delivered);
+  });
+});
