@@ -1,0 +1,337 @@
+// Runs one self-test scenario through the real engine: a realtime AudioContext, the product
+// engine worklet with the WASM core, a Worker playing the injected network into the inbound ring,
+// and a tap worklet capturing the engine's output. Then compares the engine's stats with the
+// schedule's ledger and analyses the captured audio.
+
+import { createBuffers } from '../audio/engine-core';
+import { createEngine } from '../audio/host';
+import * as S from '../audio/stats';
+import { analyseChannel, scanSamples, stepBound, type ChannelAnalysis, type SampleScan, type ToneSpec } from './analysis';
+import { Fft } from './fft';
+import { AMPLITUDE, ENGINE_CONFIG, expectedLevels, type Scenario } from './scenarios';
+import { buildSchedule, FFT_LEN, SAMPLE_RATE, type BadLedger, type PeerLedger } from './schedule';
+import type { SendReport } from './sender-worker';
+import { createTapBuffer, TAP_ARMED, TAP_FULL, TAP_SILENT, TAP_WRITTEN, tapViews } from './tap';
+import tapUrl from './tap-worklet.ts?worker&url';
+
+export interface Check {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface PeerStats {
+  slot: number;
+  received: number;
+  lost: number;
+  late: number;
+  duplicates: number;
+  concealed: number;
+  underruns: number;
+  discarded: number;
+  malformed: number;
+  resets: number;
+  targetFrames: number;
+  bufferedFrames: number;
+  jitterFrames: number;
+  driftPpm: number;
+}
+
+export interface GlobalStats {
+  quanta: number;
+  peers: number;
+  unknownPeer: number;
+  malformed: number;
+  recordsRead: number;
+  ringResyncs: number;
+  nonfinite: number;
+  limiterDb: number;
+  underruns: number;
+}
+
+export interface ChannelResult extends ChannelAnalysis {
+  /** Scan of the analysed window. */
+  window: SampleScan;
+  /** Scan of everything captured (start-up and drain included). */
+  whole: SampleScan;
+  /** Analytic bound of |x[n] - x[n-1]| for this channel's sum of sines. */
+  stepBound: number;
+}
+
+export interface ScenarioResult {
+  name: string;
+  description: string;
+  ok: boolean;
+  checks: Check[];
+  ledger: { peers: PeerLedger[]; bad: BadLedger; records: number };
+  /** Stats when the sender finished, and after the drain (the ones compared with the ledger). */
+  statsAtEnd: { global: GlobalStats; peers: PeerStats[] };
+  stats: { global: GlobalStats; peers: PeerStats[] };
+  audio: {
+    left: ChannelResult;
+    right: ChannelResult;
+    windowS: number;
+    capturedS: number;
+    silentQuanta: number;
+    droppedQuanta: number;
+  };
+  sender: SendReport;
+  context: { sampleRate: number; baseLatency: number; outputLatency: number };
+  tolerances: Scenario['tolerances'];
+  wallMs: number;
+  engineErrors: string[];
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function readBlock(shared: Float64Array): Float64Array {
+  const into = new Float64Array(S.BLOCK_LEN);
+  for (let i = 0; i < 200; i++) if (S.readStats(shared, into)) return into;
+  throw new Error('the stats block stayed busy (odd sequence word) for 200 attempts');
+}
+
+function globalStats(b: Float64Array): GlobalStats {
+  return {
+    quanta: b[S.G_QUANTA],
+    peers: b[S.G_PEERS],
+    unknownPeer: b[S.G_UNKNOWN_PEER],
+    malformed: b[S.G_MALFORMED],
+    recordsRead: b[S.G_RECORDS_READ],
+    ringResyncs: b[S.G_RING_RESYNCS],
+    nonfinite: b[S.G_NONFINITE],
+    limiterDb: b[S.G_LIMITER_DB],
+    underruns: b[S.G_UNDERRUNS],
+  };
+}
+
+function peerStats(b: Float64Array, slot: number): PeerStats {
+  const v = (f: number) => b[S.peerIndex(slot, f)];
+  return {
+    slot,
+    received: v(S.P_RECEIVED),
+    lost: v(S.P_LOST),
+    late: v(S.P_LATE),
+    duplicates: v(S.P_DUPLICATES),
+    concealed: v(S.P_CONCEALED),
+    underruns: v(S.P_UNDERRUNS),
+    discarded: v(S.P_DISCARDED),
+    malformed: v(S.P_MALFORMED),
+    resets: v(S.P_RESETS),
+    targetFrames: v(S.P_TARGET_FRAMES),
+    bufferedFrames: v(S.P_BUFFERED_FRAMES),
+    jitterFrames: v(S.P_JITTER_FRAMES),
+    driftPpm: v(S.P_DRIFT_PPM),
+  };
+}
+
+async function waitFor(what: string, ms: number, cond: () => boolean): Promise<void> {
+  const until = performance.now() + ms;
+  while (!cond()) {
+    if (performance.now() > until) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+const fmt = (x: number, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : String(x));
+
+export async function runScenario(sc: Scenario, log: (msg: string) => void = () => {}): Promise<ScenarioResult> {
+  const started = performance.now();
+  const spec = sc.spec;
+  const schedule = buildSchedule(spec);
+  const engineErrors: string[] = [];
+
+  const ctx = new AudioContext({ sampleRate: SAMPLE_RATE, latencyHint: 'interactive' });
+  const worker = new Worker(new URL('./sender-worker.ts', import.meta.url), { type: 'module' });
+  try {
+    if (ctx.state !== 'running') {
+      await Promise.race([
+        ctx.resume(),
+        sleep(3000).then(() => {
+          throw new Error('the AudioContext did not start (the browser wants a click on the page first)');
+        }),
+      ]);
+    }
+    if (ctx.sampleRate !== SAMPLE_RATE) throw new Error(`the AudioContext runs at ${ctx.sampleRate} Hz, not 48000`);
+
+    log('loading the engine');
+    const buffers = createBuffers();
+    const engine = await createEngine(ctx, ENGINE_CONFIG, buffers);
+    engine.node.port.onmessage = (ev: MessageEvent<{ type: string; message?: string }>) => {
+      if (ev.data?.type === 'error') engineErrors.push(String(ev.data.message));
+    };
+    engine.node.onprocessorerror = () => engineErrors.push('the engine processor threw (processorerror)');
+
+    const captureFrames = Math.ceil(((spec.durationMs + sc.drainMs + 3000) / 1000) * SAMPLE_RATE);
+    const tapShared = createTapBuffer(captureFrames);
+    const tap = tapViews(tapShared);
+    await ctx.audioWorklet.addModule(tapUrl);
+    const tapNode = new AudioWorkletNode(ctx, 'tutti-selftest-tap', {
+      numberOfInputs: 1,
+      numberOfOutputs: 1,
+      outputChannelCount: [1],
+      channelCount: 2,
+      channelCountMode: 'explicit',
+      channelInterpretation: 'discrete',
+      processorOptions: { shared: tapShared },
+    });
+    engine.node.connect(tapNode);
+    engine.node.connect(ctx.destination);
+    tapNode.connect(ctx.destination);
+
+    const statsShared = new Float64Array(buffers.stats);
+    for (const p of spec.peers) {
+      engine.control({ type: 'add-peer', slot: p.slot });
+      engine.control({ type: 'strip', slot: p.slot, gain: p.gain, pan: p.pan, mute: false, solo: false });
+    }
+    await waitFor('the engine to add the five peers', 3000, () => {
+      const b = readBlock(statsShared);
+      return b[S.G_PEERS] === spec.peers.length && spec.peers.every((p) => b[S.peerIndex(p.slot, S.P_ACTIVE)] === 1);
+    });
+
+    log(`sending ${schedule.records} records for ${spec.durationMs / 1000} s`);
+    Atomics.store(tap.header, TAP_ARMED, 1);
+    let captureEnd = 0;
+    const sender = await new Promise<SendReport>((resolve, reject) => {
+      worker.onmessage = (ev: MessageEvent<{ type: string; message?: string } & SendReport>) => {
+        if (ev.data.type === 'done') {
+          captureEnd = Atomics.load(tap.header, TAP_WRITTEN);
+          resolve(ev.data);
+        } else if (ev.data.type === 'error') reject(new Error(`sender: ${ev.data.message}`));
+      };
+      worker.onerror = (ev) => reject(new Error(`sender worker failed: ${ev.message}`));
+      worker.postMessage({ type: 'run', inbound: buffers.inbound, spec, events: schedule.events });
+    });
+    const atEnd = readBlock(statsShared);
+
+    log('draining');
+    await sleep(sc.drainMs);
+    const drained = readBlock(statsShared);
+    Atomics.store(tap.header, TAP_ARMED, 0);
+    const captured = Atomics.load(tap.header, TAP_WRITTEN);
+    const silentQuanta = Atomics.load(tap.header, TAP_SILENT);
+    const droppedQuanta = Atomics.load(tap.header, TAP_FULL);
+    engine.node.disconnect();
+    tapNode.disconnect();
+
+    log('analysing');
+    const end = captureEnd - Math.round(sc.tailMarginS * SAMPLE_RATE);
+    const start = end - Math.round(sc.analysisS * SAMPLE_RATE);
+    if (start < SAMPLE_RATE) {
+      throw new Error(`only ${(captureEnd / SAMPLE_RATE).toFixed(2)} s captured: too little to skip 1 s of warm-up`);
+    }
+    const expected = spec.peers.map((p) => ({ p, e: expectedLevels(p) }));
+    const tonesL: ToneSpec[] = expected.map(({ p, e }) => ({ slot: p.slot, bin: p.bin, hz: e.hz, expected: e.left }));
+    const tonesR: ToneSpec[] = expected.map(({ p, e }) => ({ slot: p.slot, bin: p.bin, hz: e.hz, expected: e.right }));
+    const fft = new Fft(FFT_LEN);
+    const opts = { reference: AMPLITUDE, guardBins: 8, lowestBin: 3, toneHalfWidth: 4 };
+    const channel = (x: Float32Array, tones: ToneSpec[]): ChannelResult => {
+      const w = x.slice(start, end);
+      return {
+        ...analyseChannel(w, tones, fft, opts),
+        window: scanSamples(w),
+        whole: scanSamples(x.subarray(0, captured)),
+        stepBound: stepBound(tones),
+      };
+    };
+    const left = channel(tap.left, tonesL);
+    const right = channel(tap.right, tonesR);
+
+    const result: ScenarioResult = {
+      name: spec.name,
+      description: sc.description,
+      ok: false,
+      checks: [],
+      ledger: { peers: schedule.peers, bad: schedule.bad, records: schedule.records },
+      statsAtEnd: { global: globalStats(atEnd), peers: spec.peers.map((p) => peerStats(atEnd, p.slot)) },
+      stats: { global: globalStats(drained), peers: spec.peers.map((p) => peerStats(drained, p.slot)) },
+      audio: {
+        left,
+        right,
+        windowS: (end - start) / SAMPLE_RATE,
+        capturedS: captured / SAMPLE_RATE,
+        silentQuanta,
+        droppedQuanta,
+      },
+      sender,
+      context: { sampleRate: ctx.sampleRate, baseLatency: ctx.baseLatency, outputLatency: ctx.outputLatency ?? 0 },
+      tolerances: sc.tolerances,
+      wallMs: 0,
+      engineErrors,
+    };
+    result.checks = judge(result);
+    result.ok = result.checks.every((c) => c.ok);
+    result.wallMs = performance.now() - started;
+    return result;
+  } finally {
+    worker.terminate();
+    await ctx.close().catch(() => {});
+  }
+}
+
+/** The pass/fail checks of a scenario's result. */
+export function judge(r: ScenarioResult): Check[] {
+  const checks: Check[] = [];
+  const add = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
+  const t = r.tolerances;
+
+  add('engine ran without errors', r.engineErrors.length === 0, r.engineErrors.join('; ') || 'no error reported');
+  add(
+    'every record was written into the ring',
+    r.sender.refused === 0 && r.sender.written === r.ledger.records,
+    `${r.sender.written} of ${r.ledger.records} written, ${r.sender.refused} refused (ring full)`,
+  );
+
+  for (const l of r.ledger.peers) {
+    const s = r.stats.peers.find((p) => p.slot === l.slot)!;
+    for (const f of ['received', 'lost', 'late', 'duplicates'] as const) {
+      add(`peer ${l.slot} ${f} = ledger`, s[f] === l[f], `engine ${s[f]}, injected ${l[f]}`);
+    }
+    const bad = r.ledger.bad.malformedBySlot[l.slot] ?? 0;
+    add(`peer ${l.slot} malformed = injected`, s.malformed === bad, `engine ${s.malformed}, injected ${bad}`);
+  }
+  const g = r.stats.global;
+  add('malformed records = injected', g.malformed === r.ledger.bad.malformed, `engine ${g.malformed}, injected ${r.ledger.bad.malformed}`);
+  add(
+    'unknown-peer records = injected',
+    g.unknownPeer === r.ledger.bad.unknownPeer,
+    `engine ${g.unknownPeer}, injected ${r.ledger.bad.unknownPeer}`,
+  );
+  add('records read = records written', g.recordsRead === r.ledger.records, `engine ${g.recordsRead}, written ${r.ledger.records}`);
+  add('no ring resync', g.ringResyncs === 0, `${g.ringResyncs} resyncs`);
+  add('no non-finite master block', g.nonfinite === 0, `${g.nonfinite} blocks silenced`);
+
+  for (const [side, ch] of [
+    ['left', r.audio.left],
+    ['right', r.audio.right],
+  ] as const) {
+    for (const tone of ch.tones) {
+      const name = `${side} ${fmt(tone.hz)} Hz (peer ${tone.slot})`;
+      if (tone.errorDb === null) {
+        const db = 20 * Math.log10(Math.max(tone.measured, 1e-12) / AMPLITUDE);
+        add(`${name} absent`, db <= t.spurDb, `${fmt(db, 1)} dB re ${AMPLITUDE} (limit ${t.spurDb} dB)`);
+      } else {
+        add(
+          `${name} level`,
+          Math.abs(tone.errorDb) <= t.levelDb,
+          `${fmt(20 * Math.log10(tone.measured), 2)} dBFS, expected ${fmt(20 * Math.log10(tone.expected), 2)} ` +
+            `(${tone.errorDb >= 0 ? '+' : ''}${fmt(tone.errorDb, 3)} dB, limit ±${t.levelDb} dB)`,
+        );
+      }
+    }
+    add(
+      `${side}: nothing else above ${t.spurDb} dB`,
+      ch.spur.db <= t.spurDb,
+      `largest other line ${fmt(ch.spur.db, 1)} dB re ${AMPLITUDE} at ${fmt(ch.spur.hz, 1)} Hz`,
+    );
+    add(`${side}: no NaN or infinity`, ch.whole.nonFinite === 0, `${ch.whole.nonFinite} non-finite samples in ${ch.whole.samples}`);
+    add(`${side}: no sample beyond ±1`, ch.whole.overs === 0, `${ch.whole.overs} overs, peak ${fmt(ch.whole.peak, 4)}`);
+    const stepDetail =
+      `largest step ${ch.window.maxStep.toFixed(5)}, analytic bound ${ch.stepBound.toFixed(5)} ` +
+      `(x${fmt(ch.window.maxStep / ch.stepBound, 3)})`;
+    if (t.stepFactor !== null) {
+      add(`${side}: no discontinuity`, ch.window.maxStep <= t.stepFactor * ch.stepBound, `${stepDetail}, limit x${t.stepFactor}`);
+    }
+  }
+  add('capture complete', r.audio.droppedQuanta === 0, `${r.audio.droppedQuanta} quanta dropped by the tap`);
+  return checks;
+}

@@ -1,0 +1,140 @@
+// The two self-test scenarios, their engine configuration, and what their output must be.
+//
+// Five synthetic peers, each a sine on its own FFT bin (300.29, 499.51, 700.20, 1100.10 and
+// 1299.32 Hz: no tone is within 8 bins of another's 2nd-4th harmonic), amplitude 0.15 in PCM16
+// stereo 128-frame packets, each with its own gain and pan. With the engine's constant-power pan
+// law (left x cos theta, right x sin theta, theta = (pan + 1) pi / 4) a tone must come out at
+// 0.15 x gain x cos theta on the left and 0.15 x gain x sin theta on the right. The largest bus
+// peak (every tone in phase) is 0.38 left and 0.43 right, far below the limiter's threshold
+// (-1 dBFS = 0.891), so the limiter is transparent and the levels are exact.
+
+import type { EngineConfig } from '../audio/engine-core';
+import { toneHz, type PeerSpec, type ScenarioSpec } from './schedule';
+
+export const AMPLITUDE = 0.15;
+
+/** Slot, FFT bin, gain, pan of the five peers (slots 3, 4 and 6 stay free on purpose). */
+const PEERS: [number, number, number, number][] = [
+  [0, 205, 1.0, 0],
+  [1, 341, 0.8, -0.5],
+  [2, 478, 1.0, 0.5],
+  [5, 751, 0.7, -1],
+  [7, 887, 0.9, 1],
+];
+
+/** Tags the bad-input scenario uses for records that name no peer. */
+export const UNKNOWN_TAGS = [3, 6, 8, 255, 300, 0xffff];
+
+export const ENGINE_CONFIG: EngineConfig = {
+  maxPeers: 8,
+  blockFrames: 128,
+  bits: 16,
+  captureChannels: 2,
+  // The floor (32 ms) is well above the injected jitter (at most 10 ms) plus the sender's timer
+  // error and the device callback's bursts, so that every packet not meant to be late arrives
+  // in time; late packets are sent 200 ms after they were due, beyond the ceiling (100 ms).
+  buffer: { mode: 'adaptive', floorFrames: 1536, ceilingFrames: 4800 },
+};
+
+export interface Tolerances {
+  /** Largest |measured - expected| tone level, dB. */
+  levelDb: number;
+  /** Largest spectral line outside the tones, dB relative to AMPLITUDE. */
+  spurDb: number;
+  /** Largest sample step relative to the analytic bound of the sum of sines (null: reported only). */
+  stepFactor: number | null;
+}
+
+export interface Scenario {
+  spec: ScenarioSpec;
+  tolerances: Tolerances;
+  /** Seconds analysed, ending `tailMarginS` before the last regular packet was sent. */
+  analysisS: number;
+  tailMarginS: number;
+  /** Wait after the last send before the stats are read, ms. */
+  drainMs: number;
+  description: string;
+}
+
+function peers(seed: number): PeerSpec[] {
+  // Sequence numbers and phases differ per peer; slot 1 wraps past 65535 mid-run.
+  let s = seed >>> 0 || 1;
+  const next = () => {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    return s;
+  };
+  return PEERS.map(([slot, bin, gain, pan], i) => ({
+    slot,
+    bin,
+    amplitude: AMPLITUDE,
+    gain,
+    pan,
+    firstSeq: slot === 1 ? 65536 - 900 : next() & 0xffff,
+    phase: next() % 32768,
+    offsetMs: i * 0.5,
+  }));
+}
+
+export const NETWORK: Scenario = {
+  description:
+    'Five peers over an impaired network: 0-10 ms jitter (reordering), 2% loss, 2% duplicates, ' +
+    'three packets per peer 200 ms late.',
+  spec: {
+    name: 'network',
+    seed: 20261121,
+    durationMs: 7000,
+    peers: peers(11),
+    net: { jitterMs: 10, lossRate: 0.02, dupRate: 0.02, latePerPeer: 3, lateDelayMs: 200 },
+    headGuard: 8,
+    tailGuard: 150,
+  },
+  // Concealment replaces ~2.5% of each stream (loss + late). If a concealed block held silence
+  // the tone's level would drop by 20 log10(0.975) = -0.22 dB; a repetition or extension with a
+  // phase error spreads some energy to neighbouring frequencies. +-1 dB leaves room for that and
+  // still catches a wrong pan law (a linear law puts the centre 3 dB lower), a gain not applied
+  // or a stream played twice.
+  // Spurs: a 128-frame concealed block's error lies within ~375 Hz of its tone; -40 dB re one
+  // tone is what the issue asks for.
+  tolerances: { levelDb: 1.0, spurDb: -40, stepFactor: null },
+  analysisS: 4,
+  tailMarginS: 0.1,
+  drainMs: 500,
+};
+
+export const BAD_INPUT: Scenario = {
+  description:
+    'Five clean peers (0-2 ms jitter, nothing lost) while truncated, oversized, garbage, ' +
+    'wrong-format and unknown-peer records are injected into the same ring every 10 ms.',
+  spec: {
+    name: 'bad-input',
+    seed: 424242,
+    durationMs: 7000,
+    peers: peers(23),
+    net: { jitterMs: 2, lossRate: 0, dupRate: 0, latePerPeer: 0, lateDelayMs: 0 },
+    bad: { everyMs: 10, startMs: 300, unknownTags: UNKNOWN_TAGS },
+    headGuard: 8,
+    tailGuard: 150,
+  },
+  // Nothing is lost, so the tones must be exact: PCM16 quantization (-98 dB) and drift
+  // correction's interpolation (well under 0.01 dB at 1.3 kHz) are the only errors.
+  tolerances: { levelDb: 0.1, spurDb: -60, stepFactor: 1.1 },
+  analysisS: 4,
+  tailMarginS: 0.1,
+  drainMs: 500,
+};
+
+export const SCENARIOS: Scenario[] = [NETWORK, BAD_INPUT];
+
+/** Expected amplitude of each peer's tone on the left and right outputs. */
+export function expectedLevels(p: PeerSpec): { hz: number; left: number; right: number } {
+  const theta = ((p.pan + 1) * Math.PI) / 4;
+  return {
+    hz: toneHz(p.bin),
+    left: p.amplitude * p.gain * Math.max(0, Math.cos(theta)),
+    right: p.amplitude * p.gain * Math.max(0, Math.sin(theta)),
+  };
+}
