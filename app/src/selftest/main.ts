@@ -4,7 +4,7 @@
 // `window.__selftest` for the browser test.
 
 import { engineUnavailableReason } from '../audio/host';
-import { runScenario, type ScenarioResult } from './runner';
+import { runScenario, type Capture, type ScenarioResult } from './runner';
 import { SCENARIOS } from './scenarios';
 import './selftest.css';
 
@@ -19,8 +19,12 @@ export interface SelftestState {
 declare global {
   interface Window {
     __selftest?: SelftestState;
+    __selftestCapture?: Record<string, Capture>;
   }
 }
+
+/** Runs per scenario when a busy machine stalls the sender (see IN_TIME_LIMIT_MS). */
+const MAX_ATTEMPTS = 3;
 
 const params = new URLSearchParams(location.search);
 const only = params.get('scenario');
@@ -61,7 +65,13 @@ function render(r: ScenarioResult): HTMLElement {
   sec.append(el('h2', `${r.ok ? 'PASS' : 'FAIL'}: ${r.name}`));
   sec.append(el('p', r.description));
   const failed = r.checks.filter((c) => !c.ok);
-  sec.append(el('p', `${r.checks.length - failed.length} of ${r.checks.length} checks passed in ${(r.wallMs / 1000).toFixed(1)} s.`));
+  sec.append(
+    el(
+      'p',
+      `${r.checks.length - failed.length} of ${r.checks.length} checks passed in ${(r.wallMs / 1000).toFixed(1)} s` +
+        (r.attempt > 1 ? ` (run ${r.attempt}; earlier runs were disturbed by a busy machine).` : '.'),
+    ),
+  );
   if (failed.length) {
     const ul = el('ul', undefined, 'failed');
     for (const c of failed) ul.append(el('li', `${c.name}: ${c.detail}`));
@@ -136,7 +146,15 @@ async function runAll(): Promise<void> {
     if (reason) throw new Error(reason);
     if (chosen.length === 0) throw new Error(`no scenario named "${only}"`);
     for (const sc of chosen) {
-      const r = await runScenario(sc, (msg) => (statusEl.textContent = `${sc.spec.name}: ${msg}…`));
+      const keep =
+        params.get('keep') === '1' ? (c: Capture) => ((window.__selftestCapture ??= {})[sc.spec.name] = c) : undefined;
+      let r: ScenarioResult;
+      for (let attempt = 1; ; attempt++) {
+        const prefix = `${sc.spec.name}${attempt > 1 ? ` (run ${attempt}: the last one was disturbed by a busy machine)` : ''}`;
+        r = await runScenario(sc, (msg) => (statusEl.textContent = `${prefix}: ${msg}…`), keep);
+        r.attempt = attempt;
+        if (r.disturbed.packets === 0 || attempt >= MAX_ATTEMPTS) break;
+      }
       state.scenarios.push(r);
       resultsEl.append(render(r));
     }

@@ -30,11 +30,20 @@ export const ENGINE_CONFIG: EngineConfig = {
   blockFrames: 128,
   bits: 16,
   captureChannels: 2,
-  // The floor (32 ms) is well above the injected jitter (at most 10 ms) plus the sender's timer
-  // error and the device callback's bursts, so that every packet not meant to be late arrives
-  // in time; late packets are sent 200 ms after they were due, beyond the ceiling (100 ms).
-  buffer: { mode: 'adaptive', floorFrames: 1536, ceilingFrames: 4800 },
+  // This test checks counting and mixing, not how low the buffer can go: the floor (100 ms) is
+  // far above the injected jitter (at most 10 ms) so that a sender or audio thread stalled for
+  // tens of milliseconds by a busy machine still delivers every regular packet in time. Late
+  // packets are sent 300 ms after they were due, far beyond the ceiling (125 ms).
+  buffer: { mode: 'adaptive', floorFrames: 4800, ceilingFrames: 6000 },
 };
+
+/**
+ * A regular packet written more than this after its due time (scheduled jitter included) may
+ * miss its slot: the buffer floor (100 ms) minus a device callback's burst of quanta rendered
+ * back to back (~10 ms) and a quantum. The injected jitter stays at or under 10 ms, so only a
+ * sender stalled for over 75 ms (a very busy machine) gets here; such a run is repeated.
+ */
+export const IN_TIME_LIMIT_MS = 85;
 
 export interface Tolerances {
   /** Largest |measured - expected| tone level, dB. */
@@ -82,13 +91,13 @@ function peers(seed: number): PeerSpec[] {
 export const NETWORK: Scenario = {
   description:
     'Five peers over an impaired network: 0-10 ms jitter (reordering), 2% loss, 2% duplicates, ' +
-    'three packets per peer 200 ms late.',
+    'three packets per peer 300 ms late.',
   spec: {
     name: 'network',
     seed: 20261121,
     durationMs: 7000,
     peers: peers(11),
-    net: { jitterMs: 10, lossRate: 0.02, dupRate: 0.02, latePerPeer: 3, lateDelayMs: 200 },
+    net: { jitterMs: 10, lossRate: 0.02, dupRate: 0.02, latePerPeer: 3, lateDelayMs: 300 },
     headGuard: 8,
     tailGuard: 150,
   },
@@ -97,9 +106,14 @@ export const NETWORK: Scenario = {
   // phase error spreads some energy to neighbouring frequencies. +-1 dB leaves room for that and
   // still catches a wrong pan law (a linear law puts the centre 3 dB lower), a gain not applied
   // or a stream played twice.
-  // Spurs: a 128-frame concealed block's error lies within ~375 Hz of its tone; -40 dB re one
-  // tone is what the issue asks for.
-  tolerances: { levelDb: 1.0, spurDb: -40, stepFactor: null },
+  // Spurs: a block replaced by silence, or repeated without matching its phase, leaves an error
+  // of up to the tone's own amplitude over 128 frames, whose spectrum spreads ~375 Hz around the
+  // tone: for 2.5% of the blocks that is about -40 dB re one tone. -50 dB asks for concealment
+  // that continues a steady tone smoothly (this engine measures about -70 dB).
+  // Steps: a cross-fade between two phases of a tone over L frames adds up to 2a/L to the step
+  // of the sum of sines (40% of the bound for a = 0.14, L = 16); 1.5x the bound allows that and
+  // still fails on a click (a jump to or from silence is 2x to 9x the bound).
+  tolerances: { levelDb: 1.0, spurDb: -50, stepFactor: 1.5 },
   analysisS: 4,
   tailMarginS: 0.1,
   drainMs: 500,
@@ -121,7 +135,7 @@ export const BAD_INPUT: Scenario = {
   },
   // Nothing is lost, so the tones must be exact: PCM16 quantization (-98 dB) and drift
   // correction's interpolation (well under 0.01 dB at 1.3 kHz) are the only errors.
-  tolerances: { levelDb: 0.1, spurDb: -60, stepFactor: 1.1 },
+  tolerances: { levelDb: 0.1, spurDb: -70, stepFactor: 1.1 },
   analysisS: 4,
   tailMarginS: 0.1,
   drainMs: 500,
@@ -132,9 +146,11 @@ export const SCENARIOS: Scenario[] = [NETWORK, BAD_INPUT];
 /** Expected amplitude of each peer's tone on the left and right outputs. */
 export function expectedLevels(p: PeerSpec): { hz: number; left: number; right: number } {
   const theta = ((p.pan + 1) * Math.PI) / 4;
+  // cos(pi/2) is 6e-17 in floating point: a hard pan means exactly nothing on the other side.
+  const side = (g: number) => (g < 1e-9 ? 0 : g);
   return {
     hz: toneHz(p.bin),
-    left: p.amplitude * p.gain * Math.max(0, Math.cos(theta)),
-    right: p.amplitude * p.gain * Math.max(0, Math.sin(theta)),
+    left: p.amplitude * p.gain * side(Math.cos(theta)),
+    right: p.amplitude * p.gain * side(Math.sin(theta)),
   };
 }

@@ -22,6 +22,8 @@ export interface SendReport {
   lagP99Ms: number;
   lagMaxMs: number;
   elapsedMs: number;
+  /** Per event, in schedule order: how late its write was, ms. */
+  lags: Float64Array;
 }
 
 interface RunMessage {
@@ -86,5 +88,6 @@ function run({ inbound, spec, events }: RunMessage): SendReport {
     lagP99Ms: sorted.length ? sorted[Math.floor(0.99 * (sorted.length - 1))] : 0,
     lagMaxMs: sorted.length ? sorted[sorted.length - 1] : 0,
     elapsedMs,
+    lags,
   };
 }

@@ -55,6 +55,9 @@ export async function openPage(browser, url) {
   const logs = [];
   page.on('console', (m) => logs.push(`console.${m.type()}: ${m.text()}`));
   page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
+  page.on('response', (r) => {
+    if (r.status() >= 400) logs.push(`http ${r.status()}: ${r.url()}`);
+  });
   page.on('requestfailed', (r) => logs.push(`requestfailed: ${r.url()} ${r.failure()?.errorText ?? ''}`));
   await page.goto(url);
   return { page, logs };
