@@ -56,7 +56,10 @@ after(async () => {
 /** Opens the self-test for one scenario and returns its result object. */
 async function runPage(name) {
   assert.ok(browser && server, 'browser and server are up');
-  const { page, logs } = await openPage(browser, `${server.url}selftest.html?auto=1&scenario=${name}`);
+  const { page, logs } = await openPage(
+    browser,
+    `${server.url}selftest.html?auto=1&scenario=${name}`,
+  );
   try {
     await page
       .waitForFunction(() => ['done', 'error'].includes(window.__selftest?.state ?? ''), null, {
@@ -64,11 +67,17 @@ async function runPage(name) {
         polling: 250,
       })
       .catch((e) => {
-        throw new Error(`self-test page did not finish within ${PAGE_TIMEOUT_MS / 1000} s: ${e.message}\n${logs.join('\n')}`);
+        throw new Error(
+          `self-test page did not finish within ${PAGE_TIMEOUT_MS / 1000} s: ${e.message}\n${logs.join('\n')}`,
+        );
       });
     const state = await page.evaluate(() => window.__selftest);
     const status = await page.textContent('#status');
-    assert.equal(state.state, 'done', `self-test could not run: ${state.error}\npage log:\n${logs.join('\n')}`);
+    assert.equal(
+      state.state,
+      'done',
+      `self-test could not run: ${state.error}\npage log:\n${logs.join('\n')}`,
+    );
     assert.equal(state.scenarios.length, 1, 'one scenario ran');
     return { r: state.scenarios[0], status, logs };
   } finally {
@@ -90,7 +99,13 @@ function report(t, r) {
   for (const side of ['left', 'right']) {
     const ch = r.audio[side];
     const tones = ch.tones
-      .map((x) => `${x.hz.toFixed(1)} Hz ${f2(db(x.measured))} dB` + (x.errorDb === null ? ' (absent)' : ` (${x.errorDb >= 0 ? '+' : ''}${x.errorDb.toFixed(3)})`))
+      .map(
+        (x) =>
+          `${x.hz.toFixed(1)} Hz ${f2(db(x.measured))} dB` +
+          (x.errorDb === null
+            ? ' (absent)'
+            : ` (${x.errorDb >= 0 ? '+' : ''}${x.errorDb.toFixed(3)})`),
+      )
       .join(', ');
     t.diagnostic(
       `${side}: ${tones}; largest other line ${ch.spur.db.toFixed(1)} dB at ${ch.spur.hz.toFixed(1)} Hz; ` +
@@ -130,7 +145,11 @@ function assertCommon(r, tol) {
       `over ${r.disturbed.limitMs} ms late (worst ${f2(r.disturbed.worstDelayMs)} ms), so the ledger is not exact`,
   );
   assert.deepEqual(r.engineErrors, [], 'the engine reported no error');
-  assert.equal(r.sender.refused, 0, 'the inbound ring refused no record (else the ledger does not hold)');
+  assert.equal(
+    r.sender.refused,
+    0,
+    'the inbound ring refused no record (else the ledger does not hold)',
+  );
   assert.equal(r.sender.written, r.ledger.records, 'every scheduled record was written');
 
   for (const l of r.ledger.peers) {
@@ -141,11 +160,23 @@ function assertCommon(r, tol) {
       { received: l.received, lost: l.lost, late: l.late, duplicates: l.duplicates },
       `peer ${l.slot}: engine stats (actual) must equal the injected ledger (expected)`,
     );
-    assert.equal(s.malformed, r.ledger.bad.malformedBySlot[l.slot] ?? 0, `peer ${l.slot}: malformed count`);
+    assert.equal(
+      s.malformed,
+      r.ledger.bad.malformedBySlot[l.slot] ?? 0,
+      `peer ${l.slot}: malformed count`,
+    );
   }
   const g = r.stats.global;
-  assert.equal(g.malformed, r.ledger.bad.malformed, 'G_MALFORMED equals the malformed records injected');
-  assert.equal(g.unknownPeer, r.ledger.bad.unknownPeer, 'G_UNKNOWN_PEER equals the unknown-slot records injected');
+  assert.equal(
+    g.malformed,
+    r.ledger.bad.malformed,
+    'G_MALFORMED equals the malformed records injected',
+  );
+  assert.equal(
+    g.unknownPeer,
+    r.ledger.bad.unknownPeer,
+    'G_UNKNOWN_PEER equals the unknown-slot records injected',
+  );
   assert.equal(g.recordsRead, r.ledger.records, 'the engine read every record written');
   assert.equal(g.ringResyncs, 0, 'the inbound ring never needed a resync');
   assert.equal(g.nonfinite, 0, 'no master block was non-finite');
@@ -154,12 +185,19 @@ function assertCommon(r, tol) {
   assert.equal(r.audio.droppedQuanta, 0, 'the capture kept every quantum');
   for (const side of ['left', 'right']) {
     const ch = r.audio[side];
-    assert.equal(ch.whole.nonFinite, 0, `${side}: no NaN or infinity in ${ch.whole.samples} samples`);
+    assert.equal(
+      ch.whole.nonFinite,
+      0,
+      `${side}: no NaN or infinity in ${ch.whole.samples} samples`,
+    );
     assert.equal(ch.whole.overs, 0, `${side}: no sample beyond ±1 (peak ${ch.whole.peak})`);
     for (const x of ch.tones) {
       if (x.errorDb === null) {
         const rel = db(x.measured / AMPLITUDE);
-        assert.ok(rel <= tol.spurDb, `${side}: the ${x.hz.toFixed(1)} Hz tone (peer ${x.slot}) is panned away but reads ${rel.toFixed(1)} dB`);
+        assert.ok(
+          rel <= tol.spurDb,
+          `${side}: the ${x.hz.toFixed(1)} Hz tone (peer ${x.slot}) is panned away but reads ${rel.toFixed(1)} dB`,
+        );
       } else {
         assert.ok(
           Math.abs(x.errorDb) <= tol.levelDb,
@@ -204,9 +242,14 @@ test('bad records are counted and dropped and never disturb the other peers', as
   const { r, status } = await runPage('bad-input');
   report(t, r);
   const kinds = r.ledger.bad.byKind;
-  t.diagnostic(`injected: ${Object.entries(kinds).map(([k, n]) => `${k} ${n}`).join(', ')}`);
+  t.diagnostic(
+    `injected: ${Object.entries(kinds)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
+  );
   for (const [k, n] of Object.entries(kinds)) assert.ok(n > 0, `some ${k} records were injected`);
-  for (const l of r.ledger.peers) assert.equal(l.lost + l.late + l.duplicates, 0, 'the good traffic is clean');
+  for (const l of r.ledger.peers)
+    assert.equal(l.lost + l.late + l.duplicates, 0, 'the good traffic is clean');
   assertCommon(r, TOL['bad-input']);
   assertPageVerdict(r, status);
 });

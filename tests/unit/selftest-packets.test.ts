@@ -21,11 +21,18 @@ describe('PeerSynth', () => {
     for (const index of [0, 1, 899, 900, 2000]) {
       const bytes = synth.packet(index);
       expect(parsePacket(bytes, 0, bytes.length, info)).toBe(0);
-      expect(info).toMatchObject({ seq: (peer.firstSeq + index) & 0xffff, frames: 128, rateHz: 48000, bits: 16, channels: 2 });
+      expect(info).toMatchObject({
+        seq: (peer.firstSeq + index) & 0xffff,
+        frames: 128,
+        rateHz: 48000,
+        bits: 16,
+        channels: 2,
+      });
       decodeStereo(bytes, info, left, right);
       for (let i = 0; i < 128; i++) {
         const n = index * 128 + i;
-        const want = peer.amplitude * Math.sin((2 * Math.PI * (peer.phase + peer.bin * n)) / FFT_LEN);
+        const want =
+          peer.amplitude * Math.sin((2 * Math.PI * (peer.phase + peer.bin * n)) / FFT_LEN);
         // Encode rounds x * 32767, decode divides by 32768: error below 1/32768 + |x|/32768.
         expect(Math.abs(left[i] - want)).toBeLessThan(2 / 32768);
         expect(right[i]).toBe(left[i]);

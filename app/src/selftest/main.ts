@@ -35,7 +35,11 @@ const statusEl = $<HTMLParagraphElement>('status');
 const resultsEl = $<HTMLDivElement>('results');
 const runButton = $<HTMLButtonElement>('run');
 
-function el<K extends keyof HTMLElementTagNameMap>(tag: K, text?: string, cls?: string): HTMLElementTagNameMap[K] {
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  text?: string,
+  cls?: string,
+): HTMLElementTagNameMap[K] {
   const e = document.createElement(tag);
   if (text !== undefined) e.textContent = text;
   if (cls) e.className = cls;
@@ -69,7 +73,9 @@ function render(r: ScenarioResult): HTMLElement {
     el(
       'p',
       `${r.checks.length - failed.length} of ${r.checks.length} checks passed in ${(r.wallMs / 1000).toFixed(1)} s` +
-        (r.attempt > 1 ? ` (run ${r.attempt}; earlier runs were disturbed by a busy machine).` : '.'),
+        (r.attempt > 1
+          ? ` (run ${r.attempt}; earlier runs were disturbed by a busy machine).`
+          : '.'),
     ),
   );
   if (failed.length) {
@@ -84,7 +90,14 @@ function render(r: ScenarioResult): HTMLElement {
       ['peer', 'Hz', 'left', 'expected', 'right', 'expected'],
       r.audio.left.tones.map((tl, i) => {
         const tr = r.audio.right.tones[i];
-        return [tl.slot, tl.hz.toFixed(2), db(tl.measured), db(tl.expected), db(tr.measured), db(tr.expected)];
+        return [
+          tl.slot,
+          tl.hz.toFixed(2),
+          db(tl.measured),
+          db(tl.expected),
+          db(tr.measured),
+          db(tr.expected),
+        ];
       }),
     ),
   );
@@ -129,7 +142,8 @@ function render(r: ScenarioResult): HTMLElement {
   const details = el('details');
   details.append(el('summary', 'All checks'));
   const ul = el('ul');
-  for (const c of r.checks) ul.append(el('li', `${c.ok ? '✓' : '✗'} ${c.name}: ${c.detail}`, c.ok ? 'ok' : 'bad'));
+  for (const c of r.checks)
+    ul.append(el('li', `${c.ok ? '✓' : '✗'} ${c.name}: ${c.detail}`, c.ok ? 'ok' : 'bad'));
   details.append(ul);
   sec.append(details);
   return sec;
@@ -147,7 +161,9 @@ async function runAll(): Promise<void> {
     if (chosen.length === 0) throw new Error(`no scenario named "${only}"`);
     for (const sc of chosen) {
       const keep =
-        params.get('keep') === '1' ? (c: Capture) => ((window.__selftestCapture ??= {})[sc.spec.name] = c) : undefined;
+        params.get('keep') === '1'
+          ? (c: Capture) => ((window.__selftestCapture ??= {})[sc.spec.name] = c)
+          : undefined;
       let r: ScenarioResult;
       for (let attempt = 1; ; attempt++) {
         const prefix = `${sc.spec.name}${attempt > 1 ? ` (run ${attempt}: the last one was disturbed by a busy machine)` : ''}`;
@@ -160,7 +176,9 @@ async function runAll(): Promise<void> {
     }
     state.ok = state.scenarios.every((s) => s.ok);
     state.state = 'done';
-    statusEl.textContent = state.ok ? 'The engine passed every check.' : 'The engine FAILED some checks (listed below).';
+    statusEl.textContent = state.ok
+      ? 'The engine passed every check.'
+      : 'The engine FAILED some checks (listed below).';
   } catch (err) {
     state.state = 'error';
     state.error = err instanceof Error ? err.message : String(err);

@@ -6,10 +6,31 @@
 import { createBuffers } from '../audio/engine-core';
 import { createEngine } from '../audio/host';
 import * as S from '../audio/stats';
-import { analyseChannel, scanSamples, stepBound, type ChannelAnalysis, type SampleScan, type ToneSpec } from './analysis';
+import {
+  analyseChannel,
+  scanSamples,
+  stepBound,
+  type ChannelAnalysis,
+  type SampleScan,
+  type ToneSpec,
+} from './analysis';
 import { Fft } from './fft';
-import { AMPLITUDE, ENGINE_CONFIG, expectedLevels, IN_TIME_LIMIT_MS, type Scenario } from './scenarios';
-import { BLOCK_MS, buildSchedule, EventKind, FFT_LEN, SAMPLE_RATE, type BadLedger, type PeerLedger } from './schedule';
+import {
+  AMPLITUDE,
+  ENGINE_CONFIG,
+  expectedLevels,
+  IN_TIME_LIMIT_MS,
+  type Scenario,
+} from './scenarios';
+import {
+  BLOCK_MS,
+  buildSchedule,
+  EventKind,
+  FFT_LEN,
+  SAMPLE_RATE,
+  type BadLedger,
+  type PeerLedger,
+} from './schedule';
 import type { SendReport } from './sender-worker';
 import { createTapBuffer, TAP_ARMED, TAP_FULL, TAP_SILENT, TAP_WRITTEN, tapViews } from './tap';
 import tapUrl from './tap-worklet.ts?worker&url';
@@ -86,7 +107,13 @@ export interface ScenarioResult {
   clockPpm: number;
   /** Stats sampled every SERIES_MS while streaming: seconds, and per peer (scenario order) the
    * buffered frames, target frames, drift in ppm and blocks concealed so far. */
-  series: { t: number; buffered: number[]; target: number[]; driftPpm: number[]; concealed: number[] }[];
+  series: {
+    t: number;
+    buffered: number[];
+    target: number[];
+    driftPpm: number[];
+    concealed: number[];
+  }[];
   context: { sampleRate: number; baseLatency: number; outputLatency: number };
   tolerances: Scenario['tolerances'];
   wallMs: number;
@@ -185,11 +212,14 @@ export async function runScenario(
       await Promise.race([
         ctx.resume(),
         sleep(3000).then(() => {
-          throw new Error('the AudioContext did not start (the browser wants a click on the page first)');
+          throw new Error(
+            'the AudioContext did not start (the browser wants a click on the page first)',
+          );
         }),
       ]);
     }
-    if (ctx.sampleRate !== SAMPLE_RATE) throw new Error(`the AudioContext runs at ${ctx.sampleRate} Hz, not 48000`);
+    if (ctx.sampleRate !== SAMPLE_RATE)
+      throw new Error(`the AudioContext runs at ${ctx.sampleRate} Hz, not 48000`);
 
     log('loading the engine');
     const buffers = createBuffers();
@@ -197,7 +227,8 @@ export async function runScenario(
     engine.node.port.onmessage = (ev: MessageEvent<{ type: string; message?: string }>) => {
       if (ev.data?.type === 'error') engineErrors.push(String(ev.data.message));
     };
-    engine.node.onprocessorerror = () => engineErrors.push('the engine processor threw (processorerror)');
+    engine.node.onprocessorerror = () =>
+      engineErrors.push('the engine processor threw (processorerror)');
 
     const captureFrames = Math.ceil(((spec.durationMs + sc.drainMs + 3000) / 1000) * SAMPLE_RATE);
     const tapShared = createTapBuffer(captureFrames);
@@ -219,11 +250,21 @@ export async function runScenario(
     const statsShared = new Float64Array(buffers.stats);
     for (const p of spec.peers) {
       engine.control({ type: 'add-peer', slot: p.slot });
-      engine.control({ type: 'strip', slot: p.slot, gain: p.gain, pan: p.pan, mute: false, solo: false });
+      engine.control({
+        type: 'strip',
+        slot: p.slot,
+        gain: p.gain,
+        pan: p.pan,
+        mute: false,
+        solo: false,
+      });
     }
     await waitFor('the engine to add the five peers', 3000, () => {
       const b = readBlock(statsShared);
-      return b[S.G_PEERS] === spec.peers.length && spec.peers.every((p) => b[S.peerIndex(p.slot, S.P_ACTIVE)] === 1);
+      return (
+        b[S.G_PEERS] === spec.peers.length &&
+        spec.peers.every((p) => b[S.peerIndex(p.slot, S.P_ACTIVE)] === 1)
+      );
     });
 
     log(`sending ${schedule.records} records for ${spec.durationMs / 1000} s`);
@@ -287,11 +328,23 @@ export async function runScenario(
     const end = captureEnd - Math.round(sc.tailMarginS * SAMPLE_RATE);
     const start = end - Math.round(sc.analysisS * SAMPLE_RATE);
     if (start < SAMPLE_RATE) {
-      throw new Error(`only ${(captureEnd / SAMPLE_RATE).toFixed(2)} s captured: too little to skip 1 s of warm-up`);
+      throw new Error(
+        `only ${(captureEnd / SAMPLE_RATE).toFixed(2)} s captured: too little to skip 1 s of warm-up`,
+      );
     }
     const expected = spec.peers.map((p) => ({ p, e: expectedLevels(p) }));
-    const tonesL: ToneSpec[] = expected.map(({ p, e }) => ({ slot: p.slot, bin: p.bin, hz: e.hz, expected: e.left }));
-    const tonesR: ToneSpec[] = expected.map(({ p, e }) => ({ slot: p.slot, bin: p.bin, hz: e.hz, expected: e.right }));
+    const tonesL: ToneSpec[] = expected.map(({ p, e }) => ({
+      slot: p.slot,
+      bin: p.bin,
+      hz: e.hz,
+      expected: e.left,
+    }));
+    const tonesR: ToneSpec[] = expected.map(({ p, e }) => ({
+      slot: p.slot,
+      bin: p.bin,
+      hz: e.hz,
+      expected: e.right,
+    }));
     const fft = new Fft(FFT_LEN);
     const opts = { reference: AMPLITUDE, guardBins: GUARD_BINS, lowestBin: 3, toneHalfWidth: 4 };
     const channel = (x: Float32Array, tones: ToneSpec[]): ChannelResult => {
@@ -305,7 +358,13 @@ export async function runScenario(
     };
     const left = channel(tap.left, tonesL);
     const right = channel(tap.right, tonesR);
-    keep?.({ left: tap.left.slice(0, captured), right: tap.right.slice(0, captured), start, end, sampleRate: SAMPLE_RATE });
+    keep?.({
+      left: tap.left.slice(0, captured),
+      right: tap.right.slice(0, captured),
+      start,
+      end,
+      sampleRate: SAMPLE_RATE,
+    });
 
     const result: ScenarioResult = {
       name: spec.name,
@@ -313,8 +372,14 @@ export async function runScenario(
       ok: false,
       checks: [],
       ledger: { peers: schedule.peers, bad: schedule.bad, records: schedule.records },
-      statsAtEnd: { global: globalStats(atEnd), peers: spec.peers.map((p) => peerStats(atEnd, p.slot)) },
-      stats: { global: globalStats(drained), peers: spec.peers.map((p) => peerStats(drained, p.slot)) },
+      statsAtEnd: {
+        global: globalStats(atEnd),
+        peers: spec.peers.map((p) => peerStats(atEnd, p.slot)),
+      },
+      stats: {
+        global: globalStats(drained),
+        peers: spec.peers.map((p) => peerStats(drained, p.slot)),
+      },
       audio: {
         left,
         right,
@@ -327,7 +392,11 @@ export async function runScenario(
       disturbed: { packets: disturbedPackets, worstDelayMs, limitMs: IN_TIME_LIMIT_MS },
       clockPpm,
       series,
-      context: { sampleRate: ctx.sampleRate, baseLatency: ctx.baseLatency, outputLatency: ctx.outputLatency ?? 0 },
+      context: {
+        sampleRate: ctx.sampleRate,
+        baseLatency: ctx.baseLatency,
+        outputLatency: ctx.outputLatency ?? 0,
+      },
       tolerances: sc.tolerances,
       wallMs: 0,
       engineErrors,
@@ -363,7 +432,11 @@ export function judge(r: ScenarioResult): Check[] {
     `${r.disturbed.packets} regular packets written over ${r.disturbed.limitMs} ms after their due time ` +
       `(worst ${fmt(r.disturbed.worstDelayMs, 1)} ms): the machine was too busy for an exact ledger`,
   );
-  add('engine ran without errors', r.engineErrors.length === 0, r.engineErrors.join('; ') || 'no error reported');
+  add(
+    'engine ran without errors',
+    r.engineErrors.length === 0,
+    r.engineErrors.join('; ') || 'no error reported',
+  );
   add(
     'every record was written into the ring',
     r.sender.refused === 0 && r.sender.written === r.ledger.records,
@@ -376,16 +449,28 @@ export function judge(r: ScenarioResult): Check[] {
       add(`peer ${l.slot} ${f} = ledger`, s[f] === l[f], `engine ${s[f]}, injected ${l[f]}`);
     }
     const bad = r.ledger.bad.malformedBySlot[l.slot] ?? 0;
-    add(`peer ${l.slot} malformed = injected`, s.malformed === bad, `engine ${s.malformed}, injected ${bad}`);
+    add(
+      `peer ${l.slot} malformed = injected`,
+      s.malformed === bad,
+      `engine ${s.malformed}, injected ${bad}`,
+    );
   }
   const g = r.stats.global;
-  add('malformed records = injected', g.malformed === r.ledger.bad.malformed, `engine ${g.malformed}, injected ${r.ledger.bad.malformed}`);
+  add(
+    'malformed records = injected',
+    g.malformed === r.ledger.bad.malformed,
+    `engine ${g.malformed}, injected ${r.ledger.bad.malformed}`,
+  );
   add(
     'unknown-peer records = injected',
     g.unknownPeer === r.ledger.bad.unknownPeer,
     `engine ${g.unknownPeer}, injected ${r.ledger.bad.unknownPeer}`,
   );
-  add('records read = records written', g.recordsRead === r.ledger.records, `engine ${g.recordsRead}, written ${r.ledger.records}`);
+  add(
+    'records read = records written',
+    g.recordsRead === r.ledger.records,
+    `engine ${g.recordsRead}, written ${r.ledger.records}`,
+  );
   add('no ring resync', g.ringResyncs === 0, `${g.ringResyncs} resyncs`);
   add('no non-finite master block', g.nonfinite === 0, `${g.nonfinite} blocks silenced`);
 
@@ -397,7 +482,11 @@ export function judge(r: ScenarioResult): Check[] {
       const name = `${side} ${fmt(tone.hz)} Hz (peer ${tone.slot})`;
       if (tone.errorDb === null) {
         const db = 20 * Math.log10(Math.max(tone.measured, 1e-12) / AMPLITUDE);
-        add(`${name} absent`, db <= t.spurDb, `${fmt(db, 1)} dB re ${AMPLITUDE} (limit ${t.spurDb} dB)`);
+        add(
+          `${name} absent`,
+          db <= t.spurDb,
+          `${fmt(db, 1)} dB re ${AMPLITUDE} (limit ${t.spurDb} dB)`,
+        );
       } else {
         add(
           `${name} level`,
@@ -412,15 +501,31 @@ export function judge(r: ScenarioResult): Check[] {
       ch.spur.db <= t.spurDb,
       `largest other line ${fmt(ch.spur.db, 1)} dB re ${AMPLITUDE} at ${fmt(ch.spur.hz, 1)} Hz`,
     );
-    add(`${side}: no NaN or infinity`, ch.whole.nonFinite === 0, `${ch.whole.nonFinite} non-finite samples in ${ch.whole.samples}`);
-    add(`${side}: no sample beyond ±1`, ch.whole.overs === 0, `${ch.whole.overs} overs, peak ${fmt(ch.whole.peak, 4)}`);
+    add(
+      `${side}: no NaN or infinity`,
+      ch.whole.nonFinite === 0,
+      `${ch.whole.nonFinite} non-finite samples in ${ch.whole.samples}`,
+    );
+    add(
+      `${side}: no sample beyond ±1`,
+      ch.whole.overs === 0,
+      `${ch.whole.overs} overs, peak ${fmt(ch.whole.peak, 4)}`,
+    );
     const stepDetail =
       `largest step ${ch.window.maxStep.toFixed(5)}, analytic bound ${ch.stepBound.toFixed(5)} ` +
       `(x${fmt(ch.window.maxStep / ch.stepBound, 3)})`;
     if (t.stepFactor !== null) {
-      add(`${side}: no discontinuity`, ch.window.maxStep <= t.stepFactor * ch.stepBound, `${stepDetail}, limit x${t.stepFactor}`);
+      add(
+        `${side}: no discontinuity`,
+        ch.window.maxStep <= t.stepFactor * ch.stepBound,
+        `${stepDetail}, limit x${t.stepFactor}`,
+      );
     }
   }
-  add('capture complete', r.audio.droppedQuanta === 0, `${r.audio.droppedQuanta} quanta dropped by the tap`);
+  add(
+    'capture complete',
+    r.audio.droppedQuanta === 0,
+    `${r.audio.droppedQuanta} quanta dropped by the tap`,
+  );
   return checks;
 }

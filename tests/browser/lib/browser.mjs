@@ -40,8 +40,13 @@ export async function serveDist(root = DIST) {
  * @param {string[]} [extraArgs] flags added to CHROMIUM_ARGS
  */
 export async function launchChromium(extraArgs = []) {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM} (set CHROMIUM_PATH, or run scripts/setup.sh)`);
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...CHROMIUM_ARGS, ...extraArgs] });
+  if (!existsSync(CHROMIUM))
+    throw new Error(`no Chromium at ${CHROMIUM} (set CHROMIUM_PATH, or run scripts/setup.sh)`);
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [...CHROMIUM_ARGS, ...extraArgs],
+  });
 }
 
 /**
@@ -58,7 +63,9 @@ export async function openPage(browser, url) {
   page.on('response', (r) => {
     if (r.status() >= 400) logs.push(`http ${r.status()}: ${r.url()}`);
   });
-  page.on('requestfailed', (r) => logs.push(`requestfailed: ${r.url()} ${r.failure()?.errorText ?? ''}`));
+  page.on('requestfailed', (r) =>
+    logs.push(`requestfailed: ${r.url()} ${r.failure()?.errorText ?? ''}`),
+  );
   await page.goto(url);
   return { page, logs };
 }
