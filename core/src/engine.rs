@@ -1,1 +1,594 @@
-//! (module under construction)
+//! The engine: the multi-peer session that the one AudioWorklet drives.
+//!
+//! One [`Engine`] serves every remote peer of a client. Per 128-frame quantum the host (the
+//! worklet, or a test, or a native hub) calls, in order:
+//!
+//! 1. [`Engine::begin_quantum`] with the local time in frames;
+//! 2. [`Engine::drain`] with the inbound ring's bytes (every received packet is parsed, checked
+//!    and placed in its peer's jitter buffer), or [`Engine::push_packet`] per packet;
+//! 3. [`Engine::capture`] with the local input quantum, which encodes it into outgoing packets
+//!    handed to a sink (the outbound ring);
+//! 4. [`Engine::render`], which plays every peer (jitter buffer → decode → drift correction →
+//!    gain/pan → mix) into the output quantum and runs the master (gain, limiter, meters);
+//! 5. now and then [`Engine::write_stats`] into the shared stats block.
+//!
+//! All of these are real-time safe: they never allocate, lock or log, and no input can make them
+//! panic. Joining peers are built with [`Peer::new`] (which allocates) off the render path and
+//! swapped in with [`Engine::insert_peer`]; [`Engine::remove_peer`] hands the retired peer back so
+//! that the caller frees it elsewhere.
+//!
+//! ```
+//! use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
+//! use tutti_core::packet::{encode, Header, SampleFormat, SampleRate};
+//!
+//! let config = EngineConfig::default();
+//! let mut engine = Engine::new(config);
+//! engine.insert_peer(0, Peer::new(&config)).expect("slot 0 exists");
+//!
+//! // A peer's packet arrives: 128 frames of stereo PCM16.
+//! let tone: Vec<f32> = (0..128).map(|i| (i as f32 * 0.1).sin() * 0.5).collect();
+//! let header = Header {
+//!     timestamp: 0, seq: 0, frames: 128, rate: SampleRate::Hz48000,
+//!     format: SampleFormat::Pcm16, channels_in: 2, channels_out: 2,
+//! };
+//! let mut bytes = [0u8; 1024];
+//! let len = encode(&header, None, &[&tone, &tone], &mut bytes).expect("valid packet");
+//!
+//! let (mut left, mut right) = ([0f32; QUANTUM], [0f32; QUANTUM]);
+//! engine.begin_quantum(0);
+//! engine.push_packet(0, &bytes[..len]).expect("well-formed");
+//! engine.render(&mut left, &mut right);
+//! assert!(left.iter().all(|x| x.is_finite() && x.abs() <= 1.0));
+//! ```
+
+use crate::clock::{DriftController, Resampler};
+use crate::jitter::{BufferMode, JitterBuffer, JitterConfig, PopKind};
+use crate::mix::{solo_audible, Master, Strip};
+use crate::packet::{self, Header, PacketError, SampleFormat, SampleRate, MAX_FRAMES};
+use crate::ring;
+use crate::stats::*;
+
+/// Frames in one render quantum (Web Audio's fixed block).
+pub const QUANTUM: usize = 128;
+/// The local sample rate the engine renders at.
+pub const LOCAL_RATE: u32 = 48_000;
+/// Jitter-buffer capacity per peer, in frames (about 170 ms at 48 kHz).
+pub const JITTER_CAPACITY_FRAMES: u32 = 8192;
+/// Resampler staging per peer, in frames.
+pub const STAGING_FRAMES: usize = 2048;
+
+/// How a session is set up. Plain numbers, so it crosses the WASM boundary unchanged.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineConfig {
+    /// Peer slots (at most [`MAX_PEERS`]).
+    pub max_peers: usize,
+    /// Frames per outgoing packet: one of 32, 64, 128, 256.
+    pub block_frames: u16,
+    /// Outgoing sample format.
+    pub format: SampleFormat,
+    /// Outgoing channels (1 or 2).
+    pub capture_channels: u8,
+    /// Jitter-buffer mode for every peer.
+    pub buffer: BufferMode,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_peers: 64,
+            block_frames: 128,
+            format: SampleFormat::Pcm16,
+            capture_channels: 2,
+            buffer: BufferMode::Adaptive {
+                floor_frames: QUANTUM as u32,
+                ceiling_frames: 4096,
+            },
+        }
+    }
+}
+
+/// A configuration or control call the engine refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineError {
+    /// The peer slot is outside `0..max_peers`.
+    NoSuchSlot(usize),
+    /// The block size is not one of 32, 64, 128, 256.
+    BadBlockSize(u16),
+    /// The channel count is not 1 or 2.
+    BadChannels(u8),
+    /// More peers than the stats block has rows for.
+    TooManyPeers(usize),
+}
+
+impl core::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            EngineError::NoSuchSlot(s) => write!(f, "no peer slot {s}"),
+            EngineError::BadBlockSize(b) => write!(f, "block size {b} is not 32, 64, 128 or 256"),
+            EngineError::BadChannels(c) => write!(f, "{c} channels: only 1 or 2"),
+            EngineError::TooManyPeers(n) => write!(f, "{n} peers: at most {MAX_PEERS}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+/// Why a received packet was dropped. Every drop is also counted in the stats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// No peer sits in the slot the packet was tagged with.
+    UnknownPeer(u16),
+    /// The bytes are not a packet Tutti accepts.
+    Malformed(PacketError),
+}
+
+/// One remote peer: its jitter buffer, drift correction and channel strip.
+///
+/// Built with [`Peer::new`] off the render path (it allocates its buffers there).
+pub struct Peer {
+    jitter: JitterBuffer,
+    resampler: Resampler,
+    drift: DriftController,
+    strip: Strip,
+    malformed: u64,
+}
+
+impl Peer {
+    /// Builds a peer with all of its buffers. Allocates: call it off the render path.
+    pub fn new(config: &EngineConfig) -> Box<Peer> {
+        Box::new(Peer {
+            jitter: JitterBuffer::new(JitterConfig {
+                quantum: QUANTUM as u32,
+                local_rate: LOCAL_RATE,
+                capacity_frames: JITTER_CAPACITY_FRAMES,
+                mode: config.buffer,
+            }),
+            resampler: Resampler::new(STAGING_FRAMES),
+            drift: DriftController::new(QUANTUM as u32, LOCAL_RATE),
+            strip: Strip::new(),
+            malformed: 0,
+        })
+    }
+
+    /// The peer's channel strip (gain, pan, mute, solo, meters).
+    pub fn strip(&self) -> &Strip {
+        &self.strip
+    }
+
+    /// Plays one quantum of this peer into `left`/`right` (overwritten). Real-time safe.
+    fn play(&mut self, left: &mut [f32], right: &mut [f32]) {
+        let block = self.jitter.block_frames();
+        if block == 0 {
+            // Nothing has arrived yet: the peer is silent.
+            left.fill(0.0);
+            right.fill(0.0);
+            self.drift.reset();
+            return;
+        }
+        let nominal = f64::from(self.jitter.sender_rate()) / f64::from(LOCAL_RATE);
+        let fill = f64::from(self.jitter.buffered_frames()) + self.resampler.buffered_frames();
+        let target = f64::from(self.jitter.target_frames());
+        let ratio = nominal * self.drift.update(fill, target);
+        let mut need = self.resampler.frames_needed(left.len(), ratio);
+        let mut playing = true;
+        while need > 0 {
+            let (l, r) = self.resampler.append_slots(block);
+            if l.len() < block {
+                break;
+            }
+            let pop = self.jitter.pop_block(l, r);
+            if pop.kind == PopKind::Silence {
+                playing = false;
+            }
+            if pop.frames == 0 {
+                break;
+            }
+            need = need.saturating_sub(pop.frames);
+        }
+        if !playing {
+            // Prefilling or idle: no drift to correct yet.
+            self.drift.reset();
+        }
+        self.resampler.process(ratio, left, right);
+    }
+}
+
+/// Counters the engine keeps beside the per-peer ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    /// Quanta rendered.
+    pub quanta: u64,
+    /// Packets tagged with a slot that holds no peer.
+    pub unknown_peer: u64,
+    /// Packets that did not parse.
+    pub malformed: u64,
+    /// Inbound ring records read.
+    pub records_read: u64,
+    /// Times the inbound ring was corrupt and was resynchronised.
+    pub ring_resyncs: u64,
+    /// Packets captured and handed to the sink.
+    pub packets_sent: u64,
+    /// Packets the sink refused (outbound ring full).
+    pub send_dropped: u64,
+}
+
+/// The multi-peer session. See the module docs for the call order.
+pub struct Engine {
+    config: EngineConfig,
+    peers: Vec<Option<Box<Peer>>>,
+    active: usize,
+    solos: usize,
+    master: Master,
+    scratch_l: [f32; QUANTUM],
+    scratch_r: [f32; QUANTUM],
+    now: u64,
+    counters: EngineCounters,
+    capture: Capture,
+}
+
+impl Engine {
+    /// Builds an engine with `config.max_peers` empty slots. Allocates.
+    ///
+    /// An invalid configuration is corrected to the nearest valid one (block size 128, stereo,
+    /// at most [`MAX_PEERS`] slots); use [`EngineConfig::validate`] first to report it instead.
+    pub fn new(config: EngineConfig) -> Engine {
+        let mut config = config;
+        if config.validate().is_err() {
+            let fallback = EngineConfig::default();
+            if !packet::BLOCK_SIZES.contains(&config.block_frames) {
+                config.block_frames = fallback.block_frames;
+            }
+            if !(1..=2).contains(&config.capture_channels) {
+                config.capture_channels = fallback.capture_channels;
+            }
+            config.max_peers = config.max_peers.min(MAX_PEERS);
+        }
+        let mut peers = Vec::with_capacity(config.max_peers);
+        peers.resize_with(config.max_peers, || None);
+        Engine {
+            config,
+            peers,
+            active: 0,
+            solos: 0,
+            master: Master::new(),
+            scratch_l: [0.0; QUANTUM],
+            scratch_r: [0.0; QUANTUM],
+            now: 0,
+            counters: EngineCounters::default(),
+            capture: Capture::new(&config),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Puts `peer` into `slot` and returns the peer it displaced, if any (free it off the render
+    /// path). Real-time safe.
+    pub fn insert_peer(
+        &mut self,
+        slot: usize,
+        peer: Box<Peer>,
+    ) -> Result<Option<Box<Peer>>, EngineError> {
+        let place = self.peers.get_mut(slot).ok_or(EngineError::NoSuchSlot(slot))?;
+        let old = place.replace(peer);
+        self.recount();
+        Ok(old)
+    }
+
+    /// Takes the peer out of `slot`; the caller frees it off the render path. Real-time safe.
+    pub fn remove_peer(&mut self, slot: usize) -> Option<Box<Peer>> {
+        let old = self.peers.get_mut(slot).and_then(Option::take);
+        self.recount();
+        old
+    }
+
+    /// The peer in `slot`, if any.
+    pub fn peer(&self, slot: usize) -> Option<&Peer> {
+        self.peers.get(slot).and_then(|p| p.as_deref())
+    }
+
+    /// Sets a peer's gain (linear), pan (−1 left … 1 right), mute and solo. Real-time safe.
+    pub fn set_strip(
+        &mut self,
+        slot: usize,
+        gain: f32,
+        pan: f32,
+        mute: bool,
+        solo: bool,
+    ) -> Result<(), EngineError> {
+        let peer = self
+            .peers
+            .get_mut(slot)
+            .and_then(|p| p.as_deref_mut())
+            .ok_or(EngineError::NoSuchSlot(slot))?;
+        peer.strip.set_gain(gain);
+        peer.strip.set_pan(pan);
+        peer.strip.set_mute(mute);
+        peer.strip.set_solo(solo);
+        self.recount();
+        Ok(())
+    }
+
+    /// Sets the master gain (linear). Real-time safe.
+    pub fn set_master_gain(&mut self, gain: f32) {
+        self.master.set_gain(gain);
+    }
+
+    /// Changes the jitter-buffer mode of every peer, and of peers that join later.
+    pub fn set_buffer_mode(&mut self, mode: BufferMode) {
+        self.config.buffer = mode;
+        for peer in self.peers.iter_mut().flatten() {
+            peer.jitter.set_mode(mode);
+        }
+    }
+
+    fn recount(&mut self) {
+        self.active = self.peers.iter().flatten().count();
+        self.solos = self.peers.iter().flatten().filter(|p| p.strip.solo()).count();
+    }
+
+    /// Starts a quantum at local time `now` (frames). Packets pushed until the next call are
+    /// stamped with this time.
+    pub fn begin_quantum(&mut self, now: u64) {
+        self.now = now;
+    }
+
+    /// Places one received packet for the peer in `slot`. Bad input is counted and dropped: it
+    /// never touches another peer. Real-time safe.
+    pub fn push_packet(&mut self, slot: u16, bytes: &[u8]) -> Result<(), DropReason> {
+        let Some(peer) = self.peers.get_mut(usize::from(slot)).and_then(|p| p.as_deref_mut())
+        else {
+            self.counters.unknown_peer += 1;
+            return Err(DropReason::UnknownPeer(slot));
+        };
+        match packet::parse(bytes) {
+            Ok(pkt) => {
+                peer.jitter.push(&pkt, self.now);
+                Ok(())
+            }
+            Err(e) => {
+                peer.malformed += 1;
+                self.counters.malformed += 1;
+                Err(DropReason::Malformed(e))
+            }
+        }
+    }
+
+    /// Reads every record of an inbound ring between the counters `read` and `write` from its
+    /// data area `data` (a record's tag is the peer slot, its payload the packet) and returns the
+    /// new read counter. A corrupt ring is resynchronised (everything up to `write` is skipped and
+    /// counted). Real-time safe.
+    pub fn drain(&mut self, data: &[u8], mut read: u32, write: u32) -> u32 {
+        loop {
+            match ring::read_record(data, read, write) {
+                Ok(Some((record, next))) => {
+                    self.counters.records_read += 1;
+                    // A drop is already counted; the other peers are unaffected.
+                    let _ = self.push_packet(record.tag, record.payload);
+                    read = next;
+                }
+                Ok(None) => return read,
+                Err(_) => {
+                    self.counters.ring_resyncs += 1;
+                    return write;
+                }
+            }
+        }
+    }
+
+    /// Takes one quantum of local input (`left`, and `right` for stereo; pass the same slice twice
+    /// for a mono input) and hands every completed outgoing packet to `sink`, which returns false
+    /// when it could not take it (counted as a send drop). Real-time safe.
+    pub fn capture(&mut self, left: &[f32], right: &[f32], sink: &mut dyn FnMut(&[u8]) -> bool) {
+        let sent = self.capture.push(left, right, self.now, sink);
+        self.counters.packets_sent += sent.0;
+        self.counters.send_dropped += sent.1;
+    }
+
+    /// Renders one quantum of every peer into `left`/`right` (overwritten; each QUANTUM frames)
+    /// and runs the master. Real-time safe.
+    pub fn render(&mut self, left: &mut [f32], right: &mut [f32]) {
+        let frames = left.len().min(right.len()).min(QUANTUM);
+        let (left, right) = (&mut left[..frames], &mut right[..frames]);
+        left.fill(0.0);
+        right.fill(0.0);
+        let any_solo = self.solos > 0;
+        let (tmp_l, tmp_r) = (&mut self.scratch_l[..frames], &mut self.scratch_r[..frames]);
+        for peer in self.peers.iter_mut().flatten() {
+            peer.play(tmp_l, tmp_r);
+            let audible = solo_audible(any_solo, peer.strip.solo(), peer.strip.mute());
+            peer.strip.mix_into(tmp_l, tmp_r, left, right, audible);
+        }
+        self.master.process(left, right);
+        self.counters.quanta += 1;
+    }
+
+    /// The engine-wide counters.
+    pub fn counters(&self) -> &EngineCounters {
+        &self.counters
+    }
+
+    /// Fills a stats block (`out.len() >= BLOCK_LEN`, layout in [`crate::stats`]) with the
+    /// current figures, except the sequence word, which the publisher owns. Real-time safe.
+    pub fn write_stats(&self, out: &mut [f64]) {
+        if out.len() < BLOCK_LEN {
+            return;
+        }
+        let c = &self.counters;
+        let m = self.master.meter();
+        let input = self.capture.meter();
+        let mut underruns = 0u64;
+        for (slot, place) in self.peers.iter().enumerate() {
+            let row = &mut out[peer_index(slot, 0)..peer_index(slot, 0) + PEER_LEN];
+            row.fill(0.0);
+            let Some(peer) = place else { continue };
+            let j = peer.jitter.counters();
+            let meter = peer.strip.meter();
+            underruns += j.underruns;
+            row[P_ACTIVE] = 1.0;
+            row[P_RECEIVED] = j.received as f64;
+            row[P_LOST] = j.lost as f64;
+            row[P_LATE] = j.late as f64;
+            row[P_DUPLICATES] = j.duplicates as f64;
+            row[P_CONCEALED] = j.concealed as f64;
+            row[P_UNDERRUNS] = j.underruns as f64;
+            row[P_DISCARDED] = j.discarded as f64;
+            row[P_MALFORMED] = peer.malformed as f64;
+            row[P_BUFFERED_FRAMES] =
+                f64::from(peer.jitter.buffered_frames()) + peer.resampler.buffered_frames();
+            row[P_TARGET_FRAMES] = f64::from(peer.jitter.target_frames());
+            row[P_DRIFT_PPM] = peer.drift.ppm();
+            row[P_PEAK_L] = f64::from(meter.peak_l);
+            row[P_PEAK_R] = f64::from(meter.peak_r);
+            row[P_RMS_L] = f64::from(meter.rms_l);
+            row[P_RMS_R] = f64::from(meter.rms_r);
+            row[P_BLOCK_FRAMES] = peer.jitter.block_frames() as f64;
+            row[P_SAMPLE_RATE] = f64::from(peer.jitter.sender_rate());
+            row[P_CHANNELS] = f64::from(peer.jitter.channels());
+            row[P_BITS] = f64::from(peer.jitter.bits());
+            row[P_JITTER_FRAMES] = f64::from(peer.jitter.jitter_frames());
+            row[P_RESETS] = j.resets as f64;
+        }
+        out[G_QUANTA] = c.quanta as f64;
+        out[G_NOW_FRAMES] = self.now as f64;
+        out[G_PEERS] = self.active as f64;
+        out[G_UNKNOWN_PEER] = c.unknown_peer as f64;
+        out[G_MALFORMED] = c.malformed as f64;
+        out[G_RECORDS_READ] = c.records_read as f64;
+        out[G_RING_RESYNCS] = c.ring_resyncs as f64;
+        out[G_MASTER_PEAK_L] = f64::from(m.peak_l);
+        out[G_MASTER_PEAK_R] = f64::from(m.peak_r);
+        out[G_MASTER_RMS_L] = f64::from(m.rms_l);
+        out[G_MASTER_RMS_R] = f64::from(m.rms_r);
+        out[G_LIMITER_DB] = f64::from(self.master.gain_reduction_db());
+        out[G_PACKETS_SENT] = c.packets_sent as f64;
+        out[G_SEND_DROPPED] = c.send_dropped as f64;
+        out[G_INPUT_PEAK] = f64::from(input.0);
+        out[G_INPUT_RMS] = f64::from(input.1);
+        out[G_NONFINITE] = self.master.nonfinite_blocks() as f64;
+        out[G_UNDERRUNS] = underruns as f64;
+    }
+}
+
+impl EngineConfig {
+    /// Checks the configuration; [`Engine::new`] corrects what this reports.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        if !packet::BLOCK_SIZES.contains(&self.block_frames) {
+            return Err(EngineError::BadBlockSize(self.block_frames));
+        }
+        if !(1..=2).contains(&self.capture_channels) {
+            return Err(EngineError::BadChannels(self.capture_channels));
+        }
+        if self.max_peers > MAX_PEERS {
+            return Err(EngineError::TooManyPeers(self.max_peers));
+        }
+        Ok(())
+    }
+}
+
+/// The capture side: collects local input quanta into blocks and encodes them into packets.
+struct Capture {
+    block: usize,
+    format: SampleFormat,
+    channels: u8,
+    left: [f32; MAX_FRAMES + QUANTUM],
+    right: [f32; MAX_FRAMES + QUANTUM],
+    filled: usize,
+    seq: u16,
+    frames_sent: u64,
+    bytes: [u8; packet::MAX_PACKET_LEN],
+    peak: f32,
+    mean_square: f32,
+}
+
+impl Capture {
+    fn new(config: &EngineConfig) -> Capture {
+        Capture {
+            block: usize::from(config.block_frames),
+            format: config.format,
+            channels: config.capture_channels,
+            left: [0.0; MAX_FRAMES + QUANTUM],
+            right: [0.0; MAX_FRAMES + QUANTUM],
+            filled: 0,
+            seq: 0,
+            frames_sent: 0,
+            bytes: [0; packet::MAX_PACKET_LEN],
+            peak: 0.0,
+            mean_square: 0.0,
+        }
+    }
+
+    /// Input peak and RMS (linear).
+    fn meter(&self) -> (f32, f32) {
+        (self.peak, self.mean_square.sqrt())
+    }
+
+    /// Returns (packets sent, packets refused by the sink).
+    fn push(
+        &mut self,
+        left: &[f32],
+        right: &[f32],
+        now: u64,
+        sink: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> (u64, u64) {
+        let n = left.len().min(right.len()).min(QUANTUM);
+        self.meter_input(&left[..n]);
+        let room = self.left.len() - self.filled;
+        let n = n.min(room);
+        self.left[self.filled..self.filled + n].copy_from_slice(&left[..n]);
+        self.right[self.filled..self.filled + n].copy_from_slice(&right[..n]);
+        self.filled += n;
+        let (mut sent, mut dropped) = (0, 0);
+        while self.filled >= self.block {
+            let header = Header {
+                // The sender's audio clock in microseconds, as JackTrip stamps its packets.
+                timestamp: now.saturating_sub(self.filled as u64) * 1_000_000
+                    / u64::from(LOCAL_RATE),
+                seq: self.seq,
+                frames: self.block as u16,
+                rate: SampleRate::Hz48000,
+                format: self.format,
+                channels_in: self.channels,
+                channels_out: self.channels,
+            };
+            let block = self.block;
+            let planar_stereo = [&self.left[..block], &self.right[..block]];
+            let planar = &planar_stereo[..usize::from(self.channels)];
+            match packet::encode(&header, None, planar, &mut self.bytes) {
+                Ok(len) => {
+                    if sink(&self.bytes[..len]) {
+                        sent += 1;
+                    } else {
+                        dropped += 1;
+                    }
+                }
+                // Unreachable for a validated configuration; counted rather than trusted.
+                Err(_) => dropped += 1,
+            }
+            self.seq = self.seq.wrapping_add(1);
+            self.frames_sent += block as u64;
+            self.left.copy_within(block..self.filled, 0);
+            self.right.copy_within(block..self.filled, 0);
+            self.filled -= block;
+        }
+        (sent, dropped)
+    }
+
+    fn meter_input(&mut self, x: &[f32]) {
+        let mut peak = 0f32;
+        let mut sum = 0f32;
+        for &v in x {
+            peak = peak.max(v.abs());
+            sum += v * v;
+        }
+        if !peak.is_finite() {
+            return;
+        }
+        let ms = sum / x.len().max(1) as f32;
+        // Peak falls by about 20 dB per second; RMS is a ~300 ms one-pole on the mean square.
+        self.peak = peak.max(self.peak * 0.9939);
+        self.mean_square += (ms - self.mean_square) * 0.0088;
+    }
+}

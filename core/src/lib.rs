@@ -1,4 +1,30 @@
-//! Tutti's audio core: sans-IO, told the time, allocation-free on the render path.
+//! Tutti's audio core: everything between a received packet and the speaker, for every peer of a
+//! session, in one place that is sans-IO, told the time, and allocation-free on the render path.
+//!
+//! The same crate runs natively (tests, benchmarks, later the hub) and in WebAssembly inside the
+//! one AudioWorklet of a browser client (`wasm/`). It knows nothing of WebRTC, sockets, the DOM
+//! or clocks: the host passes packets, input and the time in, and takes packets, output and stats
+//! out.
+//!
+//! # Modules, one concept each
+//!
+//! | module | concept |
+//! | --- | --- |
+//! | [`packet`] | the wire format: JackTrip's header, planar PCM16/PCM24/float32, Tutti's extension |
+//! | [`ring`] | the lock-free single-producer/single-consumer byte ring shared with JavaScript |
+//! | [`jitter`] | per-peer reordering, loss accounting and adaptive playout depth |
+//! | [`conceal`] | filling a missing block without a click |
+//! | [`clock`] | drift correction: a buffer-fill-driven resampling ratio and its interpolator |
+//! | [`mix`] | gain, pan, mute, solo, meters, master limiter |
+//! | [`stats`] | the shared stats block's layout |
+//! | [`engine`] | the multi-peer session that ties them together |
+//!
+//! # The run loop
+//!
+//! The host drives an [`engine::Engine`] once per 128-frame quantum — see the example in
+//! [`engine`]. Functions that may allocate say so (constructors, [`engine::Peer::new`]);
+//! everything a quantum calls is real-time safe: no allocation, no lock, no log, no panic on any
+//! input. `core/tests/engine_alloc.rs` proves the allocation part with a counting allocator.
 
 pub mod clock;
 pub mod conceal;

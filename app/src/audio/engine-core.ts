@@ -9,7 +9,7 @@
 // ring, and publishes the ring counters. It allocates nothing: every typed-array view is made in
 // the constructor (and re-made only if linear memory grew, which happens only when a peer joins).
 
-import { RingMirror, RING_DATA_OFFSET, READ_INDEX, WRITE_INDEX, ringCapacity } from './ring';
+import { DATA_OFFSET, RingMirror } from './ring';
 import { BLOCK_LEN, G_SEQUENCE, STATS_BYTES } from './stats';
 
 export interface EngineConfig {
@@ -76,8 +76,8 @@ export function createBuffers(
   opts: { inboundBytes?: number; outboundBytes?: number } = {},
 ): EngineBuffers {
   return {
-    inbound: new SharedArrayBuffer(RING_DATA_OFFSET + (opts.inboundBytes ?? INBOUND_BYTES)),
-    outbound: new SharedArrayBuffer(RING_DATA_OFFSET + (opts.outboundBytes ?? OUTBOUND_BYTES)),
+    inbound: new SharedArrayBuffer(DATA_OFFSET + (opts.inboundBytes ?? INBOUND_BYTES)),
+    outbound: new SharedArrayBuffer(DATA_OFFSET + (opts.outboundBytes ?? OUTBOUND_BYTES)),
     stats: new SharedArrayBuffer(STATS_BYTES),
   };
 }
@@ -116,10 +116,15 @@ interface TuttiExports {
   tutti_write_stats(h: number): void;
 }
 
+// I/O words shared with tutti_process (wasm/src/lib.rs).
 const IO_IN_READ = 0;
 const IO_IN_WRITE = 1;
 const IO_OUT_READ = 2;
 const IO_OUT_WRITE = 3;
+const IO_RECORDS = 4;
+const IO_RESYNCS = 5;
+const IO_SEND_DROPPED = 6;
+const IO_SEND_DROPPED_BYTES = 7;
 
 /**
  * Instantiates the engine module synchronously. The module imports nothing the worklet lacks:
@@ -171,8 +176,6 @@ export class WasmEngineCore implements EngineCore {
   readonly exports: TuttiExports;
   private readonly handle: number;
   private readonly buffers: EngineBuffers;
-  private readonly inboundIndex: Int32Array;
-  private readonly outboundIndex: Int32Array;
   private readonly inboundMirror: RingMirror;
   private readonly outboundMirror: RingMirror;
   private readonly statsShared: Float64Array;
@@ -189,8 +192,8 @@ export class WasmEngineCore implements EngineCore {
   constructor(module: WebAssembly.Module, buffers: EngineBuffers, config: EngineConfig) {
     this.exports = instantiateEngine(module);
     this.buffers = buffers;
-    const inCap = ringCapacity(buffers.inbound);
-    const outCap = ringCapacity(buffers.outbound);
+    const inCap = buffers.inbound.byteLength - DATA_OFFSET;
+    const outCap = buffers.outbound.byteLength - DATA_OFFSET;
     const e = this.exports;
     this.handle = e.tutti_create(
       config.maxPeers,
@@ -206,18 +209,18 @@ export class WasmEngineCore implements EngineCore {
           `blocks, ${config.bits} bits, ${config.captureChannels} channels, rings ${inCap}/${outCap} bytes`,
       );
     }
-    this.inboundIndex = new Int32Array(buffers.inbound, 0, RING_DATA_OFFSET / 4);
-    this.outboundIndex = new Int32Array(buffers.outbound, 0, RING_DATA_OFFSET / 4);
     this.statsShared = new Float64Array(buffers.stats, 0, BLOCK_LEN);
     this.inboundMirror = new RingMirror(buffers.inbound, this.memoryView(e.tutti_inbound_ptr, inCap));
     this.outboundMirror = new RingMirror(
       buffers.outbound,
       this.memoryView(e.tutti_outbound_ptr, outCap),
     );
+    // The outbound mirror must start equal to the ring's data area.
+    this.outboundMirror.syncMirror();
     this.bind();
     // The engine starts where the rings are now (they may have been used before).
-    this.io[IO_IN_READ] = Atomics.load(this.inboundIndex, READ_INDEX) >>> 0;
-    this.io[IO_OUT_WRITE] = Atomics.load(this.outboundIndex, WRITE_INDEX) >>> 0;
+    this.io[IO_IN_READ] = this.inboundMirror.loadRead();
+    this.io[IO_OUT_WRITE] = this.outboundMirror.loadWrite();
     this.control({ type: 'buffer', ...bufferFields(config.buffer) });
   }
 
@@ -276,14 +279,11 @@ export class WasmEngineCore implements EngineCore {
     if (e.memory.buffer !== this.memoryBuffer) this.bind();
     const io = this.io;
 
-    // Inbound: copy what the net side published since our last read into the mirror.
-    const inWrite = Atomics.load(this.inboundIndex, WRITE_INDEX) >>> 0;
-    this.inboundMirror.pull(io[IO_IN_READ], inWrite);
-    io[IO_IN_WRITE] = inWrite;
-
+    // Inbound: copy what the net side published since the last quantum into the mirror.
+    io[IO_IN_WRITE] = this.inboundMirror.pull();
     // Outbound: the engine may fill up to what the net side has consumed.
     const outWriteBefore = io[IO_OUT_WRITE];
-    io[IO_OUT_READ] = Atomics.load(this.outboundIndex, READ_INDEX) >>> 0;
+    io[IO_OUT_READ] = this.outboundMirror.loadRead();
 
     let channels = 0;
     if (input.length > 0 && input[0].length === QUANTUM) {
@@ -297,12 +297,11 @@ export class WasmEngineCore implements EngineCore {
 
     e.tutti_process(this.handle, nowFrames, channels);
 
-    Atomics.store(this.inboundIndex, READ_INDEX, io[IO_IN_READ] | 0);
-    const outWrite = io[IO_OUT_WRITE];
-    if (outWrite !== outWriteBefore) {
-      this.outboundMirror.push(outWriteBefore, outWrite);
-      Atomics.store(this.outboundIndex, WRITE_INDEX, outWrite | 0);
+    this.inboundMirror.commitRead(io[IO_IN_READ], io[IO_RECORDS], io[IO_RESYNCS]);
+    if (io[IO_OUT_WRITE] !== outWriteBefore) {
+      this.outboundMirror.publish(outWriteBefore, io[IO_OUT_WRITE]);
     }
+    this.outboundMirror.addDropped(io[IO_SEND_DROPPED], io[IO_SEND_DROPPED_BYTES]);
 
     outL.set(this.outLView);
     outR.set(this.outRView);

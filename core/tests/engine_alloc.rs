@@ -1,0 +1,117 @@
+//! The render path allocates nothing: a counting global allocator watches thousands of quanta
+//! of push, drain, capture, render and stats, with peers joining and leaving. Peers are built and
+//! freed outside the watched region, as the worklet's message handler does.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use common::{sine_packet, Rng};
+use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
+use tutti_core::ring;
+use tutti_core::stats::BLOCK_LEN;
+
+struct Counting;
+
+static WATCHING: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if WATCHING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if WATCHING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
+        if WATCHING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        System.realloc(ptr, layout, new)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn watched<T>(f: impl FnOnce() -> T) -> T {
+    WATCHING.store(true, Ordering::SeqCst);
+    let out = f();
+    WATCHING.store(false, Ordering::SeqCst);
+    out
+}
+
+#[test]
+fn render_path_never_allocates() {
+    let config = EngineConfig {
+        max_peers: 16,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(config);
+    let mut rng = Rng::new(5);
+    let packets: Vec<Vec<u8>> = (0..64).map(|s| sine_packet(s, 128, 440.0, 0.3)).collect();
+    let mut inbound = vec![0u8; 1 << 16];
+    let mut outbound = vec![0u8; 1 << 16];
+    let (mut in_write, mut in_read) = (0u32, 0u32);
+    let (mut out_write, out_read) = (0u32, 0u32);
+    let mut stats = vec![0.0; BLOCK_LEN];
+    let input = [0.25f32; QUANTUM];
+    let (mut l, mut r) = ([0f32; QUANTUM], [0f32; QUANTUM]);
+    let mut seqs = [0u64; 16];
+    let quanta = 6000;
+
+    for q in 0..quanta {
+        // Join and leave off the render path, every 250 quanta.
+        if q % 250 == 0 {
+            let slot = rng.below(16) as usize;
+            if engine.peer(slot).is_some() {
+                let old = watched(|| engine.remove_peer(slot));
+                drop(old);
+            } else {
+                let peer = Peer::new(&config);
+                let displaced = watched(|| engine.insert_peer(slot, peer));
+                drop(displaced);
+                seqs[slot] = 0;
+            }
+        }
+        // The net side fills the inbound ring (not watched: it is another thread's work).
+        for slot in 0..16u16 {
+            let seq = &mut seqs[usize::from(slot)];
+            let bytes = &packets[(*seq % 64) as usize];
+            if let Ok(w) = ring::write_record(&mut inbound, in_write, in_read, slot, 0, bytes) {
+                in_write = w;
+            }
+            *seq += 1;
+        }
+        watched(|| {
+            engine.begin_quantum(q * QUANTUM as u64);
+            in_read = engine.drain(&inbound, in_read, in_write);
+            engine.push_packet(3, &packets[0][..10]).ok();
+            let mut sink = |bytes: &[u8]| {
+                match ring::write_record(&mut outbound, out_write, out_read, 0xFFFF, 0, bytes) {
+                    Ok(w) => {
+                        out_write = w;
+                        true
+                    }
+                    Err(_) => false,
+                }
+            };
+            engine.capture(&input, &input, &mut sink);
+            engine.render(&mut l, &mut r);
+            if q % 8 == 0 {
+                engine.write_stats(&mut stats);
+            }
+        });
+    }
+    assert_eq!(ALLOCATIONS.load(Ordering::SeqCst), 0, "allocations on the render path");
+    assert!(engine.counters().records_read > 10_000);
+    assert!(engine.counters().packets_sent > 0);
+}
