@@ -127,49 +127,23 @@ const IO_SEND_DROPPED = 6;
 const IO_SEND_DROPPED_BYTES = 7;
 
 /**
- * Instantiates the engine module synchronously. The module imports nothing the worklet lacks:
- * whatever wasm-bindgen's processing left as imports are bookkeeping hooks supplied here.
+ * Instantiates the engine module synchronously. wasm-bindgen leaves one import in a module whose
+ * API is numbers only: a hook that seeds the table of JavaScript values passed across the
+ * boundary. No JavaScript value ever crosses it here, so that table is never read and the hook
+ * has nothing to do. Any other import means the module is not the one this host was written for.
  */
 export function instantiateEngine(module: WebAssembly.Module): TuttiExports {
-  const imports: Record<string, Record<string, unknown>> = {};
-  let instance: WebAssembly.Instance | null = null;
+  const imports: Record<string, Record<string, () => void>> = {};
   for (const imp of WebAssembly.Module.imports(module)) {
-    if (imp.kind !== 'function') {
-      throw new Error(`engine module imports a ${imp.kind} (${imp.module}.${imp.name})`);
+    if (imp.kind !== 'function' || !imp.name.includes('init_externref_table')) {
+      throw new Error(`engine module has an unexpected import: ${imp.module}.${imp.name}`);
     }
-    const ns = (imports[imp.module] ??= {});
-    ns[imp.name] = wasmBindgenHook(imp.name, () => instance);
+    (imports[imp.module] ??= {})[imp.name] = () => {};
   }
-  instance = new WebAssembly.Instance(module, imports as WebAssembly.Imports);
-  const exports = instance.exports as unknown as TuttiExports & {
-    __wbindgen_start?: () => void;
-  };
+  const instance = new WebAssembly.Instance(module, imports);
+  const exports = instance.exports as unknown as TuttiExports & { __wbindgen_start?: () => void };
   exports.__wbindgen_start?.();
   return exports;
-}
-
-/** The few hooks a numbers-only wasm-bindgen module may import. */
-function wasmBindgenHook(name: string, instance: () => WebAssembly.Instance | null): unknown {
-  if (name.includes('init_externref_table')) {
-    return () => {
-      const table = instance()?.exports.__wbindgen_externrefs as WebAssembly.Table | undefined;
-      if (!table) return;
-      const offset = table.grow(4);
-      table.set(0, undefined);
-      table.set(offset + 0, undefined);
-      table.set(offset + 1, null);
-      table.set(offset + 2, true);
-      table.set(offset + 3, false);
-    };
-  }
-  if (name.includes('throw')) {
-    return () => {
-      throw new Error('engine: internal error');
-    };
-  }
-  return () => {
-    throw new Error(`engine: unexpected import ${name}`);
-  };
 }
 
 export class WasmEngineCore implements EngineCore {
