@@ -1,0 +1,153 @@
+//! Mixer kernels per 128-frame stereo quantum: one strip (steady, ramping, inaudible), the master
+//! (passthrough, limiting), and the whole mix section of a five-peer quantum.
+//!
+//! Run: `cargo bench -p tutti-bench --bench mix`.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use tutti_core::mix::{Master, Strip, QUANTUM};
+
+fn sine(freq: f32, amp: f32, phase: f32) -> [f32; QUANTUM] {
+    let mut out = [0.0; QUANTUM];
+    for (i, x) in out.iter_mut().enumerate() {
+        *x = amp * (phase + core::f32::consts::TAU * freq * i as f32 / 48_000.0).sin();
+    }
+    out
+}
+
+fn strip(c: &mut Criterion) {
+    let src_l = sine(440.0, 0.5, 0.0);
+    let src_r = sine(660.0, 0.5, 1.0);
+    let mut out_l = [0.0f32; QUANTUM];
+    let mut out_r = [0.0f32; QUANTUM];
+    let mut g = c.benchmark_group("strip_mix_into_128");
+
+    let mut s = Strip::new();
+    s.set_pan(-0.3);
+    g.bench_function("steady", |b| {
+        b.iter(|| {
+            s.mix_into(
+                black_box(&src_l),
+                black_box(&src_r),
+                &mut out_l,
+                &mut out_r,
+                true,
+            );
+            out_l[0] = 0.0;
+        })
+    });
+
+    let mut s = Strip::new();
+    let mut flip = false;
+    g.bench_function("ramping", |b| {
+        b.iter(|| {
+            flip = !flip;
+            s.set_gain(if flip { 0.5 } else { 0.8 });
+            s.mix_into(
+                black_box(&src_l),
+                black_box(&src_r),
+                &mut out_l,
+                &mut out_r,
+                true,
+            );
+            out_l[0] = 0.0;
+        })
+    });
+
+    let mut s = Strip::new();
+    g.bench_function("inaudible_meter_only", |b| {
+        b.iter(|| {
+            s.mix_into(
+                black_box(&src_l),
+                black_box(&src_r),
+                &mut out_l,
+                &mut out_r,
+                false,
+            )
+        })
+    });
+    g.finish();
+    black_box((&out_l, &out_r));
+}
+
+fn master(c: &mut Criterion) {
+    let mut g = c.benchmark_group("master_process_128");
+
+    let quiet_l = sine(440.0, 0.25, 0.0);
+    let quiet_r = sine(660.0, 0.25, 1.0);
+    let mut m = Master::new();
+    let (mut l, mut r) = (quiet_l, quiet_r);
+    g.bench_function("passthrough", |b| {
+        b.iter(|| m.process(black_box(&mut l), black_box(&mut r)))
+    });
+
+    let mut m = Master::new();
+    m.set_gain(0.8);
+    g.bench_function("gain_no_limiting", |b| {
+        b.iter_batched_ref(
+            || (quiet_l, quiet_r),
+            |(l, r)| m.process(l, r),
+            BatchSize::SmallInput,
+        )
+    });
+
+    let loud_l = sine(440.0, 5.0, 0.0);
+    let loud_r = sine(660.0, 5.0, 1.0);
+    let mut m = Master::new();
+    g.bench_function("limiting", |b| {
+        b.iter_batched_ref(
+            || (loud_l, loud_r),
+            |(l, r)| m.process(l, r),
+            BatchSize::SmallInput,
+        )
+    });
+
+    let mut m = Master::new();
+    let mut loud_gain = false;
+    g.bench_function("limiting_with_knee", |b| {
+        b.iter_batched_ref(
+            || (loud_l, loud_r),
+            |(l, r)| {
+                // Alternate the master gain so every block ramps down into the knee.
+                loud_gain = !loud_gain;
+                m.set_gain(if loud_gain { 4.0 } else { 1.0 });
+                m.process(l, r)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+fn five_peers(c: &mut Criterion) {
+    let sources: Vec<([f32; QUANTUM], [f32; QUANTUM])> = (0..5)
+        .map(|k| {
+            let f = 220.0 * (k + 1) as f32;
+            (sine(f, 0.9, 0.0), sine(f * 1.01, 0.9, 0.5))
+        })
+        .collect();
+    let mut strips: Vec<Strip> = (0..5)
+        .map(|k| {
+            let mut s = Strip::new();
+            s.set_pan(-1.0 + 0.5 * k as f32);
+            s
+        })
+        .collect();
+    let mut m = Master::new();
+    let (mut l, mut r) = ([0.0f32; QUANTUM], [0.0f32; QUANTUM]);
+    c.bench_function("mix_section_5_peers_128", |b| {
+        b.iter(|| {
+            l.fill(0.0);
+            r.fill(0.0);
+            for (s, (sl, sr)) in strips.iter_mut().zip(&sources) {
+                s.mix_into(black_box(sl), black_box(sr), &mut l, &mut r, true);
+            }
+            m.process(&mut l, &mut r);
+            black_box((&l, &r));
+        })
+    });
+}
+
+criterion_group!(benches, strip, master, five_peers);
+criterion_main!(benches);
