@@ -9,7 +9,8 @@
 // (-1 dBFS = 0.891), so the limiter is transparent and the levels are exact.
 
 import type { EngineConfig } from '../audio/engine-core';
-import { toneHz, type PeerSpec, type ScenarioSpec } from './schedule';
+import { Prng } from './prng';
+import { FFT_LEN, toneHz, type PeerSpec, type ScenarioSpec } from './schedule';
 
 export const AMPLITUDE = 0.15;
 
@@ -67,23 +68,15 @@ export interface Scenario {
 
 function peers(seed: number): PeerSpec[] {
   // Sequence numbers and phases differ per peer; slot 1 wraps past 65535 mid-run.
-  let s = seed >>> 0 || 1;
-  const next = () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s;
-  };
+  const rng = new Prng(seed);
   return PEERS.map(([slot, bin, gain, pan], i) => ({
     slot,
     bin,
     amplitude: AMPLITUDE,
     gain,
     pan,
-    firstSeq: slot === 1 ? 65536 - 900 : next() & 0xffff,
-    phase: next() % 32768,
+    firstSeq: slot === 1 ? 65536 - 900 : rng.nextU32() & 0xffff,
+    phase: rng.nextU32() % FFT_LEN,
     offsetMs: i * 0.5,
   }));
 }
