@@ -10,6 +10,7 @@
 //
 // Options: --quick (3 peer counts, 1 repetition, quarter work: a smoke run of ~20 s)
 //          --peers 1,8,64   --reps N   --work F   --timeout SECONDS (default 300)
+//          --loss P (default 0.01)   --jitter Q (largest delay in quanta, default 3)
 //          --no-build (use dist/ as it is)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
@@ -39,6 +40,10 @@ const work = option('work') ?? (quick ? '0.25' : undefined);
 if (peers) query.set('peers', peers);
 if (reps) query.set('reps', reps);
 if (work) query.set('work', work);
+for (const name of ['loss', 'jitter']) {
+  const v = option(name);
+  if (v !== undefined) query.set(name, v);
+}
 const timeoutS = Number(option('timeout') ?? 300);
 
 if (!flag('no-build')) {

@@ -6,6 +6,8 @@
 //   peers=1,8,64     peer counts (default 1..256 in powers of two)
 //   reps=3           repetitions per processor (median kept)
 //   work=1           scales the quanta rendered per run
+//   loss=0.01        packet loss probability (to see what concealment costs)
+//   jitter=3         largest arrival delay in quanta, 0..3
 // When the run ends, `window.benchResult` holds the result and `document.body.dataset.bench` is
 // "done" (or "error", with `window.benchError`).
 
@@ -44,6 +46,10 @@ function settingsFromQuery(q: URLSearchParams): BenchSettings {
   if (Number.isInteger(reps) && reps >= 1 && reps <= 15) s.reps = reps;
   const work = Number(q.get('work'));
   if (work > 0 && work <= 10) s.work = work;
+  const loss = q.get('loss');
+  if (loss !== null && Number(loss) >= 0 && Number(loss) <= 0.5) s.loss = Number(loss);
+  const jitter = q.get('jitter');
+  if (jitter !== null && [0, 1, 2, 3].includes(Number(jitter))) s.jitter = Number(jitter);
   return s;
 }
 

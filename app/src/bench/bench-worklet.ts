@@ -40,7 +40,12 @@ class BenchProcessor extends AudioWorkletProcessor {
     try {
       const opts = options.processorOptions as BenchOptions;
       const peers = opts.peers | 0;
-      this.feeder = new Feeder(opts.buffers.inbound, { peers, seed: opts.seed });
+      this.feeder = new Feeder(opts.buffers.inbound, {
+        peers,
+        seed: opts.seed,
+        loss: opts.loss,
+        maxDelay: opts.maxDelay,
+      });
       this.counters = new Float64Array(opts.counters);
       if (kind === 'net') {
         this.ringWords = new Uint32Array(opts.buffers.inbound, 0, HEADER_WORDS);

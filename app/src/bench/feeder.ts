@@ -31,6 +31,8 @@ export interface FeederOptions {
   loss?: number;
   /** Peak amplitude of each peer's sine. */
   amplitude?: number;
+  /** Largest arrival delay in quanta, 0..MAX_DELAY (default MAX_DELAY). */
+  maxDelay?: number;
 }
 
 /** Frequency in Hz of peer `k`'s sine: (k + 3) × 46.875 Hz, from 140.6 Hz up. */
@@ -60,6 +62,7 @@ export class Feeder {
   private readonly pending: Int32Array;
   private readonly pendingCount: Uint8Array;
   private readonly lossThreshold: number;
+  private readonly delays: number;
   private state: number;
 
   constructor(inbound: SharedArrayBuffer, opts: FeederOptions) {
@@ -67,6 +70,7 @@ export class Feeder {
     this.writer = new RingWriter(inbound);
     this.state = (opts.seed ?? 0x9e3779b9) | 0 || 1;
     this.lossThreshold = Math.floor((opts.loss ?? 0.01) * 4294967296);
+    this.delays = Math.min(Math.max(Math.floor(opts.maxDelay ?? MAX_DELAY), 0), MAX_DELAY) + 1;
     const amplitude = opts.amplitude ?? 0.25;
     const storage = new Uint8Array(this.peers * CYCLE_BLOCKS * PACKET_BYTES);
     const view = new DataView(storage.buffer);
@@ -105,7 +109,7 @@ export class Feeder {
 
   /**
    * Quantum `q` (0, 1, 2, ... in order): every peer sends packet `q`, which is lost or scheduled
-   * 0..MAX_DELAY quanta later; then every packet due at `q` is written into the ring, tagged
+   * 0..maxDelay quanta later; then every packet due at `q` is written into the ring, tagged
    * with its peer's slot. Allocation-free.
    */
   feed(q: number): void {
@@ -118,7 +122,9 @@ export class Feeder {
       if (r < this.lossThreshold) {
         this.lost++;
       } else {
-        const slot = k * DELAY_SLOTS + ((q + (r & 3)) & (DELAY_SLOTS - 1));
+        // Delay from bits independent of the loss draw (which uses the high bits).
+        const delay = ((r & 0xffff) * this.delays) >>> 16;
+        const slot = k * DELAY_SLOTS + ((q + delay) & (DELAY_SLOTS - 1));
         pending[slot * BUCKET + counts[slot]] = q;
         counts[slot]++;
       }

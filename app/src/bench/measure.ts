@@ -31,9 +31,20 @@ export interface BenchSettings {
   /** Scales the quanta rendered per run (1 = the default amount of work). */
   work: number;
   seed: number;
+  /** Packet loss probability. */
+  loss: number;
+  /** Largest arrival delay, in quanta (0..3). */
+  jitter: number;
 }
 
-export const DEFAULT_SETTINGS: BenchSettings = { peers: DEFAULT_PEERS, reps: 3, work: 1, seed: 20261121 };
+export const DEFAULT_SETTINGS: BenchSettings = {
+  peers: DEFAULT_PEERS,
+  reps: 3,
+  work: 1,
+  seed: 20261121,
+  loss: 0.01,
+  jitter: 3,
+};
 
 export interface EngineRow {
   peers: number;
@@ -59,6 +70,8 @@ export interface BenchResult {
   max_peers_under_5pct: number;
   machine: Record<string, unknown>;
   date: string;
+  /** Only when different from the defaults (loss 0.01, jitter 3 quanta). */
+  network?: { loss: number; jitter_quanta: number };
 }
 
 /** Quanta timed per run for `peers`: about 400 000 peer-quanta, 2000..20000 quanta. */
@@ -88,7 +101,7 @@ async function timeRun(
   peers: number,
   quanta: number,
   warmup: number,
-  seed: number,
+  settings: BenchSettings,
   module: WebAssembly.Module,
 ): Promise<RunResult> {
   const ctx = new OfflineAudioContext(2, (warmup + quanta) * QUANTUM_FRAMES, SAMPLE_RATE);
@@ -99,7 +112,14 @@ async function timeRun(
   while (inboundBytes < perQuantum) inboundBytes *= 2;
   const buffers = createBuffers({ inboundBytes, outboundBytes: 1 << 16 });
   const counters = new SharedArrayBuffer(COUNTERS_BYTES);
-  const options: BenchOptions = { peers, seed, buffers, counters };
+  const options: BenchOptions = {
+    peers,
+    seed: settings.seed,
+    loss: settings.loss,
+    maxDelay: settings.jitter,
+    buffers,
+    counters,
+  };
   if (kind === 'wasm') options.module = module;
   const node = new AudioWorkletNode(ctx, `bench-${kind}`, {
     numberOfInputs: 0,
@@ -172,7 +192,7 @@ export async function runBench(
     const warmup = warmupFor(peers);
     // A short untimed run of each processor first, so the browser has compiled everything once.
     onProgress({ peers, kind: 'wasm', rep: -1, done, total });
-    for (const kind of KINDS) await timeRun(kind, peers, 200, 200, settings.seed, module);
+    for (const kind of KINDS) await timeRun(kind, peers, 200, 200, settings, module);
     done++;
     const times: Record<Kind, number[]> = { net: [], wasm: [], js: [] };
     const under: Record<Kind, number[]> = { net: [], wasm: [], js: [] };
@@ -181,7 +201,7 @@ export async function runBench(
       for (let k = 0; k < KINDS.length; k++) {
         const kind = KINDS[(k + rep) % KINDS.length];
         onProgress({ peers, kind, rep, done, total });
-        const r = await timeRun(kind, peers, quanta, warmup, settings.seed, module);
+        const r = await timeRun(kind, peers, quanta, warmup, settings, module);
         times[kind].push(r.ms);
         under[kind].push(r.underruns);
         done++;
@@ -209,7 +229,12 @@ export async function runBench(
   }
   let maxPeers = 0;
   for (const r of rows) if (r.wasm_quantum_fraction * QUANTUM_NS < BUDGET_NS) maxPeers = Math.max(maxPeers, r.peers);
+  const network =
+    settings.loss !== DEFAULT_SETTINGS.loss || settings.jitter !== DEFAULT_SETTINGS.jitter
+      ? { loss: settings.loss, jitter_quanta: settings.jitter }
+      : undefined;
   return {
+    ...(network ? { network } : {}),
     engine: rows,
     max_peers_under_5pct: maxPeers,
     machine: {

@@ -11,6 +11,10 @@ export interface BenchOptions {
   buffers: EngineBuffers;
   /** Float64Array of C_* values, updated by the processor after every quantum. */
   counters: SharedArrayBuffer;
+  /** Packet loss probability (default 0.01). */
+  loss: number;
+  /** Largest arrival delay in quanta (default 3). */
+  maxDelay: number;
   /** The compiled engine (bench-wasm only). */
   module?: WebAssembly.Module;
 }
