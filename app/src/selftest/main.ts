@@ -62,7 +62,7 @@ function table(head: string[], rows: (string | number)[][]): HTMLTableElement {
   return t;
 }
 
-const db = (x: number) => (x > 0 ? (20 * Math.log10(x)).toFixed(2) : '-inf');
+const db = (x: number) => (x > 0 ? (20 * Math.log10(x)).toFixed(2) : 'absent');
 
 function render(r: ScenarioResult): HTMLElement {
   const sec = el('section', undefined, r.ok ? 'pass' : 'fail');
