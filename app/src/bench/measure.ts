@@ -39,7 +39,7 @@ export interface BenchSettings {
 
 export const DEFAULT_SETTINGS: BenchSettings = {
   peers: DEFAULT_PEERS,
-  reps: 3,
+  reps: 5,
   work: 1,
   seed: 20261121,
   loss: 0.01,
