@@ -271,7 +271,10 @@ impl Engine {
         slot: usize,
         peer: Box<Peer>,
     ) -> Result<Option<Box<Peer>>, EngineError> {
-        let place = self.peers.get_mut(slot).ok_or(EngineError::NoSuchSlot(slot))?;
+        let place = self
+            .peers
+            .get_mut(slot)
+            .ok_or(EngineError::NoSuchSlot(slot))?;
         let old = place.replace(peer);
         self.recount();
         Ok(old)
@@ -326,7 +329,12 @@ impl Engine {
 
     fn recount(&mut self) {
         self.active = self.peers.iter().flatten().count();
-        self.solos = self.peers.iter().flatten().filter(|p| p.strip.solo()).count();
+        self.solos = self
+            .peers
+            .iter()
+            .flatten()
+            .filter(|p| p.strip.solo())
+            .count();
     }
 
     /// Starts a quantum at local time `now` (frames). Packets pushed until the next call are
@@ -338,7 +346,10 @@ impl Engine {
     /// Places one received packet for the peer in `slot`. Bad input is counted and dropped: it
     /// never touches another peer. Real-time safe.
     pub fn push_packet(&mut self, slot: u16, bytes: &[u8]) -> Result<(), DropReason> {
-        let Some(peer) = self.peers.get_mut(usize::from(slot)).and_then(|p| p.as_deref_mut())
+        let Some(peer) = self
+            .peers
+            .get_mut(usize::from(slot))
+            .and_then(|p| p.as_deref_mut())
         else {
             self.counters.unknown_peer += 1;
             return Err(DropReason::UnknownPeer(slot));

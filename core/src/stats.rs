@@ -172,15 +172,25 @@ mod tests {
         ];
         let mut seen = 0;
         for line in ts.lines() {
-            let Some(rest) = line.trim().strip_prefix("export const ") else { continue };
-            let Some((name, value)) = rest.split_once(" = ") else { continue };
+            let Some(rest) = line.trim().strip_prefix("export const ") else {
+                continue;
+            };
+            let Some((name, value)) = rest.split_once(" = ") else {
+                continue;
+            };
             let value = value.trim_end_matches(';');
-            let Ok(value) = value.parse::<usize>() else { continue };
+            let Ok(value) = value.parse::<usize>() else {
+                continue;
+            };
             let expected = rust.iter().find(|(n, _)| *n == name);
             assert_eq!(expected.map(|e| e.1), Some(value), "{name} in stats.ts");
             seen += 1;
         }
-        assert_eq!(seen, rust.len(), "stats.ts must define every constant as a plain number");
+        assert_eq!(
+            seen,
+            rust.len(),
+            "stats.ts must define every constant as a plain number"
+        );
     }
 
     // Fields fit their rows; checked when the crate compiles.

@@ -95,14 +95,19 @@ fn render_path_never_allocates() {
             engine.begin_quantum(q * QUANTUM as u64);
             in_read = engine.drain(&inbound, in_read, in_write);
             engine.push_packet(3, &packets[0][..10]).ok();
-            let mut sink = |bytes: &[u8]| {
-                match ring::write_record(&mut outbound, out_write, out_read, 0xFFFF, 0, bytes) {
-                    Ok(w) => {
-                        out_write = w;
-                        true
-                    }
-                    Err(_) => false,
+            let mut sink = |bytes: &[u8]| match ring::write_record(
+                &mut outbound,
+                out_write,
+                out_read,
+                0xFFFF,
+                0,
+                bytes,
+            ) {
+                Ok(w) => {
+                    out_write = w;
+                    true
                 }
+                Err(_) => false,
             };
             engine.capture(&input, &input, &mut sink);
             engine.render(&mut l, &mut r);
@@ -111,7 +116,11 @@ fn render_path_never_allocates() {
             }
         });
     }
-    assert_eq!(ALLOCATIONS.load(Ordering::SeqCst), 0, "allocations on the render path");
+    assert_eq!(
+        ALLOCATIONS.load(Ordering::SeqCst),
+        0,
+        "allocations on the render path"
+    );
     assert!(engine.counters().records_read > 10_000);
     assert!(engine.counters().packets_sent > 0);
 }

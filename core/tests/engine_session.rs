@@ -69,8 +69,12 @@ fn run(seed: u64, mut garbage: impl FnMut(u64, &mut Engine)) -> (Run, [Ledger; 5
     };
     let mut engine = Engine::new(config);
     for slot in 0..6 {
-        engine.insert_peer(slot, Peer::new(&config)).expect("slot exists");
-        engine.set_strip(slot, 1.0, 0.0, false, false).expect("peer present");
+        engine
+            .insert_peer(slot, Peer::new(&config))
+            .expect("slot exists");
+        engine
+            .set_strip(slot, 1.0, 0.0, false, false)
+            .expect("peer present");
     }
     let packets: Vec<Vec<Vec<u8>>> = FREQS
         .iter()
@@ -106,8 +110,15 @@ fn run(seed: u64, mut garbage: impl FnMut(u64, &mut Engine)) -> (Run, [Ledger; 5
 #[test]
 fn five_peers_tones_levels_and_counters() {
     let (run, ledgers) = run(7, |_, _| {});
-    assert!(run.left.iter().chain(&run.right).all(|x| x.is_finite()), "NaN or Inf in output");
-    let peak = run.left.iter().chain(&run.right).fold(0f32, |m, x| m.max(x.abs()));
+    assert!(
+        run.left.iter().chain(&run.right).all(|x| x.is_finite()),
+        "NaN or Inf in output"
+    );
+    let peak = run
+        .left
+        .iter()
+        .chain(&run.right)
+        .fold(0f32, |m, x| m.max(x.abs()));
     assert!(peak <= 1.0, "sample beyond ±1: {peak}");
 
     // One second of steady state, well after warm-up and before the streams end.
@@ -126,7 +137,10 @@ fn five_peers_tones_levels_and_counters() {
         );
     }
     for &f in &FREQS {
-        eprintln!("{f} Hz: {:+.2} dB", db(amplitude_at(window, f)) - db(expected));
+        eprintln!(
+            "{f} Hz: {:+.2} dB",
+            db(amplitude_at(window, f)) - db(expected)
+        );
     }
     for &f in &FREQS {
         for (side, w) in [("left", window), ("right", window_r)] {
@@ -134,21 +148,36 @@ fn five_peers_tones_levels_and_counters() {
             let err_db = db(got) - db(expected);
             // 2.5% of blocks are concealed; a concealed block carries a decaying continuation,
             // which lowers the tone's mean level by well under 0.5 dB.
-            assert!(err_db.abs() < 0.5, "{f} Hz {side}: {got:.5} vs {expected:.5} ({err_db:+.2} dB)");
+            assert!(
+                err_db.abs() < 0.5,
+                "{f} Hz {side}: {got:.5} vs {expected:.5} ({err_db:+.2} dB)"
+            );
         }
     }
     // Between the tones: nothing above −40 dB relative to a tone.
     for f in [400.0, 900.0, 2000.0, 5000.0] {
         let got = amplitude_at(window, f);
-        assert!(db(got) - db(expected) < -40.0, "{f} Hz is at {:.1} dB", db(got) - db(expected));
+        assert!(
+            db(got) - db(expected) < -40.0,
+            "{f} Hz is at {:.1} dB",
+            db(got) - db(expected)
+        );
     }
 
     for (slot, ledger) in ledgers.iter().enumerate() {
         let s = |field| run.stats[peer_index(slot, field)] as u64;
-        assert_eq!(s(P_RECEIVED), ledger.unique_sent, "received, peer {slot}: {ledger:?}");
+        assert_eq!(
+            s(P_RECEIVED),
+            ledger.unique_sent,
+            "received, peer {slot}: {ledger:?}"
+        );
         assert_eq!(s(P_LOST), ledger.dropped, "lost, peer {slot}: {ledger:?}");
         assert_eq!(s(P_LATE), ledger.late, "late, peer {slot}: {ledger:?}");
-        assert_eq!(s(P_DUPLICATES), ledger.duplicates, "duplicates, peer {slot}: {ledger:?}");
+        assert_eq!(
+            s(P_DUPLICATES),
+            ledger.duplicates,
+            "duplicates, peer {slot}: {ledger:?}"
+        );
         assert_eq!(s(P_MALFORMED), 0);
     }
 }
@@ -190,13 +219,27 @@ fn bad_input_is_counted_and_leaves_other_peers_untouched() {
                 return;
             }
         };
-        assert!(engine.push_packet(slot, &bad).is_err(), "bad packet accepted (q {q})");
+        assert!(
+            engine.push_packet(slot, &bad).is_err(),
+            "bad packet accepted (q {q})"
+        );
         injected.0 += 1;
     });
     assert!(injected.0 > 100 && injected.1 > 10);
     assert_eq!(dirty.stats[G_MALFORMED] as u64, injected.0);
     assert_eq!(dirty.stats[G_UNKNOWN_PEER] as u64, injected.1);
-    let first_diff = clean.left.iter().zip(&dirty.left).position(|(a, b)| a.to_bits() != b.to_bits());
-    assert_eq!(first_diff, None, "bad input changed the output of well-behaved peers");
-    assert!(clean.right.iter().zip(&dirty.right).all(|(a, b)| a.to_bits() == b.to_bits()));
+    let first_diff = clean
+        .left
+        .iter()
+        .zip(&dirty.left)
+        .position(|(a, b)| a.to_bits() != b.to_bits());
+    assert_eq!(
+        first_diff, None,
+        "bad input changed the output of well-behaved peers"
+    );
+    assert!(clean
+        .right
+        .iter()
+        .zip(&dirty.right)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
 }

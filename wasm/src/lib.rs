@@ -95,7 +95,9 @@ pub fn tutti_create(
     inbound_bytes: u32,
     outbound_bytes: u32,
 ) -> u32 {
-    let Some(format) = sample_format(bits) else { return 0 };
+    let Some(format) = sample_format(bits) else {
+        return 0;
+    };
     let config = EngineConfig {
         max_peers: max_peers as usize,
         block_frames: u16::try_from(block_frames).unwrap_or(0),
@@ -199,7 +201,11 @@ pub fn tutti_remove_peer(handle: u32, slot: u32) -> u32 {
 #[wasm_bindgen]
 pub fn tutti_set_strip(handle: u32, slot: u32, gain: f32, pan: f32, mute: u32, solo: u32) -> u32 {
     let Some(h) = host(handle) else { return 0 };
-    u32::from(h.engine.set_strip(slot as usize, gain, pan, mute != 0, solo != 0).is_ok())
+    u32::from(
+        h.engine
+            .set_strip(slot as usize, gain, pan, mute != 0, solo != 0)
+            .is_ok(),
+    )
 }
 
 /// Sets the master gain (linear).
@@ -244,7 +250,11 @@ pub fn tutti_process(handle: u32, now: f64, input_channels: u32) {
         io,
         ..
     } = h;
-    engine.begin_quantum(if now.is_finite() && now > 0.0 { now as u64 } else { 0 });
+    engine.begin_quantum(if now.is_finite() && now > 0.0 {
+        now as u64
+    } else {
+        0
+    });
     let before = *engine.counters();
     io[IO_IN_READ] = engine.drain(inbound, io[IO_IN_READ], io[IO_IN_WRITE]);
     let after = *engine.counters();
@@ -252,20 +262,24 @@ pub fn tutti_process(handle: u32, now: f64, input_channels: u32) {
     io[IO_RESYNCS] = (after.ring_resyncs - before.ring_resyncs) as u32;
     let (mut dropped, mut dropped_bytes) = (0u32, 0u32);
     if input_channels > 0 {
-        let right: &[f32] = if input_channels == 1 { input_l } else { input_r };
+        let right: &[f32] = if input_channels == 1 {
+            input_l
+        } else {
+            input_r
+        };
         let read = io[IO_OUT_READ];
         let mut write = io[IO_OUT_WRITE];
-        engine.capture(input_l, right, &mut |bytes| {
-            match ring::write_record(outbound, write, read, BROADCAST, 0, bytes) {
-                Ok(next) => {
-                    write = next;
-                    true
-                }
-                Err(_) => {
-                    dropped += 1;
-                    dropped_bytes += bytes.len() as u32;
-                    false
-                }
+        engine.capture(input_l, right, &mut |bytes| match ring::write_record(
+            outbound, write, read, BROADCAST, 0, bytes,
+        ) {
+            Ok(next) => {
+                write = next;
+                true
+            }
+            Err(_) => {
+                dropped += 1;
+                dropped_bytes += bytes.len() as u32;
+                false
             }
         });
         io[IO_OUT_WRITE] = write;
