@@ -5,7 +5,8 @@
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::{sine_packet, Rng};
 use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
@@ -14,25 +15,28 @@ use tutti_core::stats::BLOCK_LEN;
 
 struct Counting;
 
-static WATCHING: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Only the test's own thread is watched: the harness's threads allocate as they please.
+    static WATCHING: Cell<bool> = const { Cell::new(false) };
+}
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
 // SAFETY: forwards to the system allocator unchanged; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if WATCHING.load(Ordering::Relaxed) {
+        if WATCHING.with(Cell::get) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         System.alloc(layout)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if WATCHING.load(Ordering::Relaxed) {
+        if WATCHING.with(Cell::get) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         System.dealloc(ptr, layout)
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
-        if WATCHING.load(Ordering::Relaxed) {
+        if WATCHING.with(Cell::get) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         System.realloc(ptr, layout, new)
@@ -43,9 +47,9 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn watched<T>(f: impl FnOnce() -> T) -> T {
-    WATCHING.store(true, Ordering::SeqCst);
+    WATCHING.with(|w| w.set(true));
     let out = f();
-    WATCHING.store(false, Ordering::SeqCst);
+    WATCHING.with(|w| w.set(false));
     out
 }
 
