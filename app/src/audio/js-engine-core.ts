@@ -7,8 +7,8 @@
 // 1. drains the inbound ring: each record's packet is checked (the rules of core/src/packet.rs),
 //    decoded to f32 and placed in its peer's jitter buffer by sequence number, stamped with the
 //    quantum's `now`;
-// 2. for every active peer: updates the drift loop (two one-pole stages + PI on the buffer fill,
-//    clamped to ±1000 ppm, slew-limited), pulls blocks from the jitter buffer (real audio,
+// 2. for every active peer: updates the drift loop (two one-pole stages + a narrowing PI loop on
+//    the buffer fill, clamped to ±1000 ppm, slew-limited), pulls blocks from the jitter buffer (real audio,
 //    concealment by cross-faded repetition with decay, or silence before start) into contiguous
 //    staging until a quantum is covered, and resamples with a 4-tap cubic (Lagrange) whose
 //    integer offset is constant over the quantum and whose fraction moves linearly; the same pass
@@ -44,14 +44,20 @@ const HISTORY = 16;
 /** Largest |ratio − 1| served by the block-constant resampling path. */
 const FAST_MAX_DEVIATION = 2e-3;
 
-// Drift loop (the defaults of core/src/clock.rs): 375 updates/s, gain set for 48 kHz input.
+// Drift loop (the defaults of core/src/clock.rs): 375 updates/s, loop gain set for 48 kHz input,
+// two one-pole stages on the fill error and a PI loop whose 1/ωn narrows from 10 s to 60 s over
+// 200 s; ±1000 ppm, slew-limited to 200 ppm/s.
 const DRIFT_DT = QUANTUM / LOCAL_RATE;
-const DRIFT_ALPHA = 1 - Math.exp(-DRIFT_DT / 0.25);
-const DRIFT_WN = 1 / 10;
-const DRIFT_KP = (2 * 1 * DRIFT_WN) / LOCAL_RATE;
-const DRIFT_KI = ((DRIFT_WN * DRIFT_WN) / LOCAL_RATE) * DRIFT_DT;
+const DRIFT_ALPHA = DRIFT_DT / 3;
+const DRIFT_KP_SCALE = (2 * 0.7) / LOCAL_RATE;
+const DRIFT_KI_SCALE = DRIFT_DT / LOCAL_RATE;
+const DRIFT_T_ACQUIRE = 10;
+const DRIFT_T_LOCK = 60;
+const DRIFT_T_STEP = ((DRIFT_T_LOCK - DRIFT_T_ACQUIRE) * DRIFT_DT) / 200;
 const DRIFT_MAX = 1000e-6;
-const DRIFT_SLEW = 100e-6 * DRIFT_DT;
+const DRIFT_SLEW = 200e-6 * DRIFT_DT;
+/** Outputs per exact evaluation of the interpolation weights (stepped linearly in between). */
+const SUB = 32;
 
 // Mixer and meters (the constants of core/src/mix.rs).
 const MAX_GAIN = 4;
@@ -115,6 +121,19 @@ export function parsePacket(b: Uint8Array, at: number, len: number, info: Packet
   info.bits = bits;
   info.channels = channels;
   return true;
+}
+
+/** Cubic Lagrange weights for taps −1, 0, 1, 2 at `t`, into w[at..at+4]. */
+function lagrange4(t: number, w: Float64Array, at: number): void {
+  const tm1 = t - 1;
+  const tm2 = t - 2;
+  const tp1 = t + 1;
+  const a = t * tm1;
+  const b = tp1 * tm2;
+  w[at] = -a * tm2 * (1 / 6);
+  w[at + 1] = b * tm1 * 0.5;
+  w[at + 2] = -b * t * 0.5;
+  w[at + 3] = a * tp1 * (1 / 6);
 }
 
 // -----------------------------------------------------------------------------------------------
@@ -882,6 +901,7 @@ class Peer {
   lp2 = 0;
   integral = 0;
   drift = 0;
+  loopT = DRIFT_T_ACQUIRE;
   // Meter (pre-fader): peak with hold and fall, RMS as a one-pole on the mean square.
   peakL = 0;
   peakR = 0;
@@ -895,6 +915,7 @@ class Peer {
     this.lp2 = 0;
     this.integral = 0;
     this.drift = 0;
+    this.loopT = DRIFT_T_ACQUIRE;
   }
 
   /** A fresh peer in this slot: stream, counters, strip and meters all start over. */
@@ -930,6 +951,8 @@ export class JsEngineCore implements EngineCore {
   private readonly ring16: Int16Array;
   private readonly ringView: DataView;
   private readonly info = new PacketInfo();
+  /** Interpolation weights at the start and end of a sub-block. */
+  private readonly weights = new Float64Array(8);
   private readonly stats: Float64Array;
   private readonly maxPeers: number;
   private readonly peers: Peer[] = [];
@@ -1207,15 +1230,19 @@ export class JsEngineCore implements EngineCore {
 
   /** The drift factor 1 + ε from the fill against the target (see core/src/clock.rs). */
   private updateDrift(p: Peer, fill: number, target: number): number {
-    const e = fill - target;
-    p.lp1 += DRIFT_ALPHA * (e - p.lp1);
-    p.lp2 += DRIFT_ALPHA * (p.lp1 - p.lp2);
-    const err = p.lp2;
-    let integral = p.integral + DRIFT_KI * err;
+    const e0 = fill - target;
+    if (!Number.isFinite(e0)) return 1 + p.drift;
+    const t = p.loopT;
+    const alpha = DRIFT_ALPHA / (DRIFT_ALPHA + t / DRIFT_T_LOCK);
+    p.lp1 += alpha * (e0 - p.lp1);
+    p.lp2 += alpha * (p.lp1 - p.lp2);
+    const e = p.lp2;
+    if (t !== DRIFT_T_LOCK) p.loopT = t + DRIFT_T_STEP > DRIFT_T_LOCK ? DRIFT_T_LOCK : t + DRIFT_T_STEP;
+    let integral = p.integral + (DRIFT_KI_SCALE / (t * t)) * e;
     integral = integral > DRIFT_MAX ? DRIFT_MAX : integral < -DRIFT_MAX ? -DRIFT_MAX : integral;
-    const wanted = integral + DRIFT_KP * err;
+    const wanted = integral + (DRIFT_KP_SCALE / t) * e;
     const clamped = wanted > DRIFT_MAX ? DRIFT_MAX : wanted < -DRIFT_MAX ? -DRIFT_MAX : wanted;
-    if (clamped === wanted || wanted > DRIFT_MAX !== err > 0) p.integral = integral;
+    if (clamped === wanted || wanted > DRIFT_MAX !== e > 0) p.integral = integral;
     let step = clamped - p.drift;
     step = step > DRIFT_SLEW ? DRIFT_SLEW : step < -DRIFT_SLEW ? -DRIFT_SLEW : step;
     p.drift += step;
@@ -1224,8 +1251,9 @@ export class JsEngineCore implements EngineCore {
 
   /**
    * The block-constant path (|ratio − 1| ≤ 2e-3): output i is the cubic through staging
-   * read + i − 1 .. read + i + 2 at t = frac + i·(ratio − 1). Fused with the pre-fader meter and
-   * the gain ramp into the bus.
+   * read + i − 1 .. read + i + 2 at t = frac + i·(ratio − 1). As in core/src/clock.rs, the
+   * weights are exact every SUB outputs and stepped linearly in between. Fused with the
+   * pre-fader meter and the gain ramp into the bus.
    */
   private resampleFast(p: Peer, ratio: number, outL: Float32Array, outR: Float32Array): void {
     const L = p.stageL;
@@ -1238,35 +1266,46 @@ export class JsEngineCore implements EngineCore {
     const dgl = (p.targetL - gl0) / QUANTUM;
     const dgr = (p.targetR - gr0) / QUANTUM;
     const mixing = gl0 !== 0 || gr0 !== 0 || p.targetL !== 0 || p.targetR !== 0;
+    const w = this.weights;
     let pkL = 0;
     let pkR = 0;
     let ssL = 0;
     let ssR = 0;
-    for (let i = 0; i < QUANTUM; i++) {
-      // Cubic Lagrange weights for taps −1, 0, 1, 2.
-      const t = f0 + i * d;
-      const tm1 = t - 1;
-      const tm2 = t - 2;
-      const tp1 = t + 1;
-      const a = t * tm1;
-      const b = tp1 * tm2;
-      const w0 = -a * tm2 * (1 / 6);
-      const w1 = b * tm1 * 0.5;
-      const w2 = -b * t * 0.5;
-      const w3 = a * tp1 * (1 / 6);
-      const j = base + i;
-      const l = w0 * L[j - 1] + w1 * L[j] + w2 * L[j + 1] + w3 * L[j + 2];
-      const r = w0 * R[j - 1] + w1 * R[j] + w2 * R[j + 1] + w3 * R[j + 2];
-      const al = l < 0 ? -l : l;
-      const ar = r < 0 ? -r : r;
-      if (al > pkL) pkL = al;
-      if (ar > pkR) pkR = ar;
-      ssL += l * l;
-      ssR += r * r;
-      if (mixing) {
-        outL[i] += l * (gl0 + dgl * (i + 1));
-        outR[i] += r * (gr0 + dgr * (i + 1));
+    lagrange4(f0, w, 0);
+    for (let first = 0; first < QUANTUM; first += SUB) {
+      lagrange4(f0 + (first + SUB) * d, w, 4);
+      const inv = 1 / SUB;
+      const s0 = (w[4] - w[0]) * inv;
+      const s1 = (w[5] - w[1]) * inv;
+      const s2 = (w[6] - w[2]) * inv;
+      const s3 = (w[7] - w[3]) * inv;
+      let w0 = w[0];
+      let w1 = w[1];
+      let w2 = w[2];
+      let w3 = w[3];
+      for (let i = first; i < first + SUB; i++) {
+        const j = base + i;
+        const l = w0 * L[j - 1] + w1 * L[j] + w2 * L[j + 1] + w3 * L[j + 2];
+        const r = w0 * R[j - 1] + w1 * R[j] + w2 * R[j + 1] + w3 * R[j + 2];
+        w0 += s0;
+        w1 += s1;
+        w2 += s2;
+        w3 += s3;
+        const al = l < 0 ? -l : l;
+        const ar = r < 0 ? -r : r;
+        if (al > pkL) pkL = al;
+        if (ar > pkR) pkR = ar;
+        ssL += l * l;
+        ssR += r * r;
+        if (mixing) {
+          outL[i] += l * (gl0 + dgl * (i + 1));
+          outR[i] += r * (gr0 + dgr * (i + 1));
+        }
       }
+      w[0] = w[4];
+      w[1] = w[5];
+      w[2] = w[6];
+      w[3] = w[7];
     }
     const f = f0 + QUANTUM * d;
     const k = Math.floor(f);
