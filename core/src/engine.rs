@@ -55,7 +55,7 @@ pub const LOCAL_RATE: u32 = 48_000;
 /// Jitter-buffer capacity per peer, in frames (about 170 ms at 48 kHz).
 pub const JITTER_CAPACITY_FRAMES: u32 = 8192;
 /// Resampler staging per peer, in frames.
-pub const STAGING_FRAMES: usize = 2048;
+pub const STAGING_FRAMES: usize = 1024;
 
 /// How a session is set up. Plain numbers, so it crosses the WASM boundary unchanged.
 #[derive(Clone, Copy, Debug, PartialEq)]
