@@ -209,6 +209,12 @@ class Concealer {
     this.done = 0;
   }
 
+  /** The audio is about to jump (blocks dropped): the next real block crossfades from a
+   * continuation of what was played. */
+  splice(): void {
+    this.startRun();
+  }
+
   /** Real audio `L/R[at, at+n)` is being played: fade in after a concealment, then remember it. */
   play(L: Float32Array, R: Float32Array, at: number, n: number): void {
     if (this.mode === MODE_CONCEALING) {
@@ -348,19 +354,24 @@ function bestLagAt(x: Float32Array, start: number, end: number, n: number, lo: n
 // -----------------------------------------------------------------------------------------------
 // Jitter buffer (the design of core/src/jitter.rs): packets stored by extended sequence number;
 // a bitmap of the last 8192 numbers tells duplicates; lateness L = now − nominal arrival, kept per
-// one-second window as its minimum and 16 largest values; jitter = the largest 99th-percentile
-// spread of the current and five past windows; target = jitter + one quantum (+ a block per recent
-// underrun), clamped; fill = playout delay above the earliest recent arrival.
+// one-second window as its minimum and 64 largest values; jitter = the largest 95th-percentile
+// spread of the current and five past windows; target = jitter + one quantum + half a block,
+// rounded up to blocks (at least the depth a recent underrun waited its way to), clamped; fill =
+// playout delay above the earliest recent arrival; whole-block growth and catch-up skips.
 
 const SEEN_BITS = 8192;
 /** Extended sequence number of a stream's first packet (room below for reordering). Kept small
  * so that extended numbers stay int32 (2^31 packets = 66 days at 375 packets/s). */
 const SEQ_BASE = 0x10000;
 const PAST_WINDOWS = 5;
-const TOP = 16;
-const PERCENTILE_DIVISOR = 100;
-const MAX_BOOST_BLOCKS = 8;
+const TOP = 64;
+const PERCENTILE_DIVISOR = 20;
+const MIN_IGNORED = 2;
 const STALE_RESTART = 8;
+/** Arrivals watched before adaptive playout starts, local frames (50 ms). */
+const START_OBSERVE = 2400;
+/** A prefill that received nothing for this long restarts from the next arrival (200 ms). */
+const STOP_FRAMES = 9600;
 const STATE_IDLE = 0;
 const STATE_PREFILL = 1;
 const STATE_PLAYING = 2;
@@ -387,6 +398,8 @@ class Jitter {
   bits = 0;
   nSlots = 0;
   mask = 0;
+  sameRate = true;
+  blockLocal = QUANTUM;
   state = STATE_IDLE;
   play = 0;
   buffered = 0;
@@ -402,6 +415,7 @@ class Jitter {
   delay = 0;
   targetLocal = 0;
   emptyFrames = 0;
+  growPending = 0;
   skipPending = 0;
   overSince = -1;
   staleRun = 0;
@@ -409,11 +423,12 @@ class Jitter {
   curCount = 0;
   curMin = Infinity;
   readonly curTop = new Float64Array(TOP).fill(-Infinity);
-  curBoost = 0;
+  curNeed = 0;
   winStart = 0;
   winStarted = false;
   readonly pastSpread = new Float64Array(PAST_WINDOWS);
   readonly pastMin = new Float64Array(PAST_WINDOWS).fill(Infinity);
+  readonly pastNeed = new Float64Array(PAST_WINDOWS);
   last = 0;
   // Counters.
   received = 0;
@@ -433,12 +448,14 @@ class Jitter {
     this.block = 0;
     this.rate = LOCAL_RATE;
     this.channels = this.bits = this.nSlots = this.mask = 0;
+    this.sameRate = true;
+    this.blockLocal = QUANTUM;
     this.state = STATE_IDLE;
     this.play = this.buffered = this.highest = 0;
     this.segActive = false;
     this.segLowest = this.segHighest = this.segReceived = this.lostClosed = 0;
     this.tBase = this.sBase = this.lastArrival = this.delay = 0;
-    this.emptyFrames = this.skipPending = this.staleRun = 0;
+    this.emptyFrames = this.growPending = this.skipPending = this.staleRun = 0;
     this.overSince = -1;
     this.forgetLateness();
     this.received = this.duplicates = this.late = this.concealed = 0;
@@ -448,20 +465,21 @@ class Jitter {
 
   // ----- lateness windows -----
 
-  private windowSpread(count: number, min: number, top: Float64Array, boost: number): number {
-    if (count === 0) return boost;
-    const k = Math.min(Math.floor(count / PERCENTILE_DIVISOR), TOP - 1, count - 1);
-    return Math.max(top[k] - min, 0) + boost;
-  }
-
   private curSpread(): number {
-    return this.windowSpread(this.curCount, this.curMin, this.curTop, this.curBoost);
+    const count = this.curCount;
+    if (count === 0) return 0;
+    let k = Math.floor(count / PERCENTILE_DIVISOR);
+    k = k < MIN_IGNORED ? MIN_IGNORED : k > TOP - 1 ? TOP - 1 : k;
+    if (k > count - 1) k = count - 1;
+    const s = this.curTop[k] - this.curMin;
+    return s > 0 ? s : 0;
   }
 
   private closeWindow(): void {
     this.last = (this.last + 1) % PAST_WINDOWS;
     this.pastSpread[this.last] = this.curSpread();
     this.pastMin[this.last] = this.curMin;
+    this.pastNeed[this.last] = this.curNeed;
     this.resetCur();
   }
 
@@ -469,7 +487,7 @@ class Jitter {
     this.curCount = 0;
     this.curMin = Infinity;
     this.curTop.fill(-Infinity);
-    this.curBoost = 0;
+    this.curNeed = 0;
   }
 
   private roll(now: number): void {
@@ -488,8 +506,14 @@ class Jitter {
     if (now >= this.winStart + len || now < this.winStart) this.winStart = now;
   }
 
-  private addLateness(l: number): void {
+  private addLateness(l: number, cutoff: number): void {
     if (!(Math.abs(l) < 2 ** 40)) return;
+    const m = this.recentMinOr(Infinity);
+    if (m !== Infinity && l - m > cutoff) {
+      // A straggler no allowed depth could cover: it does not enter the percentile.
+      if (l < this.curMin) this.curMin = l;
+      return;
+    }
     this.curCount++;
     if (l < this.curMin) this.curMin = l;
     const top = this.curTop;
@@ -515,6 +539,7 @@ class Jitter {
     this.winStarted = false;
     this.pastSpread.fill(0);
     this.pastMin.fill(Infinity);
+    this.pastNeed.fill(0);
     this.last = 0;
   }
 
@@ -524,23 +549,25 @@ class Jitter {
     return j;
   }
 
-  private recentMin(): number {
+  private need(): number {
+    let n = this.curNeed;
+    for (let i = 0; i < PAST_WINDOWS; i++) if (this.pastNeed[i] > n) n = this.pastNeed[i];
+    return n;
+  }
+
+  private recentMinOr(none: number): number {
     const m = Math.min(this.curMin, this.pastMin[this.last]);
-    return m === Infinity ? 0 : m;
+    return m === Infinity ? none : m;
   }
 
   // ----- depth -----
 
   private toLocal(stream: number): number {
-    return Math.trunc((stream * LOCAL_RATE) / this.rate);
+    return this.sameRate ? stream : Math.trunc((stream * LOCAL_RATE) / this.rate);
   }
 
   private toStream(local: number): number {
-    return Math.trunc((local * this.rate) / LOCAL_RATE);
-  }
-
-  private blockLocal(): number {
-    return this.toLocal(Math.max(this.block, 1));
+    return this.sameRate ? local : Math.trunc((local * this.rate) / LOCAL_RATE);
   }
 
   private elapsed(now: number): number {
@@ -548,11 +575,24 @@ class Jitter {
   }
 
   private nominal(ext: number): number {
-    return Math.floor(((ext - this.sBase) * this.block * LOCAL_RATE) / this.rate);
+    const frames = (ext - this.sBase) * this.block;
+    return this.sameRate ? frames : Math.floor((frames * LOCAL_RATE) / this.rate);
   }
 
   private virtualFill(): number {
-    return this.delay - this.recentMin();
+    return this.delay - this.recentMinOr(0);
+  }
+
+  private stagingLocal(): number {
+    return this.blockLocal < QUANTUM ? this.blockLocal : QUANTUM;
+  }
+
+  private fillError(): number {
+    return this.virtualFill() + this.stagingLocal() - this.targetLocal;
+  }
+
+  private coverable(): number {
+    return this.adaptive ? this.ceiling : this.toLocal(STORE_FRAMES);
   }
 
   private fixedTargetStream(): number {
@@ -561,14 +601,18 @@ class Jitter {
 
   updateTarget(): void {
     const q = QUANTUM;
-    const b = this.block === 0 ? q : this.blockLocal();
+    const b = this.block === 0 ? q : this.blockLocal;
     const max = Math.max(this.toLocal(STORE_FRAMES) - 2 * b, b);
     let t: number;
     if (!this.adaptive) {
       t = this.block === 0 ? Math.max(this.packets, 1) * q : this.toLocal(this.fixedTargetStream());
     } else {
       const ceiling = Math.max(this.ceiling, this.floor);
-      t = Math.min(Math.max(this.jitter() + q, this.floor), ceiling);
+      // Spread + one quantum (what the consumer stages) + half a block of margin, rounded up
+      // to whole blocks (the fill moves in blocks).
+      const wanted = this.jitter() + q + Math.trunc(Math.max(q, b) / 2);
+      t = Math.max(Math.trunc((wanted + b - 1) / b) * b, this.need());
+      t = t < this.floor ? this.floor : t > ceiling ? ceiling : t;
     }
     this.targetLocal = Math.min(t, max);
   }
@@ -597,6 +641,8 @@ class Jitter {
     this.channels = channels;
     this.nSlots = STORE_FRAMES / frames;
     this.mask = this.nSlots - 1;
+    this.sameRate = rate === LOCAL_RATE;
+    this.blockLocal = this.toLocal(frames);
   }
 
   private restart(ext: number, now: number): void {
@@ -607,6 +653,7 @@ class Jitter {
     this.delay = 0;
     this.rebase();
     this.emptyFrames = 0;
+    this.growPending = 0;
     this.skipPending = 0;
     this.overSince = -1;
   }
@@ -639,8 +686,7 @@ class Jitter {
   }
 
   private passTo(to: number): void {
-    const n = this.nSlots;
-    for (let s = Math.max(this.play, to - n); s < to; s++) {
+    for (let s = Math.max(this.play, to - this.nSlots); s < to; s++) {
       const i = s & this.mask;
       if (this.slots[i] === s) {
         this.slots[i] = EMPTY;
@@ -699,7 +745,9 @@ class Jitter {
       }
       return 0;
     }
-    if (this.state === STATE_IDLE) {
+    const stopped = this.state === STATE_PREFILL && now - this.lastArrival > STOP_FRAMES;
+    if (this.state === STATE_IDLE || stopped) {
+      this.dropAll();
       this.checkSequenceJump(ext, now);
       this.restart(ext, now);
       return 1;
@@ -708,6 +756,8 @@ class Jitter {
       const newPlay = ext + 1 - n;
       if (this.buffered > 0 && this.segHighest >= newPlay) {
         this.passTo(newPlay);
+        // The audio jumps: the next block crossfades from a continuation.
+        if (this.state === STATE_PLAYING) this.concealer.splice();
         return -1;
       }
       this.dropAll();
@@ -745,8 +795,11 @@ class Jitter {
     let late = false;
     if (!started) {
       if (ext + SEEN_BITS <= this.highest) {
-        this.discarded++;
-        if (++this.staleRun < STALE_RESTART) return -1;
+        if (++this.staleRun < STALE_RESTART) {
+          this.discarded++;
+          return -1;
+        }
+        // The sender restarted its numbering below the old one.
         this.resets++;
         this.dropAll();
         this.closeSegment();
@@ -767,8 +820,9 @@ class Jitter {
     if (ext > this.segHighest) this.segHighest = ext;
     this.lastArrival = now;
     if (this.state !== STATE_IDLE) {
+      const l = this.elapsed(now) - this.nominal(ext);
       this.roll(now);
-      this.addLateness(this.elapsed(now) - this.nominal(ext));
+      this.addLateness(l, this.coverable() + QUANTUM);
       this.updateTarget();
     }
     if (late) {
@@ -780,22 +834,30 @@ class Jitter {
     else if (this.slots[i] !== ext) this.discarded++;
     this.slots[i] = ext;
     this.delay = this.elapsed(now) - this.nominal(this.play);
-    if (this.state === STATE_PLAYING) this.checkCatchUp(now);
+    if (this.state === STATE_PLAYING) this.checkDepth(now);
     return i * frames;
   }
 
-  private checkCatchUp(now: number): void {
-    const b = this.blockLocal();
-    const over = this.virtualFill() - this.targetLocal;
-    const threshold = Math.max(2 * b, Math.trunc(this.targetLocal / 2));
+  /** Whole-block corrections: grow when the fill is a block short, skip when far over. */
+  private checkDepth(now: number): void {
+    const b = this.blockLocal;
+    const over = this.fillError();
+    if (over <= -b) {
+      this.growPending = Math.max(Math.trunc((Math.trunc(b / 2) - over) / b), 0);
+      this.skipPending = 0;
+      this.overSince = -1;
+      return;
+    }
+    this.growPending = 0;
+    const threshold = Math.max(b + Math.trunc(b / 2), QUANTUM);
     if (over <= threshold) {
       this.overSince = -1;
-      if (over <= b) this.skipPending = 0;
+      if (2 * over <= b) this.skipPending = 0;
       return;
     }
     if (this.overSince < 0) this.overSince = now;
     else if (now - this.overSince >= LOCAL_RATE / 2) {
-      this.skipPending = Math.max(Math.trunc((over - b) / b), 0);
+      this.skipPending = Math.max(Math.trunc((over + Math.trunc(b / 2)) / b), 0);
       this.overSince = -1;
     }
   }
@@ -807,28 +869,51 @@ class Jitter {
     const b = this.block === 0 ? QUANTUM : this.block;
     if (this.state === STATE_IDLE) return this.fade(L, R, at, b);
     if (this.state === STATE_PREFILL) {
-      if (this.buffered === 0 || this.virtualFill() < this.targetLocal) {
-        this.delay += this.blockLocal();
+      const observing = this.adaptive && this.lastArrival - this.tBase < START_OBSERVE;
+      if (this.buffered === 0 || observing || this.fillError() < 0) {
+        this.delay += this.blockLocal;
         return this.fade(L, R, at, b);
+      }
+      // Start at the target: the oldest blocks that waited for the estimate to form are
+      // dropped while the fill exceeds it by half a block.
+      const bl = this.blockLocal;
+      while (this.adaptive && this.buffered > 1 && 2 * this.fillError() > bl) {
+        const i = this.play & this.mask;
+        if (this.slots[i] === this.play) {
+          this.slots[i] = EMPTY;
+          this.buffered--;
+          this.discarded++;
+        } else {
+          this.concealed++;
+        }
+        this.play++;
+        this.delay -= bl;
       }
       this.state = STATE_PLAYING;
     }
     if (this.buffered === 0) {
-      if (this.emptyFrames === 0) {
-        this.underruns++;
-        const boost = this.blockLocal();
-        this.curBoost = Math.min(this.curBoost + boost, MAX_BOOST_BLOCKS * boost);
-        this.updateTarget();
-      }
+      if (this.emptyFrames === 0) this.underruns++;
       this.emptyFrames += b;
-      this.delay += this.blockLocal();
+      this.delay += this.blockLocal;
       if (this.emptyFrames >= Math.trunc(this.rate / 5)) {
         this.state = STATE_IDLE;
         this.emptyFrames = 0;
       }
       return this.fade(L, R, at, b);
     }
-    this.emptyFrames = 0;
+    if (this.emptyFrames > 0) {
+      // An underrun ends: the depth playout waited its way to becomes a floor of the target.
+      this.emptyFrames = 0;
+      const reached = this.virtualFill() + this.stagingLocal();
+      if (reached > this.curNeed) this.curNeed = reached;
+      this.updateTarget();
+    }
+    if (this.growPending > 0) {
+      // The target grew: wait one block (a concealed block in place).
+      this.growPending--;
+      this.delay += this.blockLocal;
+      return this.fade(L, R, at, b);
+    }
     const i = this.play & this.mask;
     if (this.slots[i] !== this.play) {
       this.concealed++;
@@ -837,10 +922,10 @@ class Jitter {
     }
     const next = (this.play + 1) & this.mask;
     const off = i * b;
+    const sl = this.storeL;
+    const sr = this.storeR;
     if (this.skipPending > 0 && this.slots[next] === this.play + 1) {
-      // Catch-up: merge this block into the next one with a crossfade.
-      const sl = this.storeL;
-      const sr = this.storeR;
+      // Catch-up: this block fades into the next; both are consumed.
       const noff = next * b;
       for (let k = 0; k < b; k++) {
         const w = fadeInWeight(k, b);
@@ -852,10 +937,8 @@ class Jitter {
       this.play++;
       this.discarded++;
       this.skipPending--;
-      this.delay -= this.blockLocal();
+      this.delay -= this.blockLocal;
     } else {
-      const sl = this.storeL;
-      const sr = this.storeR;
       for (let k = 0; k < b; k++) {
         L[at + k] = sl[off + k];
         R[at + k] = sr[off + k];
