@@ -168,20 +168,15 @@ function runGain(n: number): number {
   return n < HOLD_FRAMES ? 1 : n < RUN_END ? 1 - (n - HOLD_FRAMES) / FADE_FRAMES : 0;
 }
 
-function dot(a: Float32Array, ai: number, b: Float32Array, bi: number, n: number): number {
+/** Sum of squares of x[at, at+n). */
+function energy(x: Float32Array, at: number, n: number): number {
   let s0 = 0;
   let s1 = 0;
-  let s2 = 0;
-  let s3 = 0;
-  let k = 0;
-  for (; k + 4 <= n; k += 4) {
-    s0 += a[ai + k] * b[bi + k];
-    s1 += a[ai + k + 1] * b[bi + k + 1];
-    s2 += a[ai + k + 2] * b[bi + k + 2];
-    s3 += a[ai + k + 3] * b[bi + k + 3];
+  for (let k = 0; k < n; k += 2) {
+    s0 += x[at + k] * x[at + k];
+    s1 += x[at + k + 1] * x[at + k + 1];
   }
-  for (; k < n; k++) s0 += a[ai + k] * b[bi + k];
-  return s0 + s1 + (s2 + s3);
+  return s0 + s1;
 }
 
 class Concealer {
@@ -299,7 +294,7 @@ class Concealer {
       mono[k] = 0.5 * (this.hist(this.histL, back) + this.hist(this.histR, back));
     }
     const recent = span - SEARCH_FRAMES;
-    if (dot(mono, recent, mono, recent, SEARCH_FRAMES) <= SILENCE_POWER * SEARCH_FRAMES) {
+    if (energy(mono, recent, SEARCH_FRAMES) <= SILENCE_POWER * SEARCH_FRAMES) {
       this.run = RUN_END;
       return;
     }
@@ -339,8 +334,14 @@ function bestLagAt(x: Float32Array, start: number, end: number, n: number, lo: n
   for (let lag = lo; lag <= hi; lag++) {
     const seg = target - lag;
     if (seg < start) break;
-    const c = dot(x, target, x, seg, n);
-    const e = dot(x, seg, x, seg, n);
+    // Correlation with the target and energy of the segment, in one pass.
+    let c = 0;
+    let e = 0;
+    for (let k = 0; k < n; k++) {
+      const v = x[seg + k];
+      c += x[target + k] * v;
+      e += v * v;
+    }
     if (c <= 0 || e <= 0) continue;
     const score = (c * c) / e;
     if (best < 0 || score > bestScore) {
@@ -424,6 +425,8 @@ class Jitter {
   curMin = Infinity;
   readonly curTop = new Float64Array(TOP).fill(-Infinity);
   curNeed = 0;
+  /** Result of curSpread(). */
+  spread = 0;
   winStart = 0;
   winStarted = false;
   readonly pastSpread = new Float64Array(PAST_WINDOWS);
@@ -465,19 +468,24 @@ class Jitter {
 
   // ----- lateness windows -----
 
-  private curSpread(): number {
+  /** The current window's spread (95th percentile − minimum) into `this.spread`. */
+  private curSpread(): void {
     const count = this.curCount;
-    if (count === 0) return 0;
+    if (count === 0) {
+      this.spread = 0;
+      return;
+    }
     let k = Math.floor(count / PERCENTILE_DIVISOR);
     k = k < MIN_IGNORED ? MIN_IGNORED : k > TOP - 1 ? TOP - 1 : k;
     if (k > count - 1) k = count - 1;
     const s = this.curTop[k] - this.curMin;
-    return s > 0 ? s : 0;
+    this.spread = s > 0 ? s : 0;
   }
 
   private closeWindow(): void {
     this.last = (this.last + 1) % PAST_WINDOWS;
-    this.pastSpread[this.last] = this.curSpread();
+    this.curSpread();
+    this.pastSpread[this.last] = this.spread;
     this.pastMin[this.last] = this.curMin;
     this.pastNeed[this.last] = this.curNeed;
     this.resetCur();
@@ -544,7 +552,8 @@ class Jitter {
   }
 
   jitter(): number {
-    let j = this.curSpread();
+    this.curSpread();
+    let j = this.spread;
     for (let i = 0; i < PAST_WINDOWS; i++) if (this.pastSpread[i] > j) j = this.pastSpread[i];
     return j;
   }
@@ -984,6 +993,10 @@ class Peer {
   lp2 = 0;
   integral = 0;
   drift = 0;
+  /** 1 + drift, the factor applied to the nominal ratio. */
+  driftFactor = 1;
+  /** Input frames per output frame for this quantum (nominal × driftFactor). */
+  ratio = 1;
   loopT = DRIFT_T_ACQUIRE;
   // Meter (pre-fader): peak with hold and fall, RMS as a one-pole on the mean square.
   peakL = 0;
@@ -998,6 +1011,7 @@ class Peer {
     this.lp2 = 0;
     this.integral = 0;
     this.drift = 0;
+    this.driftFactor = 1;
     this.loopT = DRIFT_T_ACQUIRE;
   }
 
@@ -1036,6 +1050,11 @@ export class JsEngineCore implements EngineCore {
   private readonly info = new PacketInfo();
   /** Interpolation weights at the start and end of a sub-block. */
   private readonly weights = new Float64Array(8);
+  /** A block's peak and sum of squares (L, R) handed to the meters: passing doubles through
+   * a typed array keeps them unboxed (a double argument to a call that is not inlined is
+   * allocated as a heap number). */
+  private readonly blockStats = new Float64Array(4);
+  private readonly zeroStats = new Float64Array(4);
   private readonly stats: Float64Array;
   private readonly maxPeers: number;
   private readonly peers: Peer[] = [];
@@ -1277,14 +1296,18 @@ export class JsEngineCore implements EngineCore {
     const j = p.jitter;
     if (j.block === 0) {
       // Nothing has arrived yet: the peer is silent (its meter sees silence).
-      this.meterPeer(p, 0, 0, 0, 0);
+      this.meterPeer(p, this.zeroStats);
       p.gainL = p.targetL;
       p.gainR = p.targetR;
       p.resetDrift();
       return;
     }
     const nominal = j.rate / LOCAL_RATE;
-    const ratio = nominal * this.updateDrift(p, j.bufferedFrames() + p.staged(), j.targetFrames());
+    // Doubles move between methods through fields, not arguments or return values: a double
+    // passed to or returned from a call that is not inlined is allocated as a heap number.
+    this.updateDrift(p);
+    const ratio = nominal * p.driftFactor;
+    p.ratio = ratio;
     const fast = Math.abs(ratio - 1) <= FAST_MAX_DEVIATION;
     // Staged frames from the read position must reach the last tap: 127 + 2 on the fast path,
     // else as far as the ratio carries the position.
@@ -1297,8 +1320,8 @@ export class JsEngineCore implements EngineCore {
       p.writePos += b;
     }
     if (!playing) p.resetDrift();
-    if (fast) this.resampleFast(p, ratio, outL, outR);
-    else this.resampleGeneral(p, ratio, outL, outR);
+    if (fast) this.resampleFast(p, outL, outR);
+    else this.resampleGeneral(p, outL, outR);
   }
 
   /** Moves the live part of staging (with history for the taps) to the front. */
@@ -1311,10 +1334,12 @@ export class JsEngineCore implements EngineCore {
     p.writePos -= from;
   }
 
-  /** The drift factor 1 + ε from the fill against the target (see core/src/clock.rs). */
-  private updateDrift(p: Peer, fill: number, target: number): number {
-    const e0 = fill - target;
-    if (!Number.isFinite(e0)) return 1 + p.drift;
+  /** Updates the drift factor 1 + ε (p.driftFactor) from the fill against the target (see
+   * core/src/clock.rs). */
+  private updateDrift(p: Peer): void {
+    const j = p.jitter;
+    const e0 = j.bufferedFrames() + (p.writePos - p.readPos - p.frac) - j.targetFrames();
+    if (!Number.isFinite(e0)) return;
     const t = p.loopT;
     const alpha = DRIFT_ALPHA / (DRIFT_ALPHA + t / DRIFT_T_LOCK);
     p.lp1 += alpha * (e0 - p.lp1);
@@ -1329,7 +1354,7 @@ export class JsEngineCore implements EngineCore {
     let step = clamped - p.drift;
     step = step > DRIFT_SLEW ? DRIFT_SLEW : step < -DRIFT_SLEW ? -DRIFT_SLEW : step;
     p.drift += step;
-    return 1 + p.drift;
+    p.driftFactor = 1 + p.drift;
   }
 
   /**
@@ -1338,7 +1363,8 @@ export class JsEngineCore implements EngineCore {
    * weights are exact every SUB outputs and stepped linearly in between. Fused with the
    * pre-fader meter and the gain ramp into the bus.
    */
-  private resampleFast(p: Peer, ratio: number, outL: Float32Array, outR: Float32Array): void {
+  private resampleFast(p: Peer, outL: Float32Array, outR: Float32Array): void {
+    const ratio = p.ratio;
     const L = p.stageL;
     const R = p.stageR;
     const base = p.readPos;
@@ -1396,11 +1422,17 @@ export class JsEngineCore implements EngineCore {
     p.frac = f - k;
     p.gainL = p.targetL;
     p.gainR = p.targetR;
-    this.meterPeer(p, pkL, pkR, ssL, ssR);
+    const st = this.blockStats;
+    st[0] = pkL;
+    st[1] = pkR;
+    st[2] = ssL;
+    st[3] = ssR;
+    this.meterPeer(p, st);
   }
 
   /** Any ratio (e.g. a 44.1 kHz sender): the integer offset moves within the quantum. */
-  private resampleGeneral(p: Peer, ratio: number, outL: Float32Array, outR: Float32Array): void {
+  private resampleGeneral(p: Peer, outL: Float32Array, outR: Float32Array): void {
+    const ratio = p.ratio;
     const L = p.stageL;
     const R = p.stageR;
     const base = p.readPos;
@@ -1444,11 +1476,20 @@ export class JsEngineCore implements EngineCore {
     p.frac = f - k;
     p.gainL = p.targetL;
     p.gainR = p.targetR;
-    this.meterPeer(p, pkL, pkR, ssL, ssR);
+    const st = this.blockStats;
+    st[0] = pkL;
+    st[1] = pkR;
+    st[2] = ssL;
+    st[3] = ssR;
+    this.meterPeer(p, st);
   }
 
   /** Folds one quantum's peak and sum of squares into the peer's meter. */
-  private meterPeer(p: Peer, pkL: number, pkR: number, ssL: number, ssR: number): void {
+  private meterPeer(p: Peer, st: Float64Array): void {
+    const pkL = st[0];
+    const pkR = st[1];
+    const ssL = st[2];
+    const ssR = st[3];
     if (!(ssL + ssR < Infinity)) return;
     if (pkL >= p.peakL) {
       p.peakL = pkL;
@@ -1497,7 +1538,7 @@ export class JsEngineCore implements EngineCore {
       outL.fill(0);
       outR.fill(0);
       this.nonFinite++;
-      this.meterMaster(0, 0, 0, 0);
+      this.meterMaster(this.zeroStats);
       return;
     }
     const peak = pkL > pkR ? pkL : pkR;
@@ -1548,10 +1589,19 @@ export class JsEngineCore implements EngineCore {
     this.masterCurrent = this.masterGain;
     this.limiter = limiter;
     this.total = total;
-    this.meterMaster(pkL, pkR, ssL, ssR);
+    const st = this.blockStats;
+    st[0] = pkL;
+    st[1] = pkR;
+    st[2] = ssL;
+    st[3] = ssR;
+    this.meterMaster(st);
   }
 
-  private meterMaster(pkL: number, pkR: number, ssL: number, ssR: number): void {
+  private meterMaster(st: Float64Array): void {
+    const pkL = st[0];
+    const pkR = st[1];
+    const ssL = st[2];
+    const ssR = st[3];
     if (pkL >= this.mPeakL) {
       this.mPeakL = pkL;
       this.mHoldL = PEAK_HOLD_FRAMES;

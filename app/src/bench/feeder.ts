@@ -97,16 +97,6 @@ export class Feeder {
     this.pendingCount = new Uint8Array(this.peers * DELAY_SLOTS);
   }
 
-  /** xorshift32. */
-  private next(): number {
-    let x = this.state;
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    this.state = x;
-    return x >>> 0;
-  }
-
   /**
    * Quantum `q` (0, 1, 2, ... in order): every peer sends packet `q`, which is lost or scheduled
    * 0..maxDelay quanta later; then every packet due at `q` is written into the ring, tagged
@@ -116,9 +106,14 @@ export class Feeder {
     const due = q & (DELAY_SLOTS - 1);
     const pending = this.pending;
     const counts = this.pendingCount;
+    // xorshift32, kept in a local so no call returns a double (which would be boxed).
+    let x = this.state;
     for (let k = 0; k < this.peers; k++) {
       this.sent++;
-      const r = this.next();
+      x ^= x << 13;
+      x ^= x >>> 17;
+      x ^= x << 5;
+      const r = x >>> 0;
       if (r < this.lossThreshold) {
         this.lost++;
       } else {
@@ -146,5 +141,6 @@ export class Feeder {
       }
       counts[slot] = 0;
     }
+    this.state = x;
   }
 }
