@@ -1,7 +1,7 @@
 //! Concealment: filling a missing block without a click, and fading back into real audio.
 //!
-//! A [`Concealer`] watches every block a peer's playout emits (real or synthesized) and keeps the
-//! last [`HISTORY_FRAMES`] frames of it. When a block is missing it continues the waveform:
+//! A [`Concealer`] follows every block a peer's playout emits (real or synthesized). When a block
+//! is missing it continues the waveform from the last [`HISTORY_NEED`] frames of output:
 //!
 //! 1. **Pitch search** (once per concealment run, on its first block). The history is mixed to
 //!    mono; a 4:1 decimated copy (box filter, 12 kHz for a 48 kHz stream) is searched by
@@ -24,20 +24,42 @@
 //!
 //! Units: frames at the stream's own rate (the sender's), stereo planar `f32`.
 //!
+//! # The history, without a copy per block
+//!
+//! Only the first block of a run reads the history, and runs start only on loss, so the
+//! concealer does not copy every block it is shown. It keeps a list of what the output was made
+//! of, newest last, and assembles the last [`HISTORY_NEED`] frames from it when a run starts:
+//!
+//! - real audio that the caller still holds in its own storage (a jitter buffer's received
+//!   payloads), recorded by reference with [`Concealer::play_ref`]: a `u32` token, nothing
+//!   copied. At assembly the caller decodes the block again through the `decode` argument of
+//!   [`Concealer::conceal_with`] / [`Concealer::splice_with`];
+//! - zeros (a run that has faded out), recorded as a length;
+//! - everything else, copied into a ring of [`HISTORY_FRAMES`] frames per channel: synthesized
+//!   blocks, real blocks changed by the recovery crossfade, and audio given with
+//!   [`Concealer::play`].
+//!
+//! The assembled history is therefore exactly the output, whatever it was made of. The caller
+//! keeps a referenced block decodable until [`HISTORY_NEED`] frames of later output have been
+//! recorded; before its storage changes otherwise, it calls [`Concealer::detach_with`], which
+//! copies the referenced part of the history. Blocks recorded by reference are at most
+//! [`MAX_REF_FRAMES`] long (longer ones are copied) and should be at least 32 frames long (the
+//! list holds 64 entries; history beyond them reads as silence).
+//!
 //! # Cost and real-time safety
 //!
 //! Every method is real-time safe after [`Concealer::new`] (which allocates all buffers): no
 //! allocation, lock or panic, no NaN or Inf produced from finite input, bounded work.
-//! [`Concealer::play`] costs one copy of the block into the history (plus the crossfade while
-//! recovering): about 17 ns per 128-frame stereo block natively (x86-64, release).
-//! [`Concealer::conceal`] on the first block of a run (and [`Concealer::splice`]) does the pitch
-//! search: 161 lags × 96 decimated products plus 7 lags × 384 products (about 18 k
-//! multiply-adds) and builds the loop (at most 2 × 768 copies), about 6 µs natively; later
-//! blocks of the run cost one multiply per sample (about 30 ns per 128-frame block); once the
-//! gain has reached zero a block costs a `fill(0.0)`. Runs start only on loss, so the search is
-//! rare; its cost is bounded and independent of the input.
+//! [`Concealer::play_ref`] of audio that needs no crossfade costs one list entry (a few ns);
+//! [`Concealer::play`] copies the block into the ring. [`Concealer::conceal_with`] on the first
+//! block of a run (and [`Concealer::splice_with`]) assembles the history (decoding at most
+//! [`HISTORY_NEED`] frames again through the caller) and does the pitch search: 161 lags × 96
+//! decimated products plus 7 lags × 384 products (about 18 k multiply-adds) and builds the loop
+//! (at most 2 × 768 copies), about 6 µs natively; later blocks of the run cost one multiply per
+//! sample (about 30 ns per 128-frame block); once the gain has reached zero a block costs a
+//! `fill(0.0)`. Its cost is bounded and independent of the input.
 
-/// Frames of output history kept per channel.
+/// Frames of copied output kept per channel (synthesized and crossfaded blocks).
 pub const HISTORY_FRAMES: usize = 2048;
 /// Frames compared by the pitch search (8 ms at 48 kHz).
 pub const SEARCH_FRAMES: usize = 384;
@@ -45,6 +67,12 @@ pub const SEARCH_FRAMES: usize = 384;
 pub const MIN_LAG: usize = 128;
 /// Longest loop length, in frames.
 pub const MAX_LAG: usize = 768;
+/// Frames of output history a concealment run reads: the compared segment plus the longest
+/// lag. A caller that records blocks by reference keeps them decodable for this many frames of
+/// later output.
+pub const HISTORY_NEED: usize = SEARCH_FRAMES + MAX_LAG;
+/// Longest block recorded by reference by [`Concealer::play_ref`] (longer ones are copied).
+pub const MAX_REF_FRAMES: usize = 256;
 /// Frames over which the junction offset decays.
 pub const JUNCTION_FRAMES: usize = 32;
 /// Frames of a concealment run played at full level.
@@ -58,16 +86,20 @@ pub const RECOVER_FRAMES: usize = 128;
 const DECIM: usize = 4;
 /// Full-rate refinement around the coarse lag: ±this many frames.
 const REFINE: usize = 3;
-/// Mono frames the search reads: the compared segment plus the longest lag.
-const SEARCH_SPAN: usize = SEARCH_FRAMES + MAX_LAG;
 /// Below this mean-square level the history counts as silence (about -100 dBFS).
 const SILENCE_POWER: f32 = 1e-10;
 /// Run position at which the gain has reached zero.
 const RUN_END: usize = HOLD_FRAMES + FADE_FRAMES;
+/// Entries of the history list (what the output was made of).
+const MAX_ENTRIES: usize = 64;
+/// Frames of the assembly buffers: the history plus room for a whole referenced block that
+/// reaches back beyond it.
+const WORK_FRAMES: usize = HISTORY_NEED + MAX_REF_FRAMES;
 
-const _: () = assert!(SEARCH_SPAN < HISTORY_FRAMES);
-const _: () = assert!(SEARCH_SPAN % DECIM == 0 && SEARCH_FRAMES % DECIM == 0);
+const _: () = assert!(HISTORY_NEED < HISTORY_FRAMES && HISTORY_NEED > MAX_LAG);
+const _: () = assert!(HISTORY_NEED % DECIM == 0 && SEARCH_FRAMES % DECIM == 0);
 const _: () = assert!(MIN_LAG % DECIM == 0 && MAX_LAG % DECIM == 0 && MIN_LAG > JUNCTION_FRAMES);
+const _: () = assert!(MAX_ENTRIES * 32 >= HISTORY_NEED + MAX_REF_FRAMES);
 
 /// What the concealer's last output was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,25 +112,48 @@ enum Mode {
     Recovering { done: usize },
 }
 
-/// Per-stream concealment state: history, pitch loop, gain envelope, recovery crossfade.
+/// One stretch of output, in the history list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Entry {
+    /// Frames copied into the history ring (consecutive copies merge into one entry).
+    Copied(u32),
+    /// Frames of zeros (consecutive ones merge).
+    Zeros(u32),
+    /// A block the caller holds and decodes on demand.
+    Held { token: u32, frames: u32 },
+}
+
+/// Per-stream concealment state: history list, pitch loop, gain envelope, recovery crossfade.
+///
+/// `repr(C)`: what [`Concealer::play_ref`] reads comes first, the entry list last.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct Concealer {
-    hist_l: Vec<f32>,
-    hist_r: Vec<f32>,
+    mode: Mode,
+    /// The history list: `count` entries of `entries`, a ring, `newest` one past the newest.
+    newest: usize,
+    count: usize,
     /// Next write index in the history rings.
     pos: usize,
-    /// Scratch: mono history, oldest first (`SEARCH_SPAN + 1` used).
+    period: usize,
+    phase: usize,
+    /// Frames synthesized in the current run (drives the gain).
+    run: usize,
+    /// Ring of copied output, one per channel.
+    hist_l: Vec<f32>,
+    hist_r: Vec<f32>,
+    /// Scratch: the assembled history, oldest first, in the last `HISTORY_NEED` frames.
+    work_l: Vec<f32>,
+    work_r: Vec<f32>,
+    /// Scratch: mono history, oldest first.
     mono: Vec<f32>,
     /// Scratch: decimated mono.
     deci: Vec<f32>,
     /// The loop, one per channel (`period` used).
     loop_l: Vec<f32>,
     loop_r: Vec<f32>,
-    period: usize,
-    phase: usize,
-    /// Frames synthesized in the current run (drives the gain).
-    run: usize,
-    mode: Mode,
+    /// What the output was made of.
+    entries: [Entry; MAX_ENTRIES],
 }
 
 impl Default for Concealer {
@@ -124,6 +179,12 @@ fn run_gain(n: usize) -> f32 {
     } else {
         0.0
     }
+}
+
+/// The decoder of a concealer whose history holds no references: silence.
+fn no_references(_token: u32, left: &mut [f32], right: &mut [f32]) {
+    left.fill(0.0);
+    right.fill(0.0);
 }
 
 /// Dot product with eight independent accumulators, so that LLVM vectorizes it.
@@ -177,8 +238,13 @@ impl Concealer {
             hist_l: vec![0.0; HISTORY_FRAMES],
             hist_r: vec![0.0; HISTORY_FRAMES],
             pos: 0,
-            mono: vec![0.0; SEARCH_SPAN + 1],
-            deci: vec![0.0; SEARCH_SPAN / DECIM],
+            entries: [Entry::Zeros(0); MAX_ENTRIES],
+            newest: 0,
+            count: 0,
+            work_l: vec![0.0; WORK_FRAMES],
+            work_r: vec![0.0; WORK_FRAMES],
+            mono: vec![0.0; HISTORY_NEED],
+            deci: vec![0.0; HISTORY_NEED / DECIM],
             loop_l: vec![0.0; MAX_LAG],
             loop_r: vec![0.0; MAX_LAG],
             period: MAX_LAG,
@@ -188,11 +254,10 @@ impl Concealer {
         }
     }
 
-    /// Forgets the history: the next real audio fades in from silence. Real-time safe.
+    /// Forgets the history (and every reference in it): the next real audio fades in from
+    /// silence. Real-time safe.
     pub fn reset(&mut self) {
-        self.hist_l.fill(0.0);
-        self.hist_r.fill(0.0);
-        self.pos = 0;
+        self.count = 0;
         self.period = MAX_LAG;
         self.phase = 0;
         self.run = RUN_END;
@@ -211,7 +276,7 @@ impl Concealer {
     }
 
     /// Real audio about to be output, in place: applies the recovery crossfade when the previous
-    /// output was concealment, then records the block in the history. Real-time safe.
+    /// output was concealment, then records a copy of the block in the history. Real-time safe.
     pub fn play(&mut self, left: &mut [f32], right: &mut [f32]) {
         let n = left.len().min(right.len());
         let (left, right) = (&mut left[..n], &mut right[..n]);
@@ -222,6 +287,23 @@ impl Concealer {
             self.recover(left, right);
         }
         self.record(left, right);
+    }
+
+    /// As [`Concealer::play`], for audio the caller can decode again from `token` (see the
+    /// module docs): when no crossfade applies (the usual case) the block is recorded by
+    /// reference and nothing is copied or written. Real-time safe.
+    pub fn play_ref(&mut self, left: &mut [f32], right: &mut [f32], token: u32) {
+        let n = left.len().min(right.len());
+        if self.mode == Mode::Real && n <= MAX_REF_FRAMES {
+            if n > 0 {
+                self.push_entry(Entry::Held {
+                    token,
+                    frames: n as u32,
+                });
+            }
+            return;
+        }
+        self.play(left, right);
     }
 
     /// The recovery crossfade, in place over `left`/`right` (real audio): from the continuation
@@ -256,12 +338,26 @@ impl Concealer {
 
     /// Writes a continuation of the output into `left`/`right` (the shorter length) and records
     /// it. Returns true when any written sample may be non-zero (false once the run has faded
-    /// out). Real-time safe; the first call of a run does the pitch search.
+    /// out). For a history without references (see [`Concealer::conceal_with`]). Real-time
+    /// safe; the first call of a run does the pitch search.
     pub fn conceal(&mut self, left: &mut [f32], right: &mut [f32]) -> bool {
+        self.conceal_with(left, right, no_references)
+    }
+
+    /// [`Concealer::conceal`] for a history that holds blocks recorded by reference:
+    /// `decode(token, left, right)` writes the block recorded with `token` into both slices
+    /// (each exactly its length). Called only on the first block of a run, at most once per
+    /// referenced block of the last [`HISTORY_NEED`] frames. Real-time safe.
+    pub fn conceal_with(
+        &mut self,
+        left: &mut [f32],
+        right: &mut [f32],
+        mut decode: impl FnMut(u32, &mut [f32], &mut [f32]),
+    ) -> bool {
         let n = left.len().min(right.len());
         let (left, right) = (&mut left[..n], &mut right[..n]);
         if self.mode != Mode::Concealing {
-            self.start_run();
+            self.start_run(&mut decode);
         }
         let audible = self.run < RUN_END;
         if audible {
@@ -273,27 +369,59 @@ impl Concealer {
             }
             self.phase = (self.phase + n) % self.period;
             self.run = (self.run + n).min(RUN_END);
+            self.record(left, right);
         } else {
             left.fill(0.0);
             right.fill(0.0);
+            self.push_entry(Entry::Zeros(n as u32));
         }
-        self.record(left, right);
         audible
     }
 
     /// The next real block does not continue the last one (playout jumped): prepares a
     /// continuation of the output so far, so that [`Concealer::play`] crossfades from it.
-    /// Costs a pitch search. Real-time safe.
+    /// Costs a pitch search. For a history without references. Real-time safe.
     pub fn splice(&mut self) {
-        self.start_run();
+        self.splice_with(no_references);
+    }
+
+    /// [`Concealer::splice`] for a history that holds blocks recorded by reference (`decode` as
+    /// in [`Concealer::conceal_with`]). Real-time safe.
+    pub fn splice_with(&mut self, mut decode: impl FnMut(u32, &mut [f32], &mut [f32])) {
+        self.start_run(&mut decode);
+    }
+
+    /// Copies the part of the history recorded by reference (`decode` as in
+    /// [`Concealer::conceal_with`]), after which no token is read again: call it before the
+    /// caller's storage changes other than by writing new blocks over old ones (for example a
+    /// new layout). Costs an assembly of the history (no pitch search). Real-time safe.
+    pub fn detach_with(&mut self, mut decode: impl FnMut(u32, &mut [f32], &mut [f32])) {
+        let held = self.iter_newest().any(|e| matches!(e, Entry::Held { .. }));
+        if !held {
+            return;
+        }
+        self.assemble(&mut decode);
+        let lo = WORK_FRAMES - HISTORY_NEED;
+        self.count = 0;
+        let (work_l, work_r) = (&self.work_l, &self.work_r);
+        Self::copy_in(
+            &mut self.hist_l,
+            &mut self.hist_r,
+            &mut self.pos,
+            &work_l[lo..],
+            &work_r[lo..],
+        );
+        self.push_entry(Entry::Copied(HISTORY_NEED as u32));
     }
 
     /// Addresses and capacities of every buffer (tests check nothing grows after `new`).
     #[cfg(test)]
-    pub(crate) fn storage_fingerprint(&self) -> [(usize, usize); 6] {
+    pub(crate) fn storage_fingerprint(&self) -> [(usize, usize); 8] {
         [
             &self.hist_l,
             &self.hist_r,
+            &self.work_l,
+            &self.work_r,
             &self.mono,
             &self.deci,
             &self.loop_l,
@@ -302,50 +430,137 @@ impl Concealer {
         .map(|v| (v.as_ptr() as usize, v.capacity()))
     }
 
-    /// Appends a block to the history rings.
+    /// Entries from the newest to the oldest.
+    fn iter_newest(&self) -> impl Iterator<Item = Entry> + '_ {
+        (1..=self.count).map(|k| self.entries[(self.newest + MAX_ENTRIES - k) % MAX_ENTRIES])
+    }
+
+    /// Appends an entry to the history list, merging it into the newest when both are copies
+    /// or both zeros.
+    fn push_entry(&mut self, e: Entry) {
+        if self.count > 0 && !matches!(e, Entry::Held { .. }) {
+            let last = &mut self.entries[(self.newest + MAX_ENTRIES - 1) % MAX_ENTRIES];
+            match (last, e) {
+                (Entry::Copied(f), Entry::Copied(g)) | (Entry::Zeros(f), Entry::Zeros(g)) => {
+                    *f = f.saturating_add(g);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        self.entries[self.newest] = e;
+        self.newest = (self.newest + 1) % MAX_ENTRIES;
+        self.count = (self.count + 1).min(MAX_ENTRIES);
+    }
+
+    /// Appends a copy of a block to the history.
     fn record(&mut self, left: &[f32], right: &[f32]) {
+        let n = left.len().min(right.len());
+        Self::copy_in(
+            &mut self.hist_l,
+            &mut self.hist_r,
+            &mut self.pos,
+            left,
+            right,
+        );
+        self.push_entry(Entry::Copied(n.min(u32::MAX as usize) as u32));
+    }
+
+    /// Writes a block into the history rings at `pos` (its last `HISTORY_FRAMES` frames).
+    fn copy_in(
+        hist_l: &mut [f32],
+        hist_r: &mut [f32],
+        pos: &mut usize,
+        left: &[f32],
+        right: &[f32],
+    ) {
         let n = left.len().min(right.len());
         let skip = n.saturating_sub(HISTORY_FRAMES);
         let (left, right) = (&left[skip..n], &right[skip..n]);
         let n = left.len();
-        let first = n.min(HISTORY_FRAMES - self.pos);
+        let first = n.min(HISTORY_FRAMES - *pos);
         let (l1, l2) = left.split_at(first);
         let (r1, r2) = right.split_at(first);
-        self.hist_l[self.pos..self.pos + first].copy_from_slice(l1);
-        self.hist_r[self.pos..self.pos + first].copy_from_slice(r1);
-        self.hist_l[..l2.len()].copy_from_slice(l2);
-        self.hist_r[..r2.len()].copy_from_slice(r2);
-        self.pos = (self.pos + n) % HISTORY_FRAMES;
+        hist_l[*pos..*pos + first].copy_from_slice(l1);
+        hist_r[*pos..*pos + first].copy_from_slice(r1);
+        hist_l[..l2.len()].copy_from_slice(l2);
+        hist_r[..r2.len()].copy_from_slice(r2);
+        *pos = (*pos + n) % HISTORY_FRAMES;
     }
 
-    /// History sample `back` frames before the end (1 = the last one played).
+    /// History sample `back` frames before `pos` in a ring (1 = the last one written).
     #[inline]
     fn hist(ring: &[f32], pos: usize, back: usize) -> f32 {
         ring[(pos + HISTORY_FRAMES - back) % HISTORY_FRAMES]
     }
 
-    /// Starts a concealment run: pitch search and loop construction.
-    fn start_run(&mut self) {
+    /// Assembles the last [`HISTORY_NEED`] frames of output, oldest first, into the last
+    /// `HISTORY_NEED` frames of the work buffers (silence where nothing was recorded).
+    fn assemble(&mut self, decode: &mut impl FnMut(u32, &mut [f32], &mut [f32])) {
+        let lo = WORK_FRAMES - HISTORY_NEED;
+        let mut p = WORK_FRAMES;
+        // One past the newest copied frame not yet placed.
+        let mut copied_end = self.pos;
+        for k in 1..=self.count {
+            if p <= lo {
+                break;
+            }
+            match self.entries[(self.newest + MAX_ENTRIES - k) % MAX_ENTRIES] {
+                Entry::Zeros(f) => {
+                    let n = (f as usize).min(p - lo);
+                    self.work_l[p - n..p].fill(0.0);
+                    self.work_r[p - n..p].fill(0.0);
+                    p -= n;
+                }
+                Entry::Copied(f) => {
+                    let n = (f as usize).min(p - lo);
+                    for back in 1..=n {
+                        self.work_l[p - back] = Self::hist(&self.hist_l, copied_end, back);
+                        self.work_r[p - back] = Self::hist(&self.hist_r, copied_end, back);
+                    }
+                    copied_end = (copied_end + HISTORY_FRAMES - f as usize % HISTORY_FRAMES)
+                        % HISTORY_FRAMES;
+                    p -= n;
+                }
+                Entry::Held { token, frames } => {
+                    // frames <= MAX_REF_FRAMES = lo < p: the whole block fits below `p`.
+                    let n = (frames as usize).min(p);
+                    decode(
+                        token,
+                        &mut self.work_l[p - n..p],
+                        &mut self.work_r[p - n..p],
+                    );
+                    p -= n;
+                }
+            }
+        }
+        if p > lo {
+            self.work_l[lo..p].fill(0.0);
+            self.work_r[lo..p].fill(0.0);
+        }
+    }
+
+    /// Starts a concealment run: history assembly, pitch search and loop construction.
+    fn start_run(&mut self, decode: &mut impl FnMut(u32, &mut [f32], &mut [f32])) {
         self.mode = Mode::Concealing;
         self.run = 0;
         self.phase = 0;
-        // Mono history, oldest first: mono[k] is `SEARCH_SPAN + 1 - k` frames back.
-        let span = self.mono.len();
-        for (k, m) in self.mono.iter_mut().enumerate() {
-            let back = span - k;
-            let l = Self::hist(&self.hist_l, self.pos, back);
-            let r = Self::hist(&self.hist_r, self.pos, back);
+        self.assemble(decode);
+        let lo = WORK_FRAMES - HISTORY_NEED;
+        let (hist_l, hist_r) = (&self.work_l[lo..], &self.work_r[lo..]);
+        // Mono history, oldest first: mono[k] is `HISTORY_NEED - k` frames back.
+        for ((m, l), r) in self.mono.iter_mut().zip(hist_l).zip(hist_r) {
             *m = 0.5 * (l + r);
         }
+        let span = self.mono.len();
         let recent = &self.mono[span - SEARCH_FRAMES..];
         if dot(recent, recent) <= SILENCE_POWER * SEARCH_FRAMES as f32 {
             // Nothing to continue: a silent run.
             self.run = RUN_END;
             return;
         }
-        // Coarse search on the decimated signal (the last SEARCH_SPAN mono frames).
-        let src = &self.mono[span - SEARCH_SPAN..];
-        for (d, chunk) in self.deci.iter_mut().zip(src.chunks_exact(DECIM)) {
+        // Coarse search on the decimated signal.
+        for (d, chunk) in self.deci.iter_mut().zip(self.mono.chunks_exact(DECIM)) {
             *d = chunk.iter().sum::<f32>();
         }
         let coarse = best_lag(
@@ -358,21 +573,16 @@ impl Concealer {
             Some(c) => {
                 let lo = (c * DECIM).saturating_sub(REFINE).max(MIN_LAG);
                 let hi = (c * DECIM + REFINE).min(MAX_LAG);
-                best_lag(&self.mono[span - SEARCH_SPAN..], SEARCH_FRAMES, lo, hi)
-                    .unwrap_or(c * DECIM)
+                best_lag(&self.mono, SEARCH_FRAMES, lo, hi).unwrap_or(c * DECIM)
             }
             None => MAX_LAG,
         };
         self.period = period;
         // The loop: the last `period` frames, with the junction offset.
-        for (ring, lp) in [
-            (&self.hist_l, &mut self.loop_l),
-            (&self.hist_r, &mut self.loop_r),
-        ] {
-            for (k, v) in lp[..period].iter_mut().enumerate() {
-                *v = Self::hist(ring, self.pos, period - k);
-            }
-            let offset = Self::hist(ring, self.pos, 1) - Self::hist(ring, self.pos, period + 1);
+        let n = HISTORY_NEED;
+        for (hist, lp) in [(hist_l, &mut self.loop_l), (hist_r, &mut self.loop_r)] {
+            lp[..period].copy_from_slice(&hist[n - period..]);
+            let offset = hist[n - 1] - hist[n - 1 - period];
             for (k, v) in lp[..JUNCTION_FRAMES].iter_mut().enumerate() {
                 *v = (*v + offset * (1.0 - k as f32 / JUNCTION_FRAMES as f32)).clamp(-1.0, 1.0);
             }
@@ -568,6 +778,72 @@ mod tests {
             (r[0] - last.1 - (prev_start.1 - before.1)).abs() < 1e-6,
             "right"
         );
+    }
+
+    #[test]
+    fn history_by_reference_equals_a_copied_history() {
+        // Known answer: a concealer told about real blocks by reference (decoded again on demand
+        // from the caller's storage) writes exactly what one given copies writes (tolerance 0:
+        // same samples, same arithmetic), through losses, recoveries and a detach, for every
+        // block size; it reads only references of the last HISTORY_NEED frames, and none
+        // recorded before a detach (those are overwritten with 9.0 at the detach, a value no
+        // output could contain).
+        let mut s = 0x1234_5678_9abc_def1u64;
+        for &block in &[32usize, 64, 128, 256] {
+            let (mut by_copy, mut by_ref) = (Concealer::new(), Concealer::new());
+            let mut stored: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
+            let mut detached_below = 0;
+            let (mut l, mut r) = (vec![0f32; block], vec![0f32; block]);
+            let (mut l2, mut r2) = (vec![0f32; block], vec![0f32; block]);
+            let mut concealed = 0;
+            for b in 0..48_000 / block {
+                if b == 24_000 / block {
+                    let stored_ref = &stored;
+                    by_ref.detach_with(|t, l, r| {
+                        l.copy_from_slice(&stored_ref[t as usize].0);
+                        r.copy_from_slice(&stored_ref[t as usize].1);
+                    });
+                    for (sl, sr) in &mut stored {
+                        sl.fill(9.0);
+                        sr.fill(9.0);
+                    }
+                    detached_below = stored.len();
+                }
+                if b % 23 == 7 || b % 23 == 8 || b % 41 == 30 {
+                    concealed += 1;
+                    by_copy.conceal(&mut l, &mut r);
+                    let newest = stored.len();
+                    let stored_ref = &stored;
+                    by_ref.conceal_with(&mut l2, &mut r2, |t, l, r| {
+                        let t = t as usize;
+                        assert!(t >= detached_below, "block {t} read after the detach");
+                        assert!(
+                            newest - t <= HISTORY_NEED.div_ceil(block),
+                            "block {t} of {newest} read"
+                        );
+                        l.copy_from_slice(&stored_ref[t].0);
+                        r.copy_from_slice(&stored_ref[t].1);
+                    });
+                } else {
+                    for i in 0..block {
+                        s ^= s << 13;
+                        s ^= s >> 7;
+                        s ^= s << 17;
+                        let noise = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.2;
+                        let t = (b * block + i) as f64 / 48_000.0;
+                        l[i] = (0.5 * (2.0 * PI * 233.0 * t).sin()) as f32 + noise;
+                        r[i] = (0.3 * (2.0 * PI * 587.0 * t).sin()) as f32 - noise;
+                    }
+                    l2.copy_from_slice(&l);
+                    r2.copy_from_slice(&r);
+                    stored.push((l.clone(), r.clone()));
+                    by_copy.play(&mut l, &mut r);
+                    by_ref.play_ref(&mut l2, &mut r2, (stored.len() - 1) as u32);
+                }
+                assert_eq!((&l, &r), (&l2, &r2), "block size {block}, block {b}");
+            }
+            assert!(concealed >= 16, "block size {block}: {concealed} concealed");
+        }
     }
 
     #[test]
