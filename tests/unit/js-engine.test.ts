@@ -2,9 +2,11 @@
 // comes out as the same sine (through ring → jitter buffer → decode → resampler → mix), a known
 // loss schedule gives exactly the counters it should, and the strip, limiter and concealment do
 // what they promise. The benchmark's feeder is checked here too.
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import type { EngineBuffers, EngineConfig } from '../../app/src/audio/engine-core';
-import { JsEngineCore, parsePacket } from '../../app/src/audio/js-engine-core';
+import { WasmEngineCore, type EngineBuffers, type EngineConfig } from '../../app/src/audio/engine-core';
+import { JsEngineCore } from '../../app/src/audio/js-engine-core';
+import { newPacketInfo, parsePacket } from '../../app/src/audio/packet';
 import { createRing, RingWriter } from '../../app/src/audio/ring';
 import * as S from '../../app/src/audio/stats';
 import { Feeder, FRAMES, PACKET_BYTES, peerFrequency, peerPhase } from '../../app/src/bench/feeder';
@@ -352,7 +354,7 @@ describe('Feeder', () => {
     const ring = createRing(1 << 16);
     const feeder = new Feeder(ring, { peers: 3, seed: 1, loss: 0, amplitude: 0.5 });
     feeder.feed(0);
-    const info = { seq: 0, frames: 0, rateHz: 0, bits: 0, channels: 0 };
+    const info = newPacketInfo();
     // The ring holds records (8-byte header) back to back from byte 128.
     const bytes = new Uint8Array(ring);
     let at = 128;
@@ -361,8 +363,8 @@ describe('Feeder', () => {
       const len = bytes[at] | (bytes[at + 1] << 8);
       const tag = bytes[at + 2];
       expect(len).toBe(PACKET_BYTES);
-      expect(parsePacket(bytes, at + 8, len, info as never)).toBe(true);
-      expect(info).toEqual({ seq: 0, frames: FRAMES, rateHz: 48000, bits: 16, channels: 2 });
+      expect(parsePacket(bytes, at + 8, len, info)).toBe(0);
+      expect([info.seq, info.frames, info.rateHz, info.bits, info.channels]).toEqual([0, FRAMES, 48000, 16, 2]);
       const view = new DataView(ring, at + 8 + 16);
       const w = (2 * Math.PI * peerFrequency(tag)) / 48000;
       for (let i = 0; i < FRAMES; i += 17) {
@@ -374,5 +376,49 @@ describe('Feeder', () => {
     }
     // With delays of 0..3, packet 0 of each peer arrives at quantum 0 only for delay 0.
     expect(seen).toBe(feeder.delivered);
+  });
+});
+
+// The benchmark compares the two engines: they must do the same work. npm test builds wasm/pkg
+// first; run `npm run build` before running this file alone.
+describe('JsEngineCore beside the WASM engine', () => {
+  it('renders the benchmark input to the same output (within 1e-5) and the same counters', () => {
+    const module = new WebAssembly.Module(
+      readFileSync(new URL('../../wasm/pkg/tutti_wasm_bg.wasm', import.meta.url)),
+    );
+    const peers = 6;
+    const quanta = 4000;
+    const config = { ...CONFIG, maxPeers: peers };
+    const runs = [true, false].map((wasm) => {
+      const buf = buffers();
+      const engine = wasm ? new WasmEngineCore(module, buf, config) : new JsEngineCore(buf, config);
+      for (let k = 0; k < peers; k++) engine.control({ type: 'add-peer', slot: k });
+      engine.control({ type: 'strip', slot: 1, gain: 0.5, pan: -0.5, mute: false, solo: false });
+      engine.control({ type: 'strip', slot: 2, gain: 1, pan: 0, mute: true, solo: false });
+      const feeder = new Feeder(buf.inbound, { peers, seed: 424242, loss: 0.02 });
+      const left = new Float32Array(quanta * Q);
+      const right = new Float32Array(quanta * Q);
+      for (let q = 0; q < quanta; q++) {
+        feeder.feed(q);
+        engine.process([], left.subarray(q * Q, (q + 1) * Q), right.subarray(q * Q, (q + 1) * Q), q * Q);
+      }
+      engine.control({ type: 'master', gain: 1 });
+      return { left, right, stats: new Float64Array(buf.stats).slice() };
+    });
+    const [wasm, js] = runs;
+    let maxDiff = 0;
+    for (let i = 0; i < wasm.left.length; i++) {
+      maxDiff = Math.max(maxDiff, Math.abs(wasm.left[i] - js.left[i]), Math.abs(wasm.right[i] - js.right[i]));
+    }
+    // f32 arithmetic in Rust, f64 in JavaScript: rounding-level differences only.
+    expect(maxDiff).toBeLessThan(1e-5);
+    const counters = [S.P_RECEIVED, S.P_LOST, S.P_LATE, S.P_DUPLICATES, S.P_CONCEALED, S.P_UNDERRUNS, S.P_DISCARDED];
+    for (let k = 0; k < peers; k++) {
+      for (const field of counters) {
+        expect(js.stats[S.peerIndex(k, field)], `peer ${k} field ${field}`).toBe(wasm.stats[S.peerIndex(k, field)]);
+      }
+      expect(js.stats[S.peerIndex(k, S.P_TARGET_FRAMES)]).toBe(wasm.stats[S.peerIndex(k, S.P_TARGET_FRAMES)]);
+    }
+    expect(js.stats[S.G_RECORDS_READ]).toBe(wasm.stats[S.G_RECORDS_READ]);
   });
 });

@@ -4,16 +4,16 @@
 // engine (bench/README.md); it is also a readable reference of the render path.
 //
 // Per 128-frame quantum, `process()`:
-// 1. drains the inbound ring: each record's packet is checked (the rules of core/src/packet.rs),
-//    decoded to f32 and placed in its peer's jitter buffer by sequence number, stamped with the
-//    quantum's `now`;
+// 1. drains the inbound ring: each record's packet is checked (the rules of core/src/packet.rs)
+//    and its payload bytes stored in its peer's jitter buffer by sequence number, stamped with
+//    the quantum's `now`;
 // 2. for every active peer: updates the drift loop (two one-pole stages + a narrowing PI loop on
-//    the buffer fill, clamped to ±1000 ppm, slew-limited), pulls blocks from the jitter buffer (real audio,
-//    concealment by cross-faded repetition with decay, or silence before start) into contiguous
-//    staging until a quantum is covered, and resamples with a 4-tap cubic (Lagrange) whose
-//    integer offset is constant over the quantum and whose fraction moves linearly; the same pass
-//    meters the source (pre-fader) and adds it, gained and panned with a per-quantum ramp, into
-//    the output;
+//    the buffer fill, clamped to ±1000 ppm, slew-limited), pulls blocks from the jitter buffer
+//    (real audio decoded straight into contiguous staging, concealment by pitch-period
+//    repetition with a fade, or silence before start) until a quantum is covered, and resamples
+//    with a 4-tap cubic (Lagrange) whose integer offset is constant over the quantum and whose
+//    fraction moves linearly; the same pass meters the source (pre-fader) and adds it, gained
+//    and panned with a per-quantum ramp, into the output;
 // 3. runs the master: gain, limiter (8-quantum peak hold, 150 ms release, soft knee), meters;
 // 4. captures local input (when there is any) into packets on the outbound ring;
 // 5. every 8 quanta, and after a control message, publishes the stats block (stats.ts) under its
@@ -24,6 +24,7 @@
 // sets numbers.
 
 import type { Control, EngineBuffers, EngineConfig, EngineCore } from './engine-core';
+import { HEADER_LEN, MAX_PACKET_LEN, newPacketInfo, parsePacket } from './packet';
 import { RingReader, RingWriter } from './ring';
 import * as S from './stats';
 
@@ -74,53 +75,13 @@ const FLUSH_LIN = 1e-7;
 
 /** Quanta between stats publications. */
 const STATS_EVERY = 8;
-const HEADER_LEN = 16;
-const EXT_LEN = 8;
-const MAX_PACKET_LEN = HEADER_LEN + MAX_FRAMES * 2 * 4 + EXT_LEN;
 /** Outbound record tag: broadcast to every peer. */
 const BROADCAST_TAG = 0xffff;
-/** JackTrip sample-rate codes → Hz. */
-const RATE_HZ = [22050, 32000, 44100, 48000, 88200, 96000, 192000];
 
 
-/** Where the parsed header of the current record is kept (no object per packet). */
-class PacketInfo {
-  seq = 0;
-  frames = 0;
-  rateHz = 0;
-  bits = 0;
-  channels = 0;
-}
-
-/**
- * Checks a packet with the rules of core/src/packet.rs `parse` (header values, exact length,
- * optional version-1 trailer) and fills `info`. Returns false for anything Tutti does not accept.
- */
-export function parsePacket(b: Uint8Array, at: number, len: number, info: PacketInfo): boolean {
-  if (len < HEADER_LEN || len > MAX_PACKET_LEN) return false;
-  const frames = b[at + 10] | (b[at + 11] << 8);
-  if (frames !== 32 && frames !== 64 && frames !== 128 && frames !== 256) return false;
-  const rateCode = b[at + 12];
-  if (rateCode > 6) return false;
-  const bits = b[at + 13];
-  if (bits !== 16 && bits !== 24 && bits !== 32) return false;
-  const out = b[at + 15];
-  const channels = out === 0 ? b[at + 14] : out;
-  if (channels !== 1 && channels !== 2) return false;
-  const end = HEADER_LEN + frames * channels * (bits >> 3);
-  if (len !== end) {
-    if (len !== end + EXT_LEN) return false;
-    const t = at + end;
-    // 'T' 'U', version 1, PCM codec, reserved 0.
-    if (b[t] !== 0x54 || b[t + 1] !== 0x55 || b[t + 2] !== 1 || b[t + 3] !== 0) return false;
-    if (b[t + 6] !== 0 || b[t + 7] !== 0) return false;
-  }
-  info.seq = b[at + 8] | (b[at + 9] << 8);
-  info.frames = frames;
-  info.rateHz = RATE_HZ[rateCode];
-  info.bits = bits;
-  info.channels = channels;
-  return true;
+/** Rounds half away from zero, as the Rust encoder does. */
+function roundHalfAway(p: number): number {
+  return p < 0 ? -Math.floor(-p + 0.5) : Math.floor(p + 0.5);
 }
 
 /** Cubic Lagrange weights for taps −1, 0, 1, 2 at `t`, into w[at..at+4]. */
@@ -138,26 +99,37 @@ function lagrange4(t: number, w: Float64Array, at: number): void {
 
 // -----------------------------------------------------------------------------------------------
 // Concealment (the design of core/src/conceal.rs): on the first missing block of a run, a pitch
-// search over the recent output picks a loop length; the loop continues the waveform (junction
-// offset so it never jumps), held for 10 ms then faded out over 40 ms; real audio fades back in
-// over 128 frames with a raised cosine.
+// search over the last HISTORY_NEED frames of output picks a loop length; the loop continues the
+// waveform (junction offset so it never jumps), held for 10 ms then faded out over 40 ms; real
+// audio fades back in over 128 frames with a raised cosine. The history is not copied block by
+// block: real blocks are recorded as tokens naming the jitter buffer's stored payloads, decoded
+// again only when a run starts; synthesized and crossfaded blocks are copied into a ring.
 
 const HIST_FRAMES = 2048;
 const SEARCH_FRAMES = 384;
 const MIN_LAG = 128;
 const MAX_LAG = 768;
+/** Frames of output the pitch search reads. */
+const HISTORY_NEED = SEARCH_FRAMES + MAX_LAG;
+/** Longest block recorded by reference. */
+const MAX_REF_FRAMES = 256;
 const JUNCTION_FRAMES = 32;
 const HOLD_FRAMES = 480;
 const FADE_FRAMES = 1920;
 const RECOVER_FRAMES = 128;
 const DECIM = 4;
 const REFINE = 3;
-const SEARCH_SPAN = SEARCH_FRAMES + MAX_LAG;
 const SILENCE_POWER = 1e-10;
 const RUN_END = HOLD_FRAMES + FADE_FRAMES;
+/** History entries kept (newest last). */
+const MAX_ENTRIES = 64;
+const WORK_FRAMES = HISTORY_NEED + MAX_REF_FRAMES;
 const MODE_REAL = 0;
 const MODE_CONCEALING = 1;
 const MODE_RECOVERING = 2;
+const ENTRY_COPIED = 0;
+const ENTRY_ZEROS = 1;
+const ENTRY_HELD = 2;
 
 /** Raised-cosine fade-in weight of frame i of n. */
 function fadeInWeight(i: number, n: number): number {
@@ -179,12 +151,46 @@ function energy(x: Float32Array, at: number, n: number): number {
   return s0 + s1;
 }
 
+/** The lag in [lo, hi] whose segment of x[0, len) best matches its last n samples; -1 if none. */
+function bestLag(x: Float32Array, len: number, n: number, lo: number, hi: number): number {
+  const target = len - n;
+  let best = -1;
+  let bestScore = 0;
+  for (let lag = lo; lag <= hi; lag++) {
+    const seg = target - lag;
+    // Correlation with the target and energy of the segment, in one pass.
+    let c = 0;
+    let e = 0;
+    for (let k = 0; k < n; k++) {
+      const v = x[seg + k];
+      c += x[target + k] * v;
+      e += v * v;
+    }
+    if (c <= 0 || e <= 0) continue;
+    const score = (c * c) / e;
+    if (best < 0 || score > bestScore) {
+      best = lag;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
 class Concealer {
   readonly histL = new Float32Array(HIST_FRAMES);
   readonly histR = new Float32Array(HIST_FRAMES);
   pos = 0;
-  readonly mono = new Float32Array(SEARCH_SPAN + 1);
-  readonly deci = new Float32Array(SEARCH_SPAN / DECIM);
+  readonly entKind = new Uint8Array(MAX_ENTRIES);
+  /** Frames (copied, zeros) or token (held). */
+  readonly entValue = new Uint32Array(MAX_ENTRIES);
+  /** Frames of a held entry. */
+  readonly entFrames = new Uint32Array(MAX_ENTRIES);
+  newest = 0;
+  count = 0;
+  readonly workL = new Float32Array(WORK_FRAMES);
+  readonly workR = new Float32Array(WORK_FRAMES);
+  readonly mono = new Float32Array(HISTORY_NEED);
+  readonly deci = new Float32Array(HISTORY_NEED / DECIM);
   readonly loopL = new Float32Array(MAX_LAG);
   readonly loopR = new Float32Array(MAX_LAG);
   period = MAX_LAG;
@@ -193,10 +199,11 @@ class Concealer {
   mode = MODE_CONCEALING;
   done = 0;
 
+  /** `store` decodes the payloads that tokens name. */
+  constructor(private readonly store: Jitter) {}
+
   reset(): void {
-    this.histL.fill(0);
-    this.histR.fill(0);
-    this.pos = 0;
+    this.count = 0;
     this.period = MAX_LAG;
     this.phase = 0;
     this.run = RUN_END;
@@ -204,13 +211,7 @@ class Concealer {
     this.done = 0;
   }
 
-  /** The audio is about to jump (blocks dropped): the next real block crossfades from a
-   * continuation of what was played. */
-  splice(): void {
-    this.startRun();
-  }
-
-  /** Real audio `L/R[at, at+n)` is being played: fade in after a concealment, then remember it. */
+  /** Audio `L/R[at, at+n)` is played (and copied into the history). */
   play(L: Float32Array, R: Float32Array, at: number, n: number): void {
     if (this.mode === MODE_CONCEALING) {
       this.mode = MODE_RECOVERING;
@@ -218,6 +219,16 @@ class Concealer {
     }
     if (this.mode === MODE_RECOVERING) this.recover(L, R, at, n);
     this.record(L, R, at, n);
+  }
+
+  /** Real audio that the store still holds under `token` is played: recorded by reference
+   * unless a recovery crossfade changes it. */
+  playRef(L: Float32Array, R: Float32Array, at: number, n: number, token: number): void {
+    if (this.mode === MODE_REAL && n <= MAX_REF_FRAMES) {
+      if (n > 0) this.pushEntry(ENTRY_HELD, token, n);
+      return;
+    }
+    this.play(L, R, at, n);
   }
 
   private recover(L: Float32Array, R: Float32Array, at: number, len: number): void {
@@ -258,15 +269,55 @@ class Concealer {
       }
       this.phase = p;
       this.run = Math.min(this.run + n, RUN_END);
+      this.record(L, R, at, n);
     } else {
       L.fill(0, at, at + n);
       R.fill(0, at, at + n);
+      this.pushEntry(ENTRY_ZEROS, n, 0);
     }
-    this.record(L, R, at, n);
     return audible;
   }
 
-  private record(L: Float32Array, R: Float32Array, at: number, len: number): void {
+  /** The audio is about to jump (blocks dropped): the next real block crossfades from a
+   * continuation of what was played. */
+  splice(): void {
+    this.startRun();
+  }
+
+  /** The store's buffers are about to be re-laid out: copy what the references name. */
+  detach(): void {
+    let held = false;
+    for (let k = 1; k <= this.count; k++) {
+      if (this.entKind[(this.newest + MAX_ENTRIES - k) % MAX_ENTRIES] === ENTRY_HELD) held = true;
+    }
+    if (!held) return;
+    this.assemble();
+    this.count = 0;
+    this.copyIn(this.workL, this.workR, WORK_FRAMES - HISTORY_NEED, HISTORY_NEED);
+    this.pushEntry(ENTRY_COPIED, HISTORY_NEED, 0);
+  }
+
+  private pushEntry(kind: number, value: number, frames: number): void {
+    if (this.count > 0 && kind !== ENTRY_HELD) {
+      const last = (this.newest + MAX_ENTRIES - 1) % MAX_ENTRIES;
+      if (this.entKind[last] === kind) {
+        this.entValue[last] += value;
+        return;
+      }
+    }
+    this.entKind[this.newest] = kind;
+    this.entValue[this.newest] = value;
+    this.entFrames[this.newest] = frames;
+    this.newest = (this.newest + 1) % MAX_ENTRIES;
+    if (this.count < MAX_ENTRIES) this.count++;
+  }
+
+  private record(L: Float32Array, R: Float32Array, at: number, n: number): void {
+    this.copyIn(L, R, at, n);
+    this.pushEntry(ENTRY_COPIED, n, 0);
+  }
+
+  private copyIn(L: Float32Array, R: Float32Array, at: number, len: number): void {
     const skip = len > HIST_FRAMES ? len - HIST_FRAMES : 0;
     const hl = this.histL;
     const hr = this.histR;
@@ -279,45 +330,79 @@ class Concealer {
     this.pos = pos;
   }
 
-  private hist(ring: Float32Array, back: number): number {
-    return ring[(this.pos + HIST_FRAMES - back) % HIST_FRAMES];
+  /** The last HISTORY_NEED frames of output into work[WORK_FRAMES − HISTORY_NEED, WORK_FRAMES). */
+  private assemble(): void {
+    const lo = WORK_FRAMES - HISTORY_NEED;
+    const wl = this.workL;
+    const wr = this.workR;
+    let p = WORK_FRAMES;
+    // One past the newest copied frame not yet placed.
+    let copiedEnd = this.pos;
+    for (let k = 1; k <= this.count && p > lo; k++) {
+      const e = (this.newest + MAX_ENTRIES - k) % MAX_ENTRIES;
+      const kind = this.entKind[e];
+      if (kind === ENTRY_ZEROS) {
+        const n = Math.min(this.entValue[e], p - lo);
+        wl.fill(0, p - n, p);
+        wr.fill(0, p - n, p);
+        p -= n;
+      } else if (kind === ENTRY_COPIED) {
+        const f = this.entValue[e];
+        const n = Math.min(f, p - lo);
+        let h = copiedEnd;
+        for (let back = 1; back <= n; back++) {
+          h = h === 0 ? HIST_FRAMES - 1 : h - 1;
+          wl[p - back] = this.histL[h];
+          wr[p - back] = this.histR[h];
+        }
+        copiedEnd = (copiedEnd + HIST_FRAMES - (f % HIST_FRAMES)) % HIST_FRAMES;
+        p -= n;
+      } else {
+        const n = Math.min(this.entFrames[e], p);
+        this.store.decodeToken(this.entValue[e], wl, wr, p - n);
+        p -= n;
+      }
+    }
+    if (p > lo) {
+      wl.fill(0, lo, p);
+      wr.fill(0, lo, p);
+    }
   }
 
   private startRun(): void {
     this.mode = MODE_CONCEALING;
     this.run = 0;
     this.phase = 0;
+    this.assemble();
+    const lo = WORK_FRAMES - HISTORY_NEED;
+    const wl = this.workL;
+    const wr = this.workR;
     const mono = this.mono;
-    const span = mono.length;
-    for (let k = 0; k < span; k++) {
-      const back = span - k;
-      mono[k] = 0.5 * (this.hist(this.histL, back) + this.hist(this.histR, back));
-    }
-    const recent = span - SEARCH_FRAMES;
-    if (energy(mono, recent, SEARCH_FRAMES) <= SILENCE_POWER * SEARCH_FRAMES) {
+    for (let k = 0; k < HISTORY_NEED; k++) mono[k] = 0.5 * (wl[lo + k] + wr[lo + k]);
+    if (energy(mono, HISTORY_NEED - SEARCH_FRAMES, SEARCH_FRAMES) <= SILENCE_POWER * SEARCH_FRAMES) {
       this.run = RUN_END;
       return;
     }
     const deci = this.deci;
-    const from = span - SEARCH_SPAN;
     for (let d = 0; d < deci.length; d++) {
-      const k = from + d * DECIM;
+      const k = d * DECIM;
       deci[d] = mono[k] + mono[k + 1] + mono[k + 2] + mono[k + 3];
     }
-    const coarse = bestLagAt(deci, 0, deci.length, SEARCH_FRAMES / DECIM, MIN_LAG / DECIM, MAX_LAG / DECIM);
+    const coarse = bestLag(deci, deci.length, SEARCH_FRAMES / DECIM, MIN_LAG / DECIM, MAX_LAG / DECIM);
     let period = MAX_LAG;
     if (coarse >= 0) {
-      const lo = Math.max(coarse * DECIM - REFINE, MIN_LAG);
-      const hi = Math.min(coarse * DECIM + REFINE, MAX_LAG);
-      const fine = bestLagAt(mono, from, span, SEARCH_FRAMES, lo, hi);
+      const from = Math.max(coarse * DECIM - REFINE, MIN_LAG);
+      const to = Math.min(coarse * DECIM + REFINE, MAX_LAG);
+      const fine = bestLag(mono, HISTORY_NEED, SEARCH_FRAMES, from, to);
       period = fine >= 0 ? fine : coarse * DECIM;
     }
     this.period = period;
     for (let c = 0; c < 2; c++) {
-      const ring = c === 0 ? this.histL : this.histR;
+      const hist = c === 0 ? wl : wr;
       const lp = c === 0 ? this.loopL : this.loopR;
-      for (let k = 0; k < period; k++) lp[k] = this.hist(ring, period - k);
-      const offset = this.hist(ring, 1) - this.hist(ring, period + 1);
+      const end = WORK_FRAMES;
+      for (let k = 0; k < period; k++) lp[k] = hist[end - period + k];
+      const offset = hist[end - 1] - hist[end - 1 - period];
       for (let k = 0; k < JUNCTION_FRAMES; k++) {
         const v = lp[k] + offset * (1 - k / JUNCTION_FRAMES);
         lp[k] = v > 1 ? 1 : v < -1 ? -1 : v;
@@ -326,39 +411,14 @@ class Concealer {
   }
 }
 
-/** The lag in [lo, hi] whose segment of x[start, end) best matches its last n samples; -1 if none. */
-function bestLagAt(x: Float32Array, start: number, end: number, n: number, lo: number, hi: number): number {
-  const target = end - n;
-  let best = -1;
-  let bestScore = 0;
-  for (let lag = lo; lag <= hi; lag++) {
-    const seg = target - lag;
-    if (seg < start) break;
-    // Correlation with the target and energy of the segment, in one pass.
-    let c = 0;
-    let e = 0;
-    for (let k = 0; k < n; k++) {
-      const v = x[seg + k];
-      c += x[target + k] * v;
-      e += v * v;
-    }
-    if (c <= 0 || e <= 0) continue;
-    const score = (c * c) / e;
-    if (best < 0 || score > bestScore) {
-      best = lag;
-      bestScore = score;
-    }
-  }
-  return best;
-}
-
 // -----------------------------------------------------------------------------------------------
-// Jitter buffer (the design of core/src/jitter.rs): packets stored by extended sequence number;
-// a bitmap of the last 8192 numbers tells duplicates; lateness L = now − nominal arrival, kept per
-// one-second window as its minimum and 64 largest values; jitter = the largest 95th-percentile
-// spread of the current and five past windows; target = jitter + one quantum + half a block,
-// rounded up to blocks (at least the depth a recent underrun waited its way to), clamped; fill =
-// playout delay above the earliest recent arrival; whole-block growth and catch-up skips.
+// Jitter buffer (the design of core/src/jitter.rs): received payloads are stored as bytes by
+// extended sequence number and decoded at pop straight into the resampler's staging; a bitmap of
+// the last 8192 numbers tells duplicates; lateness L = now − nominal arrival, kept per one-second
+// window as its minimum and 64 largest values; jitter = the largest 95th-percentile spread of the
+// current and five past windows; target = jitter + one quantum + half a block, rounded up to
+// blocks (at least the depth a recent underrun waited its way to), clamped; fill = playout delay
+// above the earliest recent arrival; whole-block growth and catch-up skips.
 
 const SEEN_BITS = 8192;
 /** Extended sequence number of a stream's first packet (room below for reordering). Kept small
@@ -380,13 +440,44 @@ const POP_AUDIO = 0;
 const POP_CONCEALED = 1;
 const POP_SILENCE = 2;
 const EMPTY = -1;
+/** Payload bytes a frame may take (2 channels × 4 bytes). */
+const BYTES_PER_FRAME = 8;
+/** Played payloads kept for the concealer's references (plus one block). */
+const KEEP_FRAMES = HISTORY_NEED + MAX_FRAMES;
+const KEPT_RING = 64;
+/** Payload buffers at the smallest block size. */
+const MAX_BUFFERS = (STORE_FRAMES + KEEP_FRAMES) / 32;
+
+function rank(count: number): number {
+  const k = Math.floor(count / PERCENTILE_DIVISOR);
+  const c = k < MIN_IGNORED ? MIN_IGNORED : k > TOP - 1 ? TOP - 1 : k;
+  return c < count - 1 ? c : count - 1;
+}
 
 class Jitter {
-  readonly storeL = new Float32Array(STORE_FRAMES);
-  readonly storeR = new Float32Array(STORE_FRAMES);
-  readonly slots = new Float64Array(MAX_SLOTS).fill(EMPTY);
+  readonly slotExt = new Float64Array(MAX_SLOTS).fill(EMPTY);
+  readonly slotBuf = new Uint32Array(MAX_SLOTS);
   readonly seen = new Int32Array(SEEN_BITS / 32);
-  readonly concealer = new Concealer();
+  readonly concealer: Concealer = new Concealer(this);
+  // Payload store: buffers of `stride` bytes, a free stack, and the played ones kept for the
+  // concealer's references.
+  readonly bytes = new Uint8Array((STORE_FRAMES + KEEP_FRAMES) * BYTES_PER_FRAME);
+  readonly bytes16 = new Int16Array(this.bytes.buffer);
+  readonly bytes32 = new Int32Array(this.bytes.buffer);
+  readonly bytesView = new DataView(this.bytes.buffer);
+  readonly generation = new Uint16Array(MAX_BUFFERS);
+  readonly bufBits = new Uint8Array(MAX_BUFFERS);
+  readonly free = new Uint32Array(MAX_BUFFERS);
+  freeLen = 0;
+  readonly kept = new Uint32Array(KEPT_RING);
+  keptHead = 0;
+  keptLen = 0;
+  keep = 0;
+  stride = 0;
+  buffers = 0;
+  staleTokens = 0;
+  readonly mergeL = new Float32Array(MAX_FRAMES);
+  readonly mergeR = new Float32Array(MAX_FRAMES);
   // Policy.
   adaptive = true;
   floor = QUANTUM;
@@ -415,6 +506,8 @@ class Jitter {
   lastArrival = 0;
   delay = 0;
   targetLocal = 0;
+  targetJitter = -1;
+  targetNeed = -1;
   emptyFrames = 0;
   growPending = 0;
   skipPending = 0;
@@ -423,12 +516,15 @@ class Jitter {
   // Lateness windows.
   curCount = 0;
   curMin = Infinity;
-  readonly curTop = new Float64Array(TOP).fill(-Infinity);
+  curSpread = 0;
+  curFloor = -Infinity;
   curNeed = 0;
-  /** Result of curSpread(). */
-  spread = 0;
+  readonly curTop = new Float64Array(TOP).fill(-Infinity);
   winStart = 0;
   winStarted = false;
+  prevMin = Infinity;
+  pastSpreadMax = 0;
+  pastNeedMax = 0;
   readonly pastSpread = new Float64Array(PAST_WINDOWS);
   readonly pastMin = new Float64Array(PAST_WINDOWS).fill(Infinity);
   readonly pastNeed = new Float64Array(PAST_WINDOWS);
@@ -445,9 +541,10 @@ class Jitter {
 
   /** Forgets stream, history and counters (a new peer in the slot). */
   clear(): void {
-    this.slots.fill(EMPTY);
+    this.slotExt.fill(EMPTY);
     this.seen.fill(0);
     this.concealer.reset();
+    this.freeLen = this.keptHead = this.keptLen = this.keep = this.stride = this.buffers = 0;
     this.block = 0;
     this.rate = LOCAL_RATE;
     this.channels = this.bits = this.nSlots = this.mask = 0;
@@ -463,39 +560,165 @@ class Jitter {
     this.forgetLateness();
     this.received = this.duplicates = this.late = this.concealed = 0;
     this.underruns = this.discarded = this.resets = this.played = 0;
+    this.targetJitter = this.targetNeed = -1;
     this.updateTarget();
+  }
+
+  // ----- payload store -----
+
+  private layout(): void {
+    const frames = Math.min(Math.max(this.block, 32), MAX_FRAMES);
+    this.stride = frames * BYTES_PER_FRAME;
+    this.buffers = Math.min(Math.floor(this.bytes.length / this.stride), MAX_BUFFERS);
+    this.keep = Math.min(Math.ceil(HISTORY_NEED / frames), KEPT_RING);
+    this.keptHead = this.keptLen = 0;
+    for (let k = 0; k < this.buffers; k++) this.free[k] = this.buffers - 1 - k;
+    this.freeLen = this.buffers;
+  }
+
+  private take(): number {
+    if (this.freeLen === 0) return -1;
+    return this.free[--this.freeLen];
+  }
+
+  private release(buf: number): void {
+    if (this.freeLen < MAX_BUFFERS) this.free[this.freeLen++] = buf;
+  }
+
+  /** A played buffer stays readable for the concealer's references for `keep` blocks. */
+  private retire(buf: number): void {
+    if (this.keep === 0) {
+      this.release(buf);
+      return;
+    }
+    if (this.keptLen >= this.keep) {
+      const old = this.kept[this.keptHead];
+      this.keptHead = (this.keptHead + 1) % KEPT_RING;
+      this.keptLen--;
+      this.release(old);
+    }
+    this.kept[(this.keptHead + this.keptLen) % KEPT_RING] = buf;
+    this.keptLen++;
+  }
+
+  private token(buf: number): number {
+    return (buf | (this.generation[buf] << 16)) >>> 0;
+  }
+
+  /** Copies a payload (4-aligned in `src32` at word `word`, `words` long) into buffer `buf`. */
+  writePayload(buf: number, src32: Int32Array, word: number, words: number, bits: number): void {
+    const dst = this.bytes32;
+    const at = (buf * this.stride) >> 2;
+    for (let k = 0; k < words; k++) dst[at + k] = src32[word + k];
+    this.generation[buf] = (this.generation[buf] + 1) & 0xffff;
+    this.bufBits[buf] = bits;
+  }
+
+  /** Decodes buffer `buf` (`block` frames) into L/R from `at`. */
+  private decode(buf: number, L: Float32Array, R: Float32Array, at: number): void {
+    const frames = this.block;
+    const bits = this.bufBits[buf];
+    const off = buf * this.stride;
+    if (bits === 16) {
+      const s = this.bytes16;
+      const a = off >> 1;
+      const b = this.channels === 2 ? a + frames : a;
+      const scale = 1 / 32768;
+      for (let i = 0; i < frames; i++) {
+        L[at + i] = s[a + i] * scale;
+        R[at + i] = s[b + i] * scale;
+      }
+      return;
+    }
+    const v = this.bytesView;
+    const bytes = bits >> 3;
+    const second = this.channels === 2 ? frames * bytes : 0;
+    for (let i = 0; i < frames; i++) {
+      const x = off + i * bytes;
+      if (bits === 24) {
+        // JackTrip's 24-bit layout: int16 of the top bits, then the low byte.
+        L[at + i] = ((v.getInt16(x, true) << 8) | v.getUint8(x + 2)) / 8388608;
+        R[at + i] = ((v.getInt16(x + second, true) << 8) | v.getUint8(x + second + 2)) / 8388608;
+      } else {
+        const l = v.getFloat32(x, true);
+        const r = v.getFloat32(x + second, true);
+        L[at + i] = l === l && l !== Infinity && l !== -Infinity ? Math.max(-1, Math.min(l, 1)) : 0;
+        R[at + i] = r === r && r !== Infinity && r !== -Infinity ? Math.max(-1, Math.min(r, 1)) : 0;
+      }
+    }
+  }
+
+  /** The concealer reads a referenced block back (silence if its buffer was rewritten). */
+  decodeToken(token: number, L: Float32Array, R: Float32Array, at: number): void {
+    const buf = token & 0xffff;
+    if (buf < this.buffers && this.token(buf) === token) {
+      this.decode(buf, L, R, at);
+    } else {
+      this.staleTokens++;
+      L.fill(0, at, at + this.block);
+      R.fill(0, at, at + this.block);
+    }
   }
 
   // ----- lateness windows -----
 
-  /** The current window's spread (95th percentile − minimum) into `this.spread`. */
-  private curSpread(): void {
-    const count = this.curCount;
-    if (count === 0) {
-      this.spread = 0;
-      return;
+  private addToWindow(l: number): void {
+    const before = this.curCount;
+    this.curCount = before + 1;
+    const k = rank(this.curCount);
+    let moved = l < this.curMin || before === 0 || rank(before) !== k;
+    if (l < this.curMin) this.curMin = l;
+    if (l > this.curFloor) {
+      const top = this.curTop;
+      let i = before < TOP - 1 ? before : TOP - 1;
+      while (i > 0 && top[i - 1] < l) {
+        top[i] = top[i - 1];
+        i--;
+      }
+      top[i] = l;
+      this.curFloor = top[TOP - 1];
+      if (i <= k) moved = true;
     }
-    let k = Math.floor(count / PERCENTILE_DIVISOR);
-    k = k < MIN_IGNORED ? MIN_IGNORED : k > TOP - 1 ? TOP - 1 : k;
-    if (k > count - 1) k = count - 1;
-    const s = this.curTop[k] - this.curMin;
-    this.spread = s > 0 ? s : 0;
+    if (moved) {
+      const s = this.curTop[k] - this.curMin;
+      this.curSpread = s > 0 ? s : 0;
+    }
+  }
+
+  private lowerMin(l: number): void {
+    if (l < this.curMin) {
+      this.curMin = l;
+      if (this.curCount > 0) {
+        const s = this.curTop[rank(this.curCount)] - this.curMin;
+        this.curSpread = s > 0 ? s : 0;
+      }
+    }
   }
 
   private closeWindow(): void {
     this.last = (this.last + 1) % PAST_WINDOWS;
-    this.curSpread();
-    this.pastSpread[this.last] = this.spread;
+    this.pastSpread[this.last] = this.curSpread;
     this.pastMin[this.last] = this.curMin;
+    this.prevMin = this.curMin;
     this.pastNeed[this.last] = this.curNeed;
+    let s = 0;
+    let n = 0;
+    for (let i = 0; i < PAST_WINDOWS; i++) {
+      if (this.pastSpread[i] > s) s = this.pastSpread[i];
+      if (this.pastNeed[i] > n) n = this.pastNeed[i];
+    }
+    this.pastSpreadMax = s;
+    this.pastNeedMax = n;
     this.resetCur();
   }
 
   private resetCur(): void {
     this.curCount = 0;
     this.curMin = Infinity;
-    this.curTop.fill(-Infinity);
+    this.curSpread = 0;
+    this.curFloor = -Infinity;
     this.curNeed = 0;
+    this.curTop.fill(-Infinity);
   }
 
   private roll(now: number): void {
@@ -516,29 +739,16 @@ class Jitter {
 
   private addLateness(l: number, cutoff: number): void {
     if (!(Math.abs(l) < 2 ** 40)) return;
-    const m = this.recentMinOr(Infinity);
-    if (m !== Infinity && l - m > cutoff) {
-      // A straggler no allowed depth could cover: it does not enter the percentile.
-      if (l < this.curMin) this.curMin = l;
-      return;
-    }
-    this.curCount++;
-    if (l < this.curMin) this.curMin = l;
-    const top = this.curTop;
-    if (l > top[TOP - 1]) {
-      let i = TOP - 1;
-      while (i > 0 && top[i - 1] < l) {
-        top[i] = top[i - 1];
-        i--;
-      }
-      top[i] = l;
-    }
+    const m = this.curMin < this.prevMin ? this.curMin : this.prevMin;
+    if (m !== Infinity && l - m > cutoff) this.lowerMin(l);
+    else this.addToWindow(l);
   }
 
   private rebase(): void {
     if (this.curCount > 0) this.closeWindow();
     this.resetCur();
     this.pastMin.fill(Infinity);
+    this.prevMin = Infinity;
   }
 
   private forgetLateness(): void {
@@ -548,25 +758,13 @@ class Jitter {
     this.pastSpread.fill(0);
     this.pastMin.fill(Infinity);
     this.pastNeed.fill(0);
+    this.prevMin = Infinity;
+    this.pastSpreadMax = this.pastNeedMax = 0;
     this.last = 0;
   }
 
   jitter(): number {
-    this.curSpread();
-    let j = this.spread;
-    for (let i = 0; i < PAST_WINDOWS; i++) if (this.pastSpread[i] > j) j = this.pastSpread[i];
-    return j;
-  }
-
-  private need(): number {
-    let n = this.curNeed;
-    for (let i = 0; i < PAST_WINDOWS; i++) if (this.pastNeed[i] > n) n = this.pastNeed[i];
-    return n;
-  }
-
-  private recentMinOr(none: number): number {
-    const m = Math.min(this.curMin, this.pastMin[this.last]);
-    return m === Infinity ? none : m;
+    return this.pastSpreadMax > this.curSpread ? this.pastSpreadMax : this.curSpread;
   }
 
   // ----- depth -----
@@ -579,17 +777,14 @@ class Jitter {
     return this.sameRate ? local : Math.trunc((local * this.rate) / LOCAL_RATE);
   }
 
-  private elapsed(now: number): number {
-    return now - this.tBase;
-  }
-
   private nominal(ext: number): number {
     const frames = (ext - this.sBase) * this.block;
     return this.sameRate ? frames : Math.floor((frames * LOCAL_RATE) / this.rate);
   }
 
   private virtualFill(): number {
-    return this.delay - this.recentMinOr(0);
+    const m = this.curMin < this.prevMin ? this.curMin : this.prevMin;
+    return this.delay - (m === Infinity ? 0 : m);
   }
 
   private stagingLocal(): number {
@@ -608,7 +803,13 @@ class Jitter {
     return Math.min(Math.max(this.packets, 1) * this.block, STORE_FRAMES - 2 * this.block);
   }
 
+  /** Recomputes the target when its inputs (jitter, underrun allowance) changed. */
   updateTarget(): void {
+    const jitter = this.jitter();
+    const need = this.pastNeedMax > this.curNeed ? this.pastNeedMax : this.curNeed;
+    if (jitter === this.targetJitter && need === this.targetNeed) return;
+    this.targetJitter = jitter;
+    this.targetNeed = need;
     const q = QUANTUM;
     const b = this.block === 0 ? q : this.blockLocal;
     const max = Math.max(this.toLocal(STORE_FRAMES) - 2 * b, b);
@@ -619,11 +820,17 @@ class Jitter {
       const ceiling = Math.max(this.ceiling, this.floor);
       // Spread + one quantum (what the consumer stages) + half a block of margin, rounded up
       // to whole blocks (the fill moves in blocks).
-      const wanted = this.jitter() + q + Math.trunc(Math.max(q, b) / 2);
-      t = Math.max(Math.trunc((wanted + b - 1) / b) * b, this.need());
+      const wanted = jitter + q + Math.trunc(Math.max(q, b) / 2);
+      t = Math.max(Math.trunc((wanted + b - 1) / b) * b, need);
       t = t < this.floor ? this.floor : t > ceiling ? ceiling : t;
     }
     this.targetLocal = Math.min(t, max);
+  }
+
+  /** The policy changed: recompute the target whatever its inputs. */
+  retarget(): void {
+    this.targetJitter = this.targetNeed = -1;
+    this.updateTarget();
   }
 
   /** Desired average fill, stream frames. */
@@ -645,13 +852,17 @@ class Jitter {
   // ----- push -----
 
   private setFormat(frames: number, rate: number, channels: number): void {
+    // The concealer's references name buffers of the old layout: it copies what it needs.
+    this.concealer.detach();
     this.block = frames;
     this.rate = rate;
     this.channels = channels;
+    this.layout();
     this.nSlots = STORE_FRAMES / frames;
     this.mask = this.nSlots - 1;
     this.sameRate = rate === LOCAL_RATE;
     this.blockLocal = this.toLocal(frames);
+    this.targetJitter = this.targetNeed = -1;
   }
 
   private restart(ext: number, now: number): void {
@@ -684,10 +895,15 @@ class Jitter {
     this.segActive = false;
   }
 
+  private freeSlot(i: number): void {
+    this.slotExt[i] = EMPTY;
+    this.release(this.slotBuf[i]);
+  }
+
   private dropAll(): void {
     for (let i = 0; i < this.nSlots; i++) {
-      if (this.slots[i] !== EMPTY) {
-        this.slots[i] = EMPTY;
+      if (this.slotExt[i] !== EMPTY) {
+        this.freeSlot(i);
         this.discarded++;
       }
     }
@@ -697,8 +913,8 @@ class Jitter {
   private passTo(to: number): void {
     for (let s = Math.max(this.play, to - this.nSlots); s < to; s++) {
       const i = s & this.mask;
-      if (this.slots[i] === s) {
-        this.slots[i] = EMPTY;
+      if (this.slotExt[i] === s) {
+        this.freeSlot(i);
         this.buffered--;
         this.discarded++;
       }
@@ -778,8 +994,9 @@ class Jitter {
   }
 
   /**
-   * Accepts a packet's header; returns the store offset (frames) to decode its block into, or
-   * -1 when it is dropped (duplicate, late, stale). Counters and depth are updated here.
+   * Accepts a packet's header; returns the buffer to copy its payload into (then call
+   * writePayload), or -1 when it is dropped (duplicate, late, stale). Counters and depth are
+   * updated here.
    */
   accept(seq: number, frames: number, rate: number, channels: number, bits: number, now: number): number {
     this.bits = bits;
@@ -829,7 +1046,7 @@ class Jitter {
     if (ext > this.segHighest) this.segHighest = ext;
     this.lastArrival = now;
     if (this.state !== STATE_IDLE) {
-      const l = this.elapsed(now) - this.nominal(ext);
+      const l = now - this.tBase - this.nominal(ext);
       this.roll(now);
       this.addLateness(l, this.coverable() + QUANTUM);
       this.updateTarget();
@@ -839,12 +1056,21 @@ class Jitter {
       return -1;
     }
     const i = ext & this.mask;
-    if (this.slots[i] === EMPTY) this.buffered++;
-    else if (this.slots[i] !== ext) this.discarded++;
-    this.slots[i] = ext;
-    this.delay = this.elapsed(now) - this.nominal(this.play);
+    if (this.slotExt[i] === EMPTY) {
+      const buf = this.take();
+      if (buf < 0) {
+        this.discarded++;
+        return -1;
+      }
+      this.slotBuf[i] = buf;
+      this.buffered++;
+    } else if (this.slotExt[i] !== ext) {
+      this.discarded++;
+    }
+    this.slotExt[i] = ext;
+    this.delay = now - this.tBase - this.nominal(this.play);
     if (this.state === STATE_PLAYING) this.checkDepth(now);
-    return i * frames;
+    return this.slotBuf[i];
   }
 
   /** Whole-block corrections: grow when the fill is a block short, skip when far over. */
@@ -888,8 +1114,8 @@ class Jitter {
       const bl = this.blockLocal;
       while (this.adaptive && this.buffered > 1 && 2 * this.fillError() > bl) {
         const i = this.play & this.mask;
-        if (this.slots[i] === this.play) {
-          this.slots[i] = EMPTY;
+        if (this.slotExt[i] === this.play) {
+          this.freeSlot(i);
           this.buffered--;
           this.discarded++;
         } else {
@@ -924,40 +1150,45 @@ class Jitter {
       return this.fade(L, R, at, b);
     }
     const i = this.play & this.mask;
-    if (this.slots[i] !== this.play) {
+    if (this.slotExt[i] !== this.play) {
       this.concealed++;
       this.play++;
       return this.fade(L, R, at, b);
     }
+    const buf = this.slotBuf[i];
+    this.decode(buf, L, R, at);
     const next = (this.play + 1) & this.mask;
-    const off = i * b;
-    const sl = this.storeL;
-    const sr = this.storeR;
-    if (this.skipPending > 0 && this.slots[next] === this.play + 1) {
+    const merge = this.skipPending > 0 && this.slotExt[next] === this.play + 1;
+    if (merge) {
       // Catch-up: this block fades into the next; both are consumed.
-      const noff = next * b;
+      const nl = this.mergeL;
+      const nr = this.mergeR;
+      this.decode(this.slotBuf[next], nl, nr, 0);
       for (let k = 0; k < b; k++) {
         const w = fadeInWeight(k, b);
-        L[at + k] = (1 - w) * sl[off + k] + w * sl[noff + k];
-        R[at + k] = (1 - w) * sr[off + k] + w * sr[noff + k];
+        L[at + k] = (1 - w) * L[at + k] + w * nl[k];
+        R[at + k] = (1 - w) * R[at + k] + w * nr[k];
       }
-      this.slots[next] = EMPTY;
+      this.freeSlot(next);
       this.buffered--;
       this.play++;
       this.discarded++;
       this.skipPending--;
       this.delay -= this.blockLocal;
-    } else {
-      for (let k = 0; k < b; k++) {
-        L[at + k] = sl[off + k];
-        R[at + k] = sr[off + k];
-      }
     }
-    this.slots[i] = EMPTY;
+    this.slotExt[i] = EMPTY;
     this.buffered--;
     this.play++;
     this.played++;
-    this.concealer.play(L, R, at, b);
+    if (merge) {
+      // The output is no stored block: the concealer copies it.
+      this.release(buf);
+      this.concealer.play(L, R, at, b);
+    } else {
+      const token = this.token(buf);
+      this.retire(buf);
+      this.concealer.playRef(L, R, at, b, token);
+    }
     return POP_AUDIO;
   }
 
@@ -1044,10 +1275,10 @@ class Peer {
 export class JsEngineCore implements EngineCore {
   private readonly reader: RingReader;
   private readonly writer: RingWriter;
-  /** The inbound ring as int16 (packets' samples sit at even offsets: records are 4-aligned). */
-  private readonly ring16: Int16Array;
-  private readonly ringView: DataView;
-  private readonly info = new PacketInfo();
+  /** The inbound ring as 32-bit words (records, and so payloads, are 4-aligned). */
+  private readonly ring32: Int32Array;
+  /** The parsed header of the current record (reused: no object per packet). */
+  private readonly info = newPacketInfo();
   /** Interpolation weights at the start and end of a sub-block. */
   private readonly weights = new Float64Array(8);
   /** A block's peak and sum of squares (L, R) handed to the meters: passing doubles through
@@ -1105,8 +1336,7 @@ export class JsEngineCore implements EngineCore {
   constructor(buffers: EngineBuffers, config: EngineConfig) {
     this.reader = new RingReader(buffers.inbound);
     this.writer = new RingWriter(buffers.outbound);
-    this.ring16 = new Int16Array(buffers.inbound, 0, buffers.inbound.byteLength >> 1);
-    this.ringView = new DataView(buffers.inbound);
+    this.ring32 = new Int32Array(buffers.inbound, 0, buffers.inbound.byteLength >> 2);
     this.stats = new Float64Array(buffers.stats, 0, S.BLOCK_LEN);
     this.maxPeers = Math.min(Math.max(0, config.maxPeers | 0), S.MAX_PEERS);
     for (let i = 0; i < this.maxPeers; i++) this.peers.push(new Peer());
@@ -1205,48 +1435,16 @@ export class JsEngineCore implements EngineCore {
 
   private push(p: Peer, at: number, len: number, now: number): void {
     const info = this.info;
-    if (!parsePacket(this.reader.bytes, at, len, info)) {
+    if (parsePacket(this.reader.bytes, at, len, info) !== 0) {
       p.malformed++;
       this.malformed++;
       return;
     }
     const j = p.jitter;
-    const off = j.accept(info.seq, info.frames, info.rateHz, info.channels, info.bits, now);
-    if (off >= 0) this.decode(j, at, off);
-  }
-
-  /** Decodes the record's samples (`info` describes them) into the jitter store at `off`. */
-  private decode(j: Jitter, at: number, off: number): void {
-    const { frames, channels, bits } = this.info;
-    const L = j.storeL;
-    const R = j.storeR;
-    if (bits === 16) {
-      const s16 = this.ring16;
-      const a = (at + HEADER_LEN) >> 1;
-      const b = channels === 2 ? a + frames : a;
-      const scale = 1 / 32768;
-      for (let i = 0; i < frames; i++) {
-        L[off + i] = s16[a + i] * scale;
-        R[off + i] = s16[b + i] * scale;
-      }
-      return;
-    }
-    const v = this.ringView;
-    const bytes = bits >> 3;
-    const second = channels === 2 ? frames * bytes : 0;
-    for (let i = 0; i < frames; i++) {
-      const x = at + HEADER_LEN + i * bytes;
-      if (bits === 24) {
-        // JackTrip's 24-bit layout: int16 of the top bits, then the low byte.
-        L[off + i] = ((v.getInt16(x, true) << 8) | v.getUint8(x + 2)) / 8388608;
-        R[off + i] = ((v.getInt16(x + second, true) << 8) | v.getUint8(x + second + 2)) / 8388608;
-      } else {
-        const l = v.getFloat32(x, true);
-        const r = v.getFloat32(x + second, true);
-        L[off + i] = l === l && l !== Infinity && l !== -Infinity ? Math.max(-1, Math.min(l, 1)) : 0;
-        R[off + i] = r === r && r !== Infinity && r !== -Infinity ? Math.max(-1, Math.min(r, 1)) : 0;
-      }
-    }
+    const buf = j.accept(info.seq, info.frames, info.rateHz, info.channels, info.bits, now);
+    if (buf < 0) return;
+    // The payload is 4-aligned in the ring (records are) and a whole number of words long.
+    j.writePayload(buf, this.ring32, info.payloadOffset >> 2, info.payloadLength >> 2, info.bits);
   }
 
   private policyTo(j: Jitter): void {
@@ -1254,7 +1452,7 @@ export class JsEngineCore implements EngineCore {
     j.floor = this.floorFrames;
     j.ceiling = this.ceilingFrames;
     j.packets = this.fixedPackets;
-    j.updateTarget();
+    j.retarget();
   }
 
   private applyBuffer(b: EngineConfig['buffer']): void {
@@ -1677,10 +1875,10 @@ export class JsEngineCore implements EngineCore {
         const s = src[i];
         const x = s === s ? (s > 1 ? 1 : s < -1 ? -1 : s) : 0;
         const at = base + i * bytes;
-        if (bits === 16) v.setInt16(at, Math.round(x * 32767), true);
+        if (bits === 16) v.setInt16(at, roundHalfAway(x * 32767), true);
         else if (bits === 32) v.setFloat32(at, x, true);
         else {
-          const q = Math.round(x * 8388607);
+          const q = roundHalfAway(x * 8388607);
           v.setUint8(at, (q >> 8) & 0xff);
           v.setUint8(at + 1, (q >> 16) & 0xff);
           v.setUint8(at + 2, q & 0xff);
