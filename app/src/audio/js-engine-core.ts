@@ -1518,8 +1518,44 @@ export class JsEngineCore implements EngineCore {
       p.writePos += b;
     }
     if (!playing) p.resetDrift();
+    if (p.gainL === 0 && p.gainR === 0 && p.targetL === 0 && p.targetR === 0) {
+      // Nobody hears this peer: meter its staged input without interpolating, and move on.
+      this.meterStaged(p);
+      const f = p.frac + QUANTUM * (fast ? ratio - 1 : ratio);
+      const k = Math.floor(f);
+      p.readPos += (fast ? QUANTUM : 0) + k;
+      p.frac = f - k;
+      return;
+    }
     if (fast) this.resampleFast(p, outL, outR);
     else this.resampleGeneral(p, outL, outR);
+  }
+
+  /** Meters the next quantum of staged input (what a silent strip's meter shows). */
+  private meterStaged(p: Peer): void {
+    const L = p.stageL;
+    const R = p.stageR;
+    const end = Math.min(p.writePos, p.readPos + QUANTUM);
+    let pkL = 0;
+    let pkR = 0;
+    let ssL = 0;
+    let ssR = 0;
+    for (let i = p.readPos; i < end; i++) {
+      const l = L[i];
+      const r = R[i];
+      const al = l < 0 ? -l : l;
+      const ar = r < 0 ? -r : r;
+      if (al > pkL) pkL = al;
+      if (ar > pkR) pkR = ar;
+      ssL += l * l;
+      ssR += r * r;
+    }
+    const st = this.blockStats;
+    st[0] = pkL;
+    st[1] = pkR;
+    st[2] = ssL;
+    st[3] = ssR;
+    this.meterPeer(p, st);
   }
 
   /** Moves the live part of staging (with history for the taps) to the front. */
