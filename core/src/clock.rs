@@ -44,10 +44,17 @@
 //!   few hundred ppm the read position moves by under 0.05 frames per 128-frame quantum, so
 //!   output `i` uses the contiguous taps `x[read + i − 1 ..= read + i + 2]` with a fraction
 //!   `t_i = t0 + i·(ratio − 1)` that may run slightly outside [0, 1) (to [−0.26, 1.26]; the
-//!   cubic is no less accurate there). Weights are computed for four outputs at once, exactly
-//!   every 32 frames and stepped linearly in between, and shared by both channels; the inner
-//!   loop is unaligned `f32x4` loads, multiplies and adds — no gather, no float-to-int
-//!   conversion.
+//!   cubic is no less accurate there). The weights of four outputs at once are computed
+//!   exactly at the ends of stretches of 128 frames (below 125 ppm), 64, 32, 16 or 8 frames (so
+//!   that t moves by at most 0.016 across one) and stepped linearly in between, once per block
+//!   for both channels. A channel then costs, per four outputs, four
+//!   overlapping unaligned `f32x4` loads, four multiplies, three adds and four adds to step
+//!   the weights — no gather, no float-to-int conversion. [`Resampler::process`] stores the
+//!   outputs; the engine instead hands them, four at a time and still in registers, to the
+//!   channel strip, which meters them and adds them into the bus in the same pass
+//!   (`Resampler::interpolate_with` with `mix::Strip::mix_groups_into`): the interpolated
+//!   block is never written to memory. The fused pass leaves exactly the bus and meters that
+//!   `process` followed by `Strip::mix_into` leave (a test holds them to it bit for bit).
 //! * **General path** (44.1 kHz and other rates): per-output integer offsets from a 32.32
 //!   fixed-point position, weights four at a time, taps gathered per output. Same quality, about
 //!   five times the cost.
@@ -57,7 +64,7 @@
 //!
 //! | tone | ±300 ppm | +1000 ppm | −2000 ppm | 44.1 kHz peer (+300 ppm) |
 //! | --- | --- | --- | --- | --- |
-//! | 1 kHz | −109.6 dB | −109.0 dB | −109.6 dB | −109.6 dB |
+//! | 1 kHz | −109.6 dB | −109.1 dB | −109.6 dB | −109.6 dB |
 //! | 5 kHz | −57.6 dB | −56.7 dB | −57.7 dB | −57.7 dB |
 //! | 10 kHz | −33.5 dB | −32.8 dB | −33.6 dB | −33.6 dB |
 //!
@@ -65,13 +72,25 @@
 //! is 6% low); it is an amplitude ripple at the drift's beat rate (ppm × 48000 Hz: 14.4 Hz at
 //! 300 ppm), so its products sit within a few tens of Hz of the tone.
 //!
-//! Cost per 128-frame stereo `process` (a 2-core Xeon VM shared with other builds, so ±20%
-//! from run to run; best of repeated runs, with a plain stereo gain loop over the same 128
-//! frames at 17-21 ns WASM for scale): block-constant path 112-130 ns native (SSE2), 125-150 ns
-//! in WASM with simd128 (Node 20's V8); general path 550-670 ns native, 660-790 ns WASM.
-//! Criterion means (`cargo bench -p tutti-bench --bench clock`): `process` 141 ns (fast) and
-//! 661 ns (general); frames_needed + one 128-frame append + `process` 164 ns and 729 ns; one
-//! [`DriftController::update`] 7 ns.
+//! Cost per 128-frame stereo quantum (a 2-core Xeon VM shared with other builds, so ±20% from
+//! run to run; best of repeated runs; WASM is simd128 in Node 20's V8). Block-constant path,
+//! one peer with a hot cache: interpolation, meters and mix in the fused pass 190-210 ns WASM,
+//! against 225-240 ns for `process` into a block and then `Strip::mix_into`; `process` alone
+//! 150-165 ns WASM and 145-160 ns native (criterion, `cargo bench -p tutti-bench --bench clock`:
+//! 151 ns; with frames_needed and one 128-frame append 165 ns). A peer nobody hears costs 55 ns
+//! WASM (its staged input metered, the read position skipped). General path: `process` 550-690
+//! ns native (criterion 686 ns), 660-790 ns WASM. In the engine with 64 PCM16 stereo peers the
+//! fused pass is about 170 of a peer's ~380 ns per quantum in WASM (replacing it with `skip`
+//! leaves ~205 ns), about 100 of ~300 ns natively. [`DriftController::update`]: 5 ns
+//! (criterion).
+//!
+//! The fused pass is bound by its arithmetic (per four frames and channel: 4 loads, 4
+//! multiplies and 3 adds to interpolate, 4 adds to step the weights, a multiply, an add and a
+//! max to meter, a load, multiply, add and store to mix). Variants measured slower or no faster
+//! in V8: both channels in one loop (more live vectors than registers: the meter accumulators
+//! went through the stack every group), the weights of every group in a per-peer table (more
+//! memory touched per peer), taps built from two loads with shuffles instead of four
+//! overlapping loads, the centre weight derived from the others.
 //!
 //! # The drift loop
 //!
@@ -99,12 +118,15 @@
 //!
 //! # Real-time safety
 //!
-//! Only [`Resampler::new`] allocates. Everything else — `frames_needed`, `append_slots`,
-//! `process`, `skip`, `buffered_frames`, `reset`, and all of [`DriftController`] — allocates
-//! nothing, locks nothing, and never panics on any argument: bad ratios and
+//! Only [`Resampler::new`] allocates (the FIFO and a 2 KB table of weights). Everything else —
+//! `frames_needed`, `append_slots`, `process`, the fused pass, `staged`, `skip`,
+//! `buffered_frames`, `reset`, and all of [`DriftController`] — allocates nothing, locks
+//! nothing, and never panics on any argument: bad ratios and
 //! non-finite fills are refused (zero-filled output, unchanged state), a full FIFO refuses the
 //! append and counts it. Inputs must be finite samples (the decoders guarantee it); the output
 //! is then finite.
+
+use crate::mix::{Groups, Lanes, Simd};
 
 /// Largest ratio (input frames per output frame) [`Resampler`] accepts (192 kHz into 48 kHz is 4).
 pub const MAX_RATIO: f64 = 8.0;
@@ -184,38 +206,173 @@ fn lagrange4(t: f32) -> [f32; 4] {
     let a = t * tm1;
     let b = tp1 * tm2;
     [
-        -a * tm2 * (1.0 / 6.0),
+        a * tm2 * (-1.0 / 6.0),
         b * tm1 * 0.5,
-        -b * t * 0.5,
+        b * t * -0.5,
         a * tp1 * (1.0 / 6.0),
     ]
 }
 
-/// Frames over which the block-constant path steps its weights linearly between exact values.
-const SUB: usize = 32;
-
-/// Weights of four consecutive outputs `base + j` (j = 0..4) at `t = t0 + (base + j) * d`,
-/// laid out `[tap][lane]`.
+/// [`lagrange4`] on four lanes (the same operations in the same order, so bit-identical per
+/// lane): 3 adds and 10 multiplies for four sets of weights.
 #[inline(always)]
-fn lane_weights(t0: f32, d: f32, base: f32) -> [[f32; 4]; 4] {
-    let mut w = [[0.0f32; 4]; 4];
-    for j in 0..4 {
-        let c = lagrange4(t0 + (base + j as f32) * d);
-        for (wk, ck) in w.iter_mut().zip(c) {
-            wk[j] = ck;
-        }
-    }
-    w
+fn lagrange4_lanes<V: Lanes>(t: V) -> [V; 4] {
+    let tm1 = t - V::splat(1.0);
+    let tm2 = t - V::splat(2.0);
+    let tp1 = t + V::splat(1.0);
+    let a = t * tm1;
+    let b = tp1 * tm2;
+    [
+        a * tm2 * V::splat(-1.0 / 6.0),
+        b * tm1 * V::splat(0.5),
+        b * t * V::splat(-0.5),
+        a * tp1 * V::splat(1.0 / 6.0),
+    ]
 }
 
-/// Block-constant path. Output `i` is the cubic through `x[i..i + 4]` at `t_i = t0 + i * d`;
-/// both channels share the weights. The weights are exact every [`SUB`] frames and step
-/// linearly in between: as t moves by at most `SUB × |d|` (0.064 at 2000 ppm) the step's error
-/// is below 0.13 × (SUB·d)² per weight, and since the stepped weights still sum to 1 and
-/// reproduce linear signals exactly, its effect on a sine is below ω²·(SUB·d)²/8 (−100 dB at
-/// 1 kHz and 1000 ppm). `x*` must hold `out.len() + 3` samples; shorter inputs give zeros.
-fn fast_kernel(xl: &[f32], xr: &[f32], t0: f32, d: f32, ol: &mut [f32], or: &mut [f32]) {
-    let n = ol.len().min(or.len());
+/// Largest move of the fraction across one stretch of linearly stepped weights (see
+/// [`fill_stretches`]). The stepping error on a 1 kHz sine is then under −125 dB, far below the
+/// cubic's own error (−110 dB).
+const MAX_STEP_SPAN: f32 = 0.016;
+
+/// Output frames per stretch of linearly stepped weights for a fraction moving by `d` per
+/// frame: the largest of 128, 64, 32, 16, 8 whose span `frames × |d|` is at most
+/// [`MAX_STEP_SPAN`] (8 at the edge of the fast path, |d| = 2000 ppm: span 0.016). A whole
+/// 128-frame quantum is one stretch up to 125 ppm, two up to 250 ppm, four up to 500 ppm.
+#[inline]
+fn stretch_frames(d: f32) -> usize {
+    let mut frames = CHUNK;
+    while frames > 8 && frames as f32 * d.abs() > MAX_STEP_SPAN {
+        frames /= 2;
+    }
+    frames
+}
+
+/// Most stretches of linearly stepped weights in one [`CHUNK`] (stretches are at least 8
+/// frames long).
+const MAX_STRETCHES: usize = CHUNK / 8;
+
+/// One block's stretches of interpolation weights: row `s` holds the exact weights of the
+/// stretch's first group of four outputs (tap `k`'s four lanes at `[4k..4k + 4]`) and their
+/// step per group (at `[16 + 4k..16 + 4k + 4]`).
+type StretchTable = [[f32; 32]; MAX_STRETCHES];
+
+/// Vector `k` (0..8) of a [`StretchTable`] row: tap weights 0..4, then steps 0..4.
+#[inline(always)]
+fn stretch_vec(row: &[f32; 32], k: usize) -> &[f32; 4] {
+    row[4 * k..4 * k + 4]
+        .try_into()
+        .expect("k < 8: a 4-element window of 32")
+}
+
+/// Fills `table` for `groups` groups of four outputs `i` at `t_i = t0 + i·d`, in stretches of
+/// [`stretch_frames`] outputs: weights exact at each stretch's start, stepped linearly so that
+/// they would land exactly on the next stretch's start. Since the stepped weights still sum to
+/// 1 and reproduce linear signals exactly, the stepping error on a sine of ω rad/frame is below
+/// ω²·s²/8 for a span s ≤ [`MAX_STEP_SPAN`] (−125 dB at 1 kHz). Returns the groups per stretch
+/// (the last stretch may be shorter) and the number of stretches.
+#[inline(always)]
+fn fill_stretches<V: Lanes>(
+    table: &mut StretchTable,
+    t0: f32,
+    d: f32,
+    groups: usize,
+) -> (usize, usize) {
+    let groups = groups.min(CHUNK / 4);
+    let per = stretch_frames(d) / 4;
+    let count = groups.div_ceil(per);
+    let lane = V::from_array([0.0, 1.0, 2.0, 3.0]);
+    let (t0v, dv) = (V::splat(t0), V::splat(d));
+    let exact = |g: usize| lagrange4_lanes(t0v + (V::splat((4 * g) as f32) + lane) * dv);
+    let mut end = exact(0);
+    for (s, row) in table[..count].iter_mut().enumerate() {
+        let first = s * per;
+        let len = per.min(groups - first);
+        let at = end;
+        end = exact(first + len);
+        let scale = V::splat(1.0 / len as f32);
+        let vecs = row
+            .chunks_exact_mut(4)
+            .filter_map(|c| <&mut [f32; 4]>::try_from(c).ok());
+        for (k, v) in vecs.enumerate() {
+            let x = if k < 4 {
+                at[k]
+            } else {
+                (end[k - 4] - at[k - 4]) * scale
+            };
+            x.store(v);
+        }
+    }
+    (per, count)
+}
+
+/// The block-constant interpolator as a source of four-frame vectors: output `i` is the cubic
+/// through `x[i..i + 4]` at `t_i = t0 + i·d`, handed on four outputs at a time ([`Groups`]), so
+/// that the consumer (the strip's meter and mix, or a store for [`Resampler::process`]) takes
+/// them straight from registers.
+///
+/// The weights' stretches are computed once per block ([`fill_stretches`]) and shared by both
+/// channels. A channel's pass then does, per four outputs, four overlapping tap loads
+/// ([`Lanes::taps`]), four multiplies and three adds, and one add per weight vector to step it.
+/// One channel at a time, the loop carries 11 vectors (weights, steps, the strip's two meter
+/// accumulators, its gain) within the 16 vector registers of SSE and of V8's simd128 code; both
+/// channels at once carried 14 and spilled meter accumulators to the stack in every group.
+#[derive(Clone, Copy)]
+pub(crate) struct Cubic<'a> {
+    /// Taps: output `i` reads `x[i..i + 4]`; at least `4 × groups + 3` samples.
+    xl: &'a [f32],
+    xr: &'a [f32],
+    /// Groups of four outputs, groups per stretch, and the stretches.
+    groups: usize,
+    per: usize,
+    stretches: &'a [[f32; 32]],
+}
+
+impl<V: Lanes> Groups<V> for Cubic<'_> {
+    #[inline(always)]
+    fn for_each(&self, ch: usize, out: &mut [f32], mut f: impl FnMut(V, &mut [f32; 4])) {
+        let x = if ch == 0 { self.xl } else { self.xr };
+        let n = (4 * self.groups).min(out.len());
+        let stretches = out[..n].chunks_mut(4 * self.per).zip(self.stretches);
+        for (s, (so, row)) in stretches.enumerate() {
+            let mut w = [0, 1, 2, 3].map(|k| V::load(stretch_vec(row, k)));
+            let step = [4, 5, 6, 7].map(|k| V::load(stretch_vec(row, k)));
+            let first = 4 * s * self.per;
+            // Group c of the stretch reads x[first + 4c .. first + 4c + 7] (the taps hold
+            // 4 × groups + 3). Windows of 7 at a stride of 4 carry their length, so the loop
+            // needs no bounds check.
+            let Some(taps) = x.get(first..first + so.len() + 3) else {
+                return;
+            };
+            let groups = taps.windows(7).step_by(4).zip(so.chunks_exact_mut(4));
+            for (t, o) in groups {
+                let (Ok(t), Ok(o)) = (t.try_into(), o.try_into()) else {
+                    return;
+                };
+                let a = V::taps(t);
+                let y = (w[0] * a[0] + w[1] * a[1]) + (w[2] * a[2] + w[3] * a[3]);
+                f(y, o);
+                for k in 0..4 {
+                    w[k] = w[k] + step[k];
+                }
+            }
+        }
+    }
+}
+
+/// Block-constant path into memory: [`Cubic`] for the whole groups of four (stretches in
+/// `table`), exact weights for the last `out.len() % 4` outputs. `out.len()` is at most
+/// [`CHUNK`]; `x*` must hold `out.len() + 3` samples; shorter inputs give zeros.
+fn fast_kernel(
+    table: &mut StretchTable,
+    xl: &[f32],
+    xr: &[f32],
+    t0: f32,
+    d: f32,
+    ol: &mut [f32],
+    or: &mut [f32],
+) {
+    let n = ol.len().min(or.len()).min(CHUNK);
     let (Some(xl), Some(xr)) = (xl.get(..n + 3), xr.get(..n + 3)) else {
         ol.fill(0.0);
         or.fill(0.0);
@@ -224,42 +381,16 @@ fn fast_kernel(xl: &[f32], xr: &[f32], t0: f32, d: f32, ol: &mut [f32], or: &mut
     let full = n - n % 4;
     let (ol4, ol_tail) = ol[..n].split_at_mut(full);
     let (or4, or_tail) = or[..n].split_at_mut(full);
-    let mut w = lane_weights(t0, d, 0.0);
-    for (s, (sl, sr)) in ol4.chunks_mut(SUB).zip(or4.chunks_mut(SUB)).enumerate() {
-        let first = s * SUB;
-        let len = sl.len().min(sr.len());
-        let end = lane_weights(t0, d, (first + len) as f32);
-        let scale = 4.0 / len as f32;
-        let mut step = [[0.0f32; 4]; 4];
-        for ((st, e), w) in step.iter_mut().zip(&end).zip(&w) {
-            for j in 0..4 {
-                st[j] = (e[j] - w[j]) * scale;
-            }
-        }
-        // Taps of the outputs of this sub-block; chunk c reads taps[4c .. 4c + 7]. In range:
-        // first + len <= full <= n and xl, xr hold n + 3.
-        let taps_l = &xl[first..first + len + 3];
-        let taps_r = &xr[first..first + len + 3];
-        for (c, (cl, cr)) in sl
-            .chunks_exact_mut(4)
-            .zip(sr.chunks_exact_mut(4))
-            .enumerate()
-        {
-            let a: &[f32; 7] = taps_l[4 * c..4 * c + 7].try_into().expect("7 taps");
-            let b: &[f32; 7] = taps_r[4 * c..4 * c + 7].try_into().expect("7 taps");
-            for j in 0..4 {
-                cl[j] =
-                    w[0][j] * a[j] + w[1][j] * a[j + 1] + w[2][j] * a[j + 2] + w[3][j] * a[j + 3];
-                cr[j] =
-                    w[0][j] * b[j] + w[1][j] * b[j + 1] + w[2][j] * b[j + 2] + w[3][j] * b[j + 3];
-            }
-            for (wk, sk) in w.iter_mut().zip(&step) {
-                for j in 0..4 {
-                    wk[j] += sk[j];
-                }
-            }
-        }
-        w = end;
+    let (per, count) = fill_stretches::<Simd>(table, t0, d, full / 4);
+    let groups = Cubic {
+        xl,
+        xr,
+        groups: full / 4,
+        per,
+        stretches: &table[..count],
+    };
+    for (ch, out) in [ol4, or4].into_iter().enumerate() {
+        groups.for_each(ch, out, |y: Simd, o| y.store(o));
     }
     for (j, (yl, yr)) in ol_tail.iter_mut().zip(or_tail.iter_mut()).enumerate() {
         let i = full + j;
@@ -335,6 +466,8 @@ pub struct Resampler {
     frac: f64,
     /// Appends refused for lack of room.
     refused: u64,
+    /// Scratch for the block-constant path's weights (see [`Cubic`]).
+    weights: Box<StretchTable>,
 }
 
 impl Resampler {
@@ -351,6 +484,7 @@ impl Resampler {
             end: HISTORY_FRAMES,
             frac: 0.0,
             refused: 0,
+            weights: Box::new([[0.0; 32]; MAX_STRETCHES]),
         }
     }
 
@@ -393,6 +527,12 @@ impl Resampler {
             return 0;
         };
         let avail = self.end - self.read;
+        if path == Path::Fast && out_frames <= CHUNK {
+            // One chunk: `span` is k + look-ahead whatever the fraction.
+            return path
+                .span(self.frac, out_frames, ratio)
+                .saturating_sub(avail);
+        }
         if out_frames > self.capacity_frames() {
             // Can never be met; an upper bound without walking every chunk.
             let bound = (out_frames as f64 * ratio).ceil() + (LOOK_AHEAD_FRAMES + 2) as f64;
@@ -499,9 +639,15 @@ impl Resampler {
                 let ol = &mut left[done..done + k];
                 let or = &mut right[done..done + k];
                 match path {
-                    Path::Fast => {
-                        fast_kernel(xl, xr, self.frac as f32, (ratio - 1.0) as f32, ol, or)
-                    }
+                    Path::Fast => fast_kernel(
+                        &mut self.weights,
+                        xl,
+                        xr,
+                        self.frac as f32,
+                        (ratio - 1.0) as f32,
+                        ol,
+                        or,
+                    ),
                     Path::General => general_kernel(xl, xr, self.frac, ratio, ol, or),
                 }
                 self.consume(k, ratio);
@@ -514,6 +660,50 @@ impl Resampler {
         left[done..].fill(0.0);
         right[done..].fill(0.0);
         done
+    }
+
+    /// Runs `f` over the next `frames` output frames as they are interpolated, four at a time
+    /// ([`Cubic`]: one vector per four frames, a channel at a time), then consumes them
+    /// exactly as [`Resampler::process`] would. Only on the block-constant path, for a multiple of 4 up
+    /// to 128 frames that the FIFO holds in full; otherwise returns `None` and changes nothing
+    /// (use `process`). The outputs are bit-identical to what `process` writes. Real-time safe.
+    pub(crate) fn interpolate_with<R>(
+        &mut self,
+        ratio: f64,
+        frames: usize,
+        f: impl FnOnce(&Cubic<'_>) -> R,
+    ) -> Option<R> {
+        if frames % 4 != 0 || frames > CHUNK || Path::of(ratio) != Some(Path::Fast) {
+            return None;
+        }
+        if Path::Fast.span(self.frac, frames, ratio) > self.end - self.read {
+            return None;
+        }
+        let from = self.read - HISTORY_FRAMES;
+        let groups = frames / 4;
+        let (per, count) = fill_stretches::<Simd>(
+            &mut self.weights,
+            self.frac as f32,
+            (ratio - 1.0) as f32,
+            groups,
+        );
+        let out = f(&Cubic {
+            xl: &self.left[from..self.end],
+            xr: &self.right[from..self.end],
+            groups,
+            per,
+            stretches: &self.weights[..count],
+        });
+        self.consume(frames, ratio);
+        Some(out)
+    }
+
+    /// Up to `frames` input frames from the integer read position: what the next `frames`
+    /// outputs are made of when the ratio is near 1. For metering a peer nobody hears without
+    /// interpolating it (then [`Resampler::skip`]). Real-time safe.
+    pub fn staged(&self, frames: usize) -> (&[f32], &[f32]) {
+        let end = self.end.min(self.read.saturating_add(frames));
+        (&self.left[self.read..end], &self.right[self.read..end])
     }
 
     /// Consumes input exactly as [`Resampler::process`] would for `out_frames` output frames,
@@ -583,8 +773,9 @@ impl Default for DriftConfig {
 /// module docs for the figures). Holds no buffers; every method is real-time safe.
 #[derive(Clone, Debug)]
 pub struct DriftController {
-    /// `dt / smoothing_seconds`; the low-pass coefficient per update is derived from it.
-    alpha: f64,
+    /// `dt / smoothing_seconds × t_lock`: the low-pass coefficient of an update at T is
+    /// `c / (c + T)` (a time constant of smoothing × T / T_lock).
+    c: f64,
     /// Proportional gain = `kp_scale / T`, integral gain per update = `ki_scale / T²`, where
     /// T = 1 / ωn narrows from `t_acquire` to `t_lock` by `t_step` per update.
     kp_scale: f64,
@@ -593,6 +784,10 @@ pub struct DriftController {
     t_lock: f64,
     t_step: f64,
     t_now: f64,
+    /// Coefficients (low-pass, proportional, integral) at `t_now`, for the next update, and
+    /// at `t_lock`, where narrowing ends.
+    coeff: [f64; 3],
+    coeff_lock: [f64; 3],
     max: f64,
     slew: f64,
     lp1: f64,
@@ -645,21 +840,39 @@ impl DriftController {
         let narrowing = pick(config.narrowing_seconds, d.narrowing_seconds);
         let zeta = pick(config.damping, d.damping);
         let dt = 1.0 / rate;
-        DriftController {
-            alpha: dt / smooth,
+        let mut c = DriftController {
+            c: dt / smooth * t_lock,
             kp_scale: 2.0 * zeta / gain,
             ki_scale: dt / gain,
             t_acquire,
             t_lock,
             t_step: (t_lock - t_acquire) * dt / narrowing,
             t_now: t_acquire,
+            coeff: [0.0; 3],
+            coeff_lock: [0.0; 3],
             max: max_ppm * 1e-6,
             slew: slew * 1e-6 * dt,
             lp1: 0.0,
             lp2: 0.0,
             integral: 0.0,
             drift: 0.0,
-        }
+        };
+        c.coeff_lock = c.coefficients(t_lock);
+        c.coeff = c.coefficients(t_acquire);
+        c
+    }
+
+    /// Low-pass, proportional and integral coefficients of an update at T = `t`, with one
+    /// division: `r = 1 / (T (c + T))` gives both `c / (c + T)` and `1 / T`.
+    fn coefficients(&self, t: f64) -> [f64; 3] {
+        let s = self.c + t;
+        let r = 1.0 / (t * s);
+        let inv_t = s * r;
+        [
+            self.c * t * r,
+            self.kp_scale * inv_t,
+            self.ki_scale * inv_t * inv_t,
+        ]
     }
 
     /// Forgets the fill history; the drift returns to 0.
@@ -669,6 +882,7 @@ impl DriftController {
         self.integral = 0.0;
         self.drift = 0.0;
         self.t_now = self.t_acquire;
+        self.coeff = self.coefficients(self.t_acquire);
     }
 
     /// The loop's estimate of the sender's clock offset in ppm: the integral part of the drift,
@@ -684,27 +898,22 @@ impl DriftController {
 
     /// Once per quantum: `fill_frames` = input frames buffered (jitter buffer + resampler),
     /// `target_frames` = where the fill should sit. Returns the drift factor 1 + ε to multiply
-    /// into the nominal ratio. Non-finite arguments leave the state unchanged. Real-time safe.
+    /// into the nominal ratio. Non-finite arguments leave the state unchanged. Real-time safe:
+    /// a few multiply-adds and compares; while the loop narrows (200 s after a reset) also one
+    /// division, for the next update's coefficients.
     pub fn update(&mut self, fill_frames: f64, target_frames: f64) -> f64 {
         let e = fill_frames - target_frames;
         if !e.is_finite() {
             return 1.0 + self.drift;
         }
-        // T = 1 / ωn of this update. The low-pass is a backward-Euler one-pole with time
-        // constant smoothing × T / T_lock, so it narrows together with the loop.
-        let t = self.t_now;
-        let alpha = self.alpha / (self.alpha + t / self.t_lock);
+        // Backward-Euler one-poles whose time constant (smoothing × T / T_lock) narrows
+        // together with the loop, then the PI loop at T = 1 / ωn.
+        let [alpha, kp, ki] = self.coeff;
         self.lp1 += alpha * (e - self.lp1);
         self.lp2 += alpha * (self.lp1 - self.lp2);
         let e = self.lp2;
-        if t != self.t_lock {
-            let next = t + self.t_step;
-            let past = (self.t_step > 0.0 && next > self.t_lock)
-                || (self.t_step < 0.0 && next < self.t_lock);
-            self.t_now = if past { self.t_lock } else { next };
-        }
-        let integral = (self.integral + self.ki_scale / (t * t) * e).clamp(-self.max, self.max);
-        let wanted = integral + self.kp_scale / t * e;
+        let integral = (self.integral + ki * e).clamp(-self.max, self.max);
+        let wanted = integral + kp * e;
         let clamped = wanted.clamp(-self.max, self.max);
         // Conditional integration: hold the integral while the output is pinned at the clamp
         // and the error pushes further into it.
@@ -712,6 +921,19 @@ impl DriftController {
             self.integral = integral;
         }
         self.drift += (clamped - self.drift).clamp(-self.slew, self.slew);
+        let t = self.t_now;
+        if t != self.t_lock {
+            let next = t + self.t_step;
+            let past = (self.t_step > 0.0 && next > self.t_lock)
+                || (self.t_step < 0.0 && next < self.t_lock);
+            if past {
+                self.t_now = self.t_lock;
+                self.coeff = self.coeff_lock;
+            } else {
+                self.t_now = next;
+                self.coeff = self.coefficients(next);
+            }
+        }
         1.0 + self.drift
     }
 }
@@ -1132,6 +1354,332 @@ mod tests {
         assert_eq!(res.process(1.0, &mut l, &mut r), 127);
         assert_eq!(l[127], 0.0);
         assert_eq!(res.buffered_frames(), 2.0);
+    }
+
+    /// Interpolates `frames` outputs of a staging block with lane type `V` through the
+    /// block-constant source ([`fill_stretches`] + [`Cubic`]), stored to memory.
+    fn cubic_block<V: Lanes>(
+        xl: &[f32],
+        xr: &[f32],
+        t0: f32,
+        d: f32,
+        frames: usize,
+    ) -> (Vec<f32>, Vec<f32>) {
+        let mut table = [[0.0; 32]; MAX_STRETCHES];
+        let groups = frames / 4;
+        let (per, count) = fill_stretches::<V>(&mut table, t0, d, groups);
+        let src = Cubic {
+            xl,
+            xr,
+            groups,
+            per,
+            stretches: &table[..count],
+        };
+        let (mut l, mut r) = (vec![f32::NAN; frames], vec![f32::NAN; frames]);
+        Groups::<V>::for_each(&src, 0, &mut l, |y, o| y.store(o));
+        Groups::<V>::for_each(&src, 1, &mut r, |y, o| y.store(o));
+        (l, r)
+    }
+
+    #[test]
+    fn stretches_bound_the_weight_stepping_span() {
+        // Exact: for every deviation the fast path accepts, a stretch is the largest of 128,
+        // 64, 32, 16, 8 frames whose fraction span is at most MAX_STEP_SPAN.
+        for k in -2000..=2000 {
+            let d = k as f32 * 1e-6;
+            let s = stretch_frames(d);
+            assert!([8, 16, 32, 64, 128].contains(&s), "{d}: {s}");
+            assert!(s as f32 * d.abs() <= MAX_STEP_SPAN, "{d}: {s}");
+            if s < CHUNK {
+                assert!(
+                    2.0 * s as f32 * d.abs() > MAX_STEP_SPAN,
+                    "{d}: {s} is not the largest"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn cubic_source_simd_matches_portable_bit_for_bit() {
+        // Exact: the SIMD lanes run the same IEEE operations in the same order as the portable
+        // lanes, for weights (exact and stepped) and taps alike. Seeded random staging with edge
+        // values, fractions in [0, 1), deviations across the whole fast path, every length.
+        use crate::mix::lanes::portable::Portable;
+        let mut rng = Rng(0x5eed_cab1e);
+        for _ in 0..400 {
+            let frames = 4 * rng.range(1, 32);
+            let x: Vec<f32> = (0..2 * (frames + 3))
+                .map(|_| match rng.range(0, 9) {
+                    0 => 0.0,
+                    1 => -1.0,
+                    2 => 1e-30,
+                    _ => (rng.unit() * 4.0 - 2.0) as f32,
+                })
+                .collect();
+            let (xl, xr) = x.split_at(frames + 3);
+            let t0 = rng.unit() as f32;
+            let d = ((rng.unit() * 2.0 - 1.0) * FAST_MAX_DEVIATION) as f32;
+            let simd = cubic_block::<Simd>(xl, xr, t0, d, frames);
+            let port = cubic_block::<Portable>(xl, xr, t0, d, frames);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&simd.0), bits(&port.0), "left, {frames} frames, d {d}");
+            assert_eq!(
+                bits(&simd.1),
+                bits(&port.1),
+                "right, {frames} frames, d {d}"
+            );
+        }
+    }
+
+    #[test]
+    fn cubic_source_matches_exact_lagrange_in_f64() {
+        // Oracle: the cubic through x[i..i + 4] at t_i = t0 + i·d evaluated in f64 with exact
+        // weights. The stepped weights may differ by the linear-stepping error: on a sine of
+        // amplitude A at ω rad/frame at most A·ω²·s²/8 (s = stretch × |d| ≤ 0.016), here with a
+        // factor 1.5 of margin for the curvature's variation, plus 2e-6 of f32 rounding.
+        let mut rng = Rng(0xf00d);
+        for &hz in &[100.0, 1000.0, 5000.0, 12_000.0] {
+            for _ in 0..40 {
+                let frames = 128;
+                let w = 2.0 * PI * hz / 48_000.0;
+                let phase = rng.unit() * 6.0;
+                let amp = 0.9;
+                let sig = |m: usize| amp * (w * m as f64 + phase).sin();
+                let xl: Vec<f32> = (0..frames + 3).map(|m| sig(m) as f32).collect();
+                let xr: Vec<f32> = xl.iter().map(|v| -v).collect();
+                let t0 = rng.unit() as f32;
+                let d = ((rng.unit() * 2.0 - 1.0) * FAST_MAX_DEVIATION) as f32;
+                let (l, r) = cubic_block::<Simd>(&xl, &xr, t0, d, frames);
+                let s = stretch_frames(d) as f64 * f64::from(d.abs());
+                let tol = 1.5 * amp * w * w * s * s / 8.0 + 2e-6;
+                for i in 0..frames {
+                    let t = f64::from(t0) + i as f64 * f64::from(d);
+                    let c = [
+                        -t * (t - 1.0) * (t - 2.0) / 6.0,
+                        (t + 1.0) * (t - 1.0) * (t - 2.0) / 2.0,
+                        -(t + 1.0) * t * (t - 2.0) / 2.0,
+                        (t + 1.0) * t * (t - 1.0) / 6.0,
+                    ];
+                    let want: f64 = (0..4).map(|k| c[k] * f64::from(xl[i + k])).sum();
+                    let err = (f64::from(l[i]) - want).abs();
+                    assert!(
+                        err <= tol,
+                        "{hz} Hz, d {d}, output {i}: error {err:e} > {tol:e}"
+                    );
+                    assert_eq!(r[i], -l[i], "channels share the weights");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fused_path_matches_separate_stages_bit_for_bit() {
+        // Oracle: the separate stages (process into a block, then Strip::mix_into). The fused
+        // path (interpolate_with + Strip::mix_groups_into) must leave the same bus and the same
+        // meters, bit for bit, through seeded ratios (fast path, 44.1 kHz, invalid), gain, pan,
+        // mute and audibility changes (ramps), and short stagings; where it declines it must
+        // leave the resampler untouched.
+        use crate::mix::Strip;
+        let mut rng = Rng(0xfeed_f00d);
+        let (mut fused, mut plain) = (Resampler::new(2048), Resampler::new(2048));
+        let (mut sf, mut sp) = (Strip::new(), Strip::new());
+        let mut tone = Tone::new(440.0, 3000.0, 48_000.0);
+        let (mut bus_f, mut bus_p) = ([[0.0f32; 128]; 2], [[0.0f32; 128]; 2]);
+        let (mut tl, mut tr) = ([0.0f32; 128], [0.0f32; 128]);
+        let mut taken = 0;
+        for q in 0..6000 {
+            let ratio = match rng.range(0, 19) {
+                0 => 44_100.0 / 48_000.0,
+                1 => f64::NAN,
+                _ => 1.0 + (rng.unit() * 2.0 - 1.0) * FAST_MAX_DEVIATION,
+            };
+            if rng.range(0, 29) == 0 {
+                let (g, p) = (rng.unit() as f32 * 2.0, rng.unit() as f32 * 2.0 - 1.0);
+                sf.set_gain(g);
+                sp.set_gain(g);
+                sf.set_pan(p);
+                sp.set_pan(p);
+            }
+            if rng.range(0, 39) == 0 {
+                sf.set_mute(!sf.mute());
+                sp.set_mute(sf.mute());
+            }
+            let audible = rng.range(0, 49) != 0;
+            let n = if rng.range(0, 9) == 0 {
+                4 * rng.range(0, 32)
+            } else {
+                128
+            };
+            // Usually enough input; sometimes one block short.
+            let short = rng.range(0, 49) == 0;
+            while !short && plain.frames_needed(n, ratio) > 0 {
+                let b = rng.range(32, 256);
+                let (a, c) = plain.append_slots(b);
+                tone.write(a, c);
+                let (a2, c2) = fused.append_slots(b);
+                a2.copy_from_slice(a);
+                c2.copy_from_slice(c);
+            }
+            let before = fused.buffered_frames();
+            let [fl, fr] = &mut bus_f;
+            let out = fused.interpolate_with(ratio, n, |g| {
+                sf.mix_groups_into(g, &mut fl[..n], &mut fr[..n], audible)
+            });
+            if out.is_some() {
+                taken += 1;
+                let k = plain.process(ratio, &mut tl[..n], &mut tr[..n]);
+                assert_eq!(k, n, "the fused path only runs on a full block");
+            } else {
+                assert_eq!(fused.buffered_frames().to_bits(), before.to_bits());
+                fused.process(ratio, &mut tl[..n], &mut tr[..n]);
+                sf.mix_into(&tl[..n], &tr[..n], &mut fl[..n], &mut fr[..n], audible);
+                plain.process(ratio, &mut tl[..n], &mut tr[..n]);
+            }
+            let [pl, pr] = &mut bus_p;
+            sp.mix_into(&tl[..n], &tr[..n], &mut pl[..n], &mut pr[..n], audible);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&bus_f[0]), bits(&bus_p[0]), "left bus, quantum {q}");
+            assert_eq!(bits(&bus_f[1]), bits(&bus_p[1]), "right bus, quantum {q}");
+            assert_eq!(sf.meter(), sp.meter(), "meters, quantum {q}");
+            assert_eq!(sf.current_gains(), sp.current_gains());
+            assert_eq!(
+                fused.buffered_frames().to_bits(),
+                plain.buffered_frames().to_bits()
+            );
+            // Keep the bus bounded, identically on both sides.
+            for b in bus_f.iter_mut().chain(bus_p.iter_mut()) {
+                b.iter_mut().for_each(|x| *x *= 0.5);
+            }
+        }
+        assert!(taken > 4000, "the fused path ran {taken} times");
+    }
+
+    #[test]
+    fn fused_path_declines_what_it_does_not_serve() {
+        // Exact: no call, no state change for lengths that are not a multiple of 4 or exceed a
+        // chunk, ratios off the fast path or invalid, and a staging that cannot cover the block.
+        let mut res = Resampler::new(2048);
+        res.append_slots(200).0.fill(0.5);
+        let before = res.buffered_frames();
+        for (ratio, n) in [
+            (1.0, 126),
+            (1.0, 132),
+            (44_100.0 / 48_000.0, 128),
+            (f64::NAN, 128),
+            (1.0, 0),
+        ] {
+            let mut called = false;
+            let out = res.interpolate_with(ratio, n, |_| called = true);
+            assert!(out.is_none() || n == 0, "{ratio} {n}");
+            assert_eq!(called, out.is_some());
+            assert_eq!(res.buffered_frames(), before);
+        }
+        assert!(res.interpolate_with(1.0, 128, |_| ()).is_some());
+        assert_eq!(res.buffered_frames(), before - 128.0);
+        // 72 frames left: 68 outputs need 70; 72 need 74.
+        assert!(res.interpolate_with(1.0, 72, |_| ()).is_none());
+        assert!(res.interpolate_with(1.0, 68, |_| ()).is_some());
+    }
+
+    #[test]
+    fn staged_frames_start_at_the_read_position() {
+        // Exact: the staged view is the input the next outputs are made of (ratio near 1),
+        // clipped to what is buffered.
+        let mut res = Resampler::new(2048);
+        let (l, r) = res.append_slots(300);
+        for (i, (a, b)) in l.iter_mut().zip(r.iter_mut()).enumerate() {
+            *a = i as f32;
+            *b = -(i as f32);
+        }
+        assert_eq!(res.skip(100, 1.0), 100);
+        let (l, r) = res.staged(128);
+        assert_eq!(l.len(), 128);
+        assert_eq!((l[0], r[0], l[127]), (100.0, -100.0, 227.0));
+        assert_eq!(res.staged(1000).0.len(), 200);
+    }
+
+    /// The drift update as first written: the coefficients derived from T with four divisions
+    /// in every update. The oracle of the precomputed coefficients.
+    struct PlainController {
+        alpha: f64,
+        kp_scale: f64,
+        ki_scale: f64,
+        t_lock: f64,
+        t_step: f64,
+        t_now: f64,
+        max: f64,
+        slew: f64,
+        lp1: f64,
+        lp2: f64,
+        integral: f64,
+        drift: f64,
+    }
+
+    impl PlainController {
+        fn new() -> Self {
+            let d = DriftConfig::default();
+            let dt = 1.0 / d.updates_per_second;
+            PlainController {
+                alpha: dt / d.smoothing_seconds,
+                kp_scale: 2.0 * d.damping / d.input_rate_hz,
+                ki_scale: dt / d.input_rate_hz,
+                t_lock: d.loop_seconds,
+                t_step: (d.loop_seconds - d.acquire_seconds) * dt / d.narrowing_seconds,
+                t_now: d.acquire_seconds,
+                max: d.max_ppm * 1e-6,
+                slew: d.max_slew_ppm_per_second * 1e-6 * dt,
+                lp1: 0.0,
+                lp2: 0.0,
+                integral: 0.0,
+                drift: 0.0,
+            }
+        }
+
+        fn update(&mut self, fill: f64, target: f64) -> f64 {
+            let e = fill - target;
+            let t = self.t_now;
+            let alpha = self.alpha / (self.alpha + t / self.t_lock);
+            self.lp1 += alpha * (e - self.lp1);
+            self.lp2 += alpha * (self.lp1 - self.lp2);
+            let e = self.lp2;
+            if t != self.t_lock {
+                self.t_now = (t + self.t_step).min(self.t_lock);
+            }
+            let integral = (self.integral + self.ki_scale / (t * t) * e).clamp(-self.max, self.max);
+            let wanted = integral + self.kp_scale / t * e;
+            let clamped = wanted.clamp(-self.max, self.max);
+            if clamped == wanted || (wanted > self.max) != (e > 0.0) {
+                self.integral = integral;
+            }
+            self.drift += (clamped - self.drift).clamp(-self.slew, self.slew);
+            1.0 + self.drift
+        }
+    }
+
+    #[test]
+    fn precomputed_coefficients_follow_the_plain_formulas() {
+        // Tolerance 1e-6 ppm on the drift and the offset estimate through 300 s of seeded fill
+        // (acquisition, narrowing, lock, and the clamp): the one-division coefficients differ
+        // from the four-division ones by rounding only.
+        let mut rng = Rng(0xd81f7);
+        let (mut c, mut o) = (DriftController::default(), PlainController::new());
+        let mut worst = 0.0f64;
+        for q in 0..(300 * 375) {
+            let fill = 1024.0
+                + 300.0 * (q as f64 / 2000.0).sin()
+                + (rng.unit() - 0.5) * 600.0
+                + if (40_000..50_000).contains(&q) {
+                    9e5
+                } else {
+                    0.0
+                };
+            let (a, b) = (c.update(fill, 1024.0), o.update(fill, 1024.0));
+            worst = worst.max((a - b).abs() * 1e6);
+            assert!((c.offset_ppm() - o.integral * 1e6).abs() <= 1e-6, "at {q}");
+        }
+        eprintln!("coefficients: largest drift difference {worst:e} ppm");
+        assert!(worst <= 1e-6);
+        assert_eq!(c.coeff, c.coeff_lock, "narrowed to the locked loop");
     }
 
     #[test]

@@ -155,21 +155,34 @@ impl Peer {
         &self.strip
     }
 
-    /// Plays one quantum of this peer into `left`/`right` (overwritten). Real-time safe.
-    fn play(&mut self, left: &mut [f32], right: &mut [f32]) {
+    /// Plays one quantum of this peer into the bus `bus_l`/`bus_r` (added, through the strip,
+    /// which meters it), `audible` being the strip's [`solo_audible`] state. A 48 kHz peer is
+    /// interpolated, metered and mixed in one pass; a peer nobody hears is metered from its
+    /// staged input without interpolating; anything else (44.1 kHz peers, a short staging) goes
+    /// through `tmp_l`/`tmp_r` (scratch, as long as the bus). Real-time safe.
+    fn play(
+        &mut self,
+        bus_l: &mut [f32],
+        bus_r: &mut [f32],
+        tmp_l: &mut [f32],
+        tmp_r: &mut [f32],
+        audible: bool,
+    ) {
+        let frames = bus_l.len().min(bus_r.len());
         let block = self.jitter.block_frames();
         if block == 0 {
             // Nothing has arrived yet: the peer is silent.
-            left.fill(0.0);
-            right.fill(0.0);
+            tmp_l.fill(0.0);
+            tmp_r.fill(0.0);
             self.drift.reset();
+            self.strip.mix_into(tmp_l, tmp_r, bus_l, bus_r, audible);
             return;
         }
         let nominal = f64::from(self.jitter.sender_rate()) / f64::from(LOCAL_RATE);
         let fill = f64::from(self.jitter.buffered_frames()) + self.resampler.buffered_frames();
         let target = f64::from(self.jitter.target_frames());
         let ratio = nominal * self.drift.update(fill, target);
-        let mut need = self.resampler.frames_needed(left.len(), ratio);
+        let mut need = self.resampler.frames_needed(frames, ratio);
         let mut playing = true;
         while need > 0 {
             let (l, r) = self.resampler.append_slots(block);
@@ -189,7 +202,21 @@ impl Peer {
             // Prefilling or idle: no drift to correct yet.
             self.drift.reset();
         }
-        self.resampler.process(ratio, left, right);
+        let strip = &mut self.strip;
+        if strip.is_silent(audible) {
+            let (l, r) = self.resampler.staged(frames);
+            strip.mix_into(l, r, bus_l, bus_r, audible);
+            self.resampler.skip(frames, ratio);
+            return;
+        }
+        let fused = self.resampler.interpolate_with(ratio, frames, |groups| {
+            strip.mix_groups_into(groups, bus_l, bus_r, audible)
+        });
+        if fused.is_none() {
+            let (tmp_l, tmp_r) = (&mut tmp_l[..frames], &mut tmp_r[..frames]);
+            self.resampler.process(ratio, tmp_l, tmp_r);
+            strip.mix_into(tmp_l, tmp_r, bus_l, bus_r, audible);
+        }
     }
 }
 
@@ -408,9 +435,8 @@ impl Engine {
         let any_solo = self.solos > 0;
         let (tmp_l, tmp_r) = (&mut self.scratch_l[..frames], &mut self.scratch_r[..frames]);
         for peer in self.peers.iter_mut().flatten() {
-            peer.play(tmp_l, tmp_r);
             let audible = solo_audible(any_solo, peer.strip.solo(), peer.strip.mute());
-            peer.strip.mix_into(tmp_l, tmp_r, left, right, audible);
+            peer.play(left, right, tmp_l, tmp_r, audible);
         }
         self.master.process(left, right);
         self.counters.quanta += 1;
