@@ -476,7 +476,7 @@ impl Engine {
             row[P_BUFFERED_FRAMES] =
                 f64::from(peer.jitter.buffered_frames()) + peer.resampler.buffered_frames();
             row[P_TARGET_FRAMES] = f64::from(peer.jitter.target_frames());
-            row[P_DRIFT_PPM] = peer.drift.ppm();
+            row[P_DRIFT_PPM] = peer.drift.offset_ppm();
             row[P_PEAK_L] = f64::from(meter.peak_l);
             row[P_PEAK_R] = f64::from(meter.peak_r);
             row[P_RMS_L] = f64::from(meter.rms_l);

@@ -87,7 +87,7 @@ pub const P_MALFORMED: usize = 8;
 pub const P_BUFFERED_FRAMES: usize = 9;
 /// Target buffer depth in frames.
 pub const P_TARGET_FRAMES: usize = 10;
-/// Drift correction in ppm.
+/// The sender's clock offset against ours in ppm, as the drift loop estimates it.
 pub const P_DRIFT_PPM: usize = 11;
 /// Peak, left (linear, pre-fader).
 pub const P_PEAK_L: usize = 12;
