@@ -418,6 +418,9 @@ describe('JsEngineCore beside the WASM engine', () => {
         expect(js.stats[S.peerIndex(k, field)], `peer ${k} field ${field}`).toBe(wasm.stats[S.peerIndex(k, field)]);
       }
       expect(js.stats[S.peerIndex(k, S.P_TARGET_FRAMES)]).toBe(wasm.stats[S.peerIndex(k, S.P_TARGET_FRAMES)]);
+      // The drift loop's offset estimate, ppm.
+      const ppm = wasm.stats[S.peerIndex(k, S.P_DRIFT_PPM)];
+      expect(Math.abs(js.stats[S.peerIndex(k, S.P_DRIFT_PPM)] - ppm)).toBeLessThan(1e-3);
       // Meters (the muted peer's too: it is metered from its input, not interpolated).
       for (const field of [S.P_PEAK_L, S.P_PEAK_R, S.P_RMS_L, S.P_RMS_R]) {
         const w = wasm.stats[S.peerIndex(k, field)];

@@ -1972,7 +1972,7 @@ export class JsEngineCore implements EngineCore {
       s[row + S.P_MALFORMED] = p.malformed;
       s[row + S.P_BUFFERED_FRAMES] = j.bufferedFrames() + p.staged();
       s[row + S.P_TARGET_FRAMES] = j.targetFrames();
-      s[row + S.P_DRIFT_PPM] = p.drift * 1e6;
+      s[row + S.P_DRIFT_PPM] = p.integral * 1e6;
       s[row + S.P_PEAK_L] = p.peakL;
       s[row + S.P_PEAK_R] = p.peakR;
       s[row + S.P_RMS_L] = Math.sqrt(p.meanSqL);
