@@ -67,10 +67,12 @@ function fmt(x: number, digits = 0): string {
   return x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 }
 
-function addRow(row: EngineRow): void {
+/** Adds the row for `row.peers`, or replaces it (rows are refined after every repetition). */
+function showRow(row: EngineRow): void {
   const table = el<HTMLTableElement>('results');
   table.hidden = false;
   const tr = document.createElement('tr');
+  tr.dataset.peers = String(row.peers);
   const wasmPerQuantum = row.wasm_quantum_fraction * QUANTUM_NS;
   if (wasmPerQuantum >= BUDGET_NS) tr.className = 'over';
   const cells = [
@@ -86,7 +88,10 @@ function addRow(row: EngineRow): void {
     td.textContent = c;
     tr.append(td);
   }
-  table.tBodies[0].append(tr);
+  const body = table.tBodies[0];
+  const existing = body.querySelector(`tr[data-peers="${row.peers}"]`);
+  if (existing) existing.replaceWith(tr);
+  else body.append(tr);
 }
 
 function verdict(result: BenchResult): string {
@@ -121,9 +126,9 @@ async function run(settings: BenchSettings): Promise<void> {
         phase.textContent =
           p.rep < 0
             ? `${p.peers} players: preparing…`
-            : `${p.peers} players: ${p.kind.toUpperCase()} run ${p.rep + 1} of ${settings.reps}…`;
+            : `Round ${p.rep + 1} of ${settings.reps}: ${p.peers} players, ${p.kind.toUpperCase()}…`;
       },
-      addRow,
+      showRow,
     );
     progress.value = progress.max;
     phase.textContent = `Done in the browser ${navigator.userAgent.match(/Chrom\w+\/[\d.]+|Firefox\/[\d.]+|Version\/[\d.]+ Safari/)?.[0] ?? ''}.`;

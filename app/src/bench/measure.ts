@@ -184,58 +184,52 @@ export async function runBench(
   onProgress: (p: Progress) => void = () => {},
   onRow: (row: EngineRow) => void = () => {},
 ): Promise<BenchResult> {
-  const rows: EngineRow[] = [];
   const total = settings.peers.length * settings.reps * KINDS.length + settings.peers.length;
   let done = 0;
+  const n = settings.peers.length;
+  const times = settings.peers.map(() => ({ net: [] as number[], wasm: [] as number[], js: [] as number[] }));
+  const under = settings.peers.map(() => ({ net: [] as number[], wasm: [] as number[], js: [] as number[] }));
+  const rows: (EngineRow | null)[] = settings.peers.map(() => null);
+  // A short untimed run of each processor per peer count first, so that the browser has
+  // compiled everything once.
   for (const peers of settings.peers) {
-    const quanta = quantaFor(peers, settings.work);
-    const warmup = warmupFor(peers);
-    // A short untimed run of each processor first, so the browser has compiled everything once.
     onProgress({ peers, kind: 'wasm', rep: -1, done, total });
     for (const kind of KINDS) await timeRun(kind, peers, 200, 200, settings, module);
     done++;
-    const times: Record<Kind, number[]> = { net: [], wasm: [], js: [] };
-    const under: Record<Kind, number[]> = { net: [], wasm: [], js: [] };
-    for (let rep = 0; rep < settings.reps; rep++) {
+  }
+  // Repetitions outermost: a burst of other activity on the machine then touches one repetition
+  // of several peer counts (which the median drops) rather than every repetition of one.
+  for (let rep = 0; rep < settings.reps; rep++) {
+    for (let i = 0; i < n; i++) {
+      const peers = settings.peers[i];
+      const quanta = quantaFor(peers, settings.work);
+      const warmup = warmupFor(peers);
       // Rotate the order so no processor always runs right after another.
       for (let k = 0; k < KINDS.length; k++) {
-        const kind = KINDS[(k + rep) % KINDS.length];
+        const kind = KINDS[(k + rep + i) % KINDS.length];
         onProgress({ peers, kind, rep, done, total });
         const r = await timeRun(kind, peers, quanta, warmup, settings, module);
-        times[kind].push(r.ms);
-        under[kind].push(r.underruns);
+        times[i][kind].push(r.ms);
+        under[i][kind].push(r.underruns);
         done++;
       }
+      const row = makeRow(peers, quanta, rep + 1, times[i], under[i]);
+      rows[i] = row;
+      onRow(row);
     }
-    const net = median(times.net);
-    const wasm = median(times.wasm) - net;
-    const js = median(times.js) - net;
-    const perPeerQuantum = (ms: number) => (ms * 1e6) / (quanta * peers);
-    const row: EngineRow = {
-      peers,
-      wasm_ns_per_peer_quantum: round(perPeerQuantum(wasm), 1),
-      js_ns_per_peer_quantum: round(perPeerQuantum(js), 1),
-      underruns: Math.max(...under.wasm),
-      js_over_wasm: round(js / wasm, 2),
-      wasm_quantum_fraction: round((wasm * 1e6) / quanta / QUANTUM_NS, 5),
-      js_quantum_fraction: round((js * 1e6) / quanta / QUANTUM_NS, 5),
-      net_ns_per_peer_quantum: round(perPeerQuantum(net), 1),
-      quanta,
-      reps: settings.reps,
-      js_underruns: Math.max(...under.js),
-    };
-    rows.push(row);
-    onRow(row);
   }
+  const doneRows = rows.filter((r): r is EngineRow => r !== null);
   let maxPeers = 0;
-  for (const r of rows) if (r.wasm_quantum_fraction * QUANTUM_NS < BUDGET_NS) maxPeers = Math.max(maxPeers, r.peers);
+  for (const r of doneRows) {
+    if (r.wasm_quantum_fraction * QUANTUM_NS < BUDGET_NS) maxPeers = Math.max(maxPeers, r.peers);
+  }
   const network =
     settings.loss !== DEFAULT_SETTINGS.loss || settings.jitter !== DEFAULT_SETTINGS.jitter
       ? { loss: settings.loss, jitter_quanta: settings.jitter }
       : undefined;
   return {
     ...(network ? { network } : {}),
-    engine: rows,
+    engine: doneRows,
     max_peers_under_5pct: maxPeers,
     machine: {
       userAgent: navigator.userAgent,
@@ -243,6 +237,33 @@ export async function runBench(
       crossOriginIsolated: globalThis.crossOriginIsolated,
     },
     date: new Date().toISOString(),
+  };
+}
+
+/** A peer count's row from the runs so far (medians; underruns: the worst run). */
+function makeRow(
+  peers: number,
+  quanta: number,
+  reps: number,
+  times: Record<Kind, number[]>,
+  under: Record<Kind, number[]>,
+): EngineRow {
+  const net = median(times.net);
+  const wasm = median(times.wasm) - net;
+  const js = median(times.js) - net;
+  const perPeerQuantum = (ms: number) => (ms * 1e6) / (quanta * peers);
+  return {
+    peers,
+    wasm_ns_per_peer_quantum: round(perPeerQuantum(wasm), 1),
+    js_ns_per_peer_quantum: round(perPeerQuantum(js), 1),
+    underruns: Math.max(...under.wasm),
+    js_over_wasm: round(js / wasm, 2),
+    wasm_quantum_fraction: round((wasm * 1e6) / quanta / QUANTUM_NS, 5),
+    js_quantum_fraction: round((js * 1e6) / quanta / QUANTUM_NS, 5),
+    net_ns_per_peer_quantum: round(perPeerQuantum(net), 1),
+    quanta,
+    reps,
+    js_underruns: Math.max(...under.js),
   };
 }
 
