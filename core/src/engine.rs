@@ -447,10 +447,16 @@ impl Engine {
         &self.counters
     }
 
-    /// Fills a stats block (`out.len() >= BLOCK_LEN`, layout in [`crate::stats`]) with the
-    /// current figures, except the sequence word, which the publisher owns. Real-time safe.
+    /// Values of the stats block this engine writes: the globals and one row per slot.
+    pub fn stats_len(&self) -> usize {
+        GLOBAL_LEN + self.peers.len() * PEER_LEN
+    }
+
+    /// Fills the first [`Engine::stats_len`] values of a stats block (layout in
+    /// [`crate::stats`]) with the current figures, except the sequence word, which the publisher
+    /// owns. Rows past this engine's slots are left alone. Real-time safe.
     pub fn write_stats(&self, out: &mut [f64]) {
-        if out.len() < BLOCK_LEN {
+        if out.len() < self.stats_len() {
             return;
         }
         let c = &self.counters;

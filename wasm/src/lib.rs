@@ -21,7 +21,6 @@ use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
 use tutti_core::jitter::BufferMode;
 use tutti_core::packet::SampleFormat;
 use tutti_core::ring;
-use tutti_core::stats::BLOCK_LEN;
 use wasm_bindgen::prelude::wasm_bindgen;
 
 /// I/O word: inbound ring read counter (engine → host after process).
@@ -113,15 +112,17 @@ pub fn tutti_create(
     {
         return 0;
     }
+    let engine = Engine::new(config);
+    let stats = vec![0.0; engine.stats_len()];
     let host = Box::new(Host {
-        engine: Engine::new(config),
+        engine,
         inbound: vec![0; inbound_bytes as usize],
         outbound: vec![0; outbound_bytes as usize],
         input_l: [0.0; QUANTUM],
         input_r: [0.0; QUANTUM],
         output_l: [0.0; QUANTUM],
         output_r: [0.0; QUANTUM],
-        stats: vec![0.0; BLOCK_LEN],
+        stats,
         io: [0; IO_LEN],
     });
     Box::into_raw(host) as usize as u32
@@ -166,7 +167,7 @@ pub fn tutti_output_ptr(handle: u32, channel: u32) -> u32 {
     })
 }
 
-/// Address of the stats block (`BLOCK_LEN` f64, layout in `tutti_core::stats`).
+/// Address of the stats block (`tutti_stats_len` f64, layout in `tutti_core::stats`).
 #[wasm_bindgen]
 pub fn tutti_stats_ptr(handle: u32) -> u32 {
     host(handle).map_or(0, |h| h.stats.as_ptr() as usize as u32)
@@ -303,8 +304,9 @@ pub fn tutti_quantum() -> u32 {
     QUANTUM as u32
 }
 
-/// Values in the stats block.
+/// Values of the stats block this engine writes (globals and one row per slot); the rest of the
+/// block stays zero.
 #[wasm_bindgen]
-pub fn tutti_stats_len() -> u32 {
-    BLOCK_LEN as u32
+pub fn tutti_stats_len(handle: u32) -> u32 {
+    host(handle).map_or(0, |h| h.engine.stats_len() as u32)
 }

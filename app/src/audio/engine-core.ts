@@ -10,7 +10,7 @@
 // the constructor (and re-made only if linear memory grew, which happens only when a peer joins).
 
 import { DATA_OFFSET, RingMirror } from './ring';
-import { BLOCK_LEN, G_SEQUENCE, STATS_BYTES } from './stats';
+import { G_SEQUENCE, STATS_BYTES } from './stats';
 
 export interface EngineConfig {
   /** Peer slots, at most 256 (the stats block's rows). */
@@ -114,6 +114,7 @@ interface TuttiExports {
   tutti_set_buffer(h: number, fixed: number, floor: number, ceiling: number, packets: number): void;
   tutti_process(h: number, now: number, inputChannels: number): void;
   tutti_write_stats(h: number): void;
+  tutti_stats_len(h: number): number;
 }
 
 // I/O words shared with tutti_process (wasm/src/lib.rs).
@@ -183,7 +184,8 @@ export class WasmEngineCore implements EngineCore {
           `blocks, ${config.bits} bits, ${config.captureChannels} channels, rings ${inCap}/${outCap} bytes`,
       );
     }
-    this.statsShared = new Float64Array(buffers.stats, 0, BLOCK_LEN);
+    // Only the globals and this engine's rows are published; rows past maxPeers stay zero.
+    this.statsShared = new Float64Array(buffers.stats, 0, e.tutti_stats_len(this.handle));
     this.inboundMirror = new RingMirror(buffers.inbound, this.memoryView(e.tutti_inbound_ptr, inCap));
     this.outboundMirror = new RingMirror(
       buffers.outbound,
@@ -213,7 +215,7 @@ export class WasmEngineCore implements EngineCore {
     this.inR = new Float32Array(buf, e.tutti_input_ptr(h, 1), QUANTUM);
     this.outLView = new Float32Array(buf, e.tutti_output_ptr(h, 0), QUANTUM);
     this.outRView = new Float32Array(buf, e.tutti_output_ptr(h, 1), QUANTUM);
-    this.statsView = new Float64Array(buf, e.tutti_stats_ptr(h), BLOCK_LEN);
+    this.statsView = new Float64Array(buf, e.tutti_stats_ptr(h), e.tutti_stats_len(h));
     this.inboundMirror.rebind(this.memoryView(e.tutti_inbound_ptr, this.inboundMirror.capacity));
     this.outboundMirror.rebind(this.memoryView(e.tutti_outbound_ptr, this.outboundMirror.capacity));
   }
