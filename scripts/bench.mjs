@@ -15,7 +15,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './lib/chromium.mjs';
 import { build } from './build.mjs';
 import { ROOT, run } from './lib/run.mjs';
 import { serveStatic } from './lib/serve.mjs';
@@ -63,22 +63,13 @@ const server = await serveStatic({ root: join(ROOT, 'dist'), port: 0 });
 let browser;
 let exitCode = 1;
 try {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--autoplay-policy=no-user-gesture-required',
-      // Keep the page's timers and the render thread at full speed while headless.
-      '--disable-background-timer-throttling',
-      '--disable-renderer-backgrounding',
-      '--disable-backgrounding-occluded-windows',
-    ],
-  });
+  browser = await launchChromium([
+    '--autoplay-policy=no-user-gesture-required',
+    // Keep the page's timers and the render thread at full speed while headless.
+    '--disable-background-timer-throttling',
+    '--disable-renderer-backgrounding',
+    '--disable-backgrounding-occluded-windows',
+  ]);
   const page = await browser.newPage();
   page.on('console', (msg) => {
     if (msg.type() === 'error' || msg.type() === 'warning') log(`page ${msg.type()}: ${msg.text()}`);

@@ -6,23 +6,12 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 import { serveStatic } from '../../../scripts/lib/serve.mjs';
+
+export { CHROMIUM, CHROMIUM_ARGS, launchChromium } from '../../../scripts/lib/chromium.mjs';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 export const DIST = process.env.TUTTI_DIST ?? join(ROOT, 'dist');
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-
-/** Flags for a quiet, reproducible headless Chromium (no sandbox: tests run as root in CI). */
-export const CHROMIUM_ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
 /**
  * Serves `root` on a free loopback port with COOP/COEP/CSP headers.
  * @param {string} [root]
@@ -33,20 +22,6 @@ export async function serveDist(root = DIST) {
     throw new Error(`${root}/index.html is missing: build the app first (npm run build)`);
   }
   return serveStatic({ root, port: 0, host: '127.0.0.1' });
-}
-
-/**
- * Launches headless Chromium.
- * @param {string[]} [extraArgs] flags added to CHROMIUM_ARGS
- */
-export async function launchChromium(extraArgs = []) {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`no Chromium at ${CHROMIUM} (set CHROMIUM_PATH, or run scripts/setup.sh)`);
-  return chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [...CHROMIUM_ARGS, ...extraArgs],
-  });
 }
 
 /**
