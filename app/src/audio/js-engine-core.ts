@@ -95,6 +95,48 @@ function lagrange4(t: number, w: Float64Array, at: number): void {
   w[at + 3] = a * tp1 * (1 / 6);
 }
 
+/** Meter ballistics: peak with hold and fall, RMS as a one-pole on the mean square. */
+class MeterState {
+  peakL = 0;
+  peakR = 0;
+  holdL = 0;
+  holdR = 0;
+  meanSqL = 0;
+  meanSqR = 0;
+
+  reset(): void {
+    this.peakL = this.peakR = this.holdL = this.holdR = this.meanSqL = this.meanSqR = 0;
+  }
+
+  /** Folds one quantum's [peakL, peakR, sumSqL, sumSqR] in. */
+  fold(st: Float64Array): void {
+    const pkL = st[0];
+    const pkR = st[1];
+    if (pkL >= this.peakL) {
+      this.peakL = pkL;
+      this.holdL = PEAK_HOLD_FRAMES;
+    } else if (this.holdL > 0) {
+      this.holdL = Math.max(0, this.holdL - QUANTUM);
+    } else {
+      const fallen = this.peakL * PEAK_DECAY;
+      this.peakL = fallen > pkL ? (fallen > FLUSH_LIN ? fallen : 0) : pkL;
+    }
+    if (pkR >= this.peakR) {
+      this.peakR = pkR;
+      this.holdR = PEAK_HOLD_FRAMES;
+    } else if (this.holdR > 0) {
+      this.holdR = Math.max(0, this.holdR - QUANTUM);
+    } else {
+      const fallen = this.peakR * PEAK_DECAY;
+      this.peakR = fallen > pkR ? (fallen > FLUSH_LIN ? fallen : 0) : pkR;
+    }
+    this.meanSqL += (st[2] / QUANTUM - this.meanSqL) * RMS_ALPHA;
+    this.meanSqR += (st[3] / QUANTUM - this.meanSqR) * RMS_ALPHA;
+    if (this.meanSqL <= FLUSH_LIN * FLUSH_LIN) this.meanSqL = 0;
+    if (this.meanSqR <= FLUSH_LIN * FLUSH_LIN) this.meanSqR = 0;
+  }
+}
+
 /** One remote participant: jitter buffer, drift resampler, strip and meters. */
 class Peer {
   active = false;
@@ -127,13 +169,8 @@ class Peer {
   /** Input frames per output frame for this quantum (nominal × driftFactor). */
   ratio = 1;
   loopT = DRIFT_T_ACQUIRE;
-  // Meter (pre-fader): peak with hold and fall, RMS as a one-pole on the mean square.
-  peakL = 0;
-  peakR = 0;
-  holdL = 0;
-  holdR = 0;
-  meanSqL = 0;
-  meanSqR = 0;
+  /** Pre-fader meter. */
+  readonly meter = new MeterState();
 
   resetDrift(): void {
     this.lp1 = 0;
@@ -160,7 +197,7 @@ class Peer {
     this.panL = this.panR = Math.SQRT1_2;
     // Starts silent and fades in on its first quantum.
     this.gainL = this.gainR = 0;
-    this.peakL = this.peakR = this.holdL = this.holdR = this.meanSqL = this.meanSqR = 0;
+    this.meter.reset();
     this.active = true;
   }
 
@@ -202,12 +239,7 @@ export class JsEngineCore implements EngineCore {
   private total = 1;
   private readonly held = new Float64Array(LIMITER_HOLD_BLOCKS);
   private heldPos = 0;
-  private mPeakL = 0;
-  private mPeakR = 0;
-  private mHoldL = 0;
-  private mHoldR = 0;
-  private mMeanSqL = 0;
-  private mMeanSqR = 0;
+  private readonly masterMeter = new MeterState();
   // Engine-wide counters.
   private quanta = 0;
   private nowFrames = 0;
@@ -618,33 +650,8 @@ export class JsEngineCore implements EngineCore {
 
   /** Folds one quantum's peak and sum of squares into the peer's meter. */
   private meterPeer(p: Peer, st: Float64Array): void {
-    const pkL = st[0];
-    const pkR = st[1];
-    const ssL = st[2];
-    const ssR = st[3];
-    if (!(ssL + ssR < Infinity)) return;
-    if (pkL >= p.peakL) {
-      p.peakL = pkL;
-      p.holdL = PEAK_HOLD_FRAMES;
-    } else if (p.holdL > 0) {
-      p.holdL = Math.max(0, p.holdL - QUANTUM);
-    } else {
-      const fallen = p.peakL * PEAK_DECAY;
-      p.peakL = fallen > pkL ? (fallen > FLUSH_LIN ? fallen : 0) : pkL;
-    }
-    if (pkR >= p.peakR) {
-      p.peakR = pkR;
-      p.holdR = PEAK_HOLD_FRAMES;
-    } else if (p.holdR > 0) {
-      p.holdR = Math.max(0, p.holdR - QUANTUM);
-    } else {
-      const fallen = p.peakR * PEAK_DECAY;
-      p.peakR = fallen > pkR ? (fallen > FLUSH_LIN ? fallen : 0) : pkR;
-    }
-    p.meanSqL += (ssL / QUANTUM - p.meanSqL) * RMS_ALPHA;
-    p.meanSqR += (ssR / QUANTUM - p.meanSqR) * RMS_ALPHA;
-    if (p.meanSqL <= FLUSH_LIN * FLUSH_LIN) p.meanSqL = 0;
-    if (p.meanSqR <= FLUSH_LIN * FLUSH_LIN) p.meanSqR = 0;
+    if (!(st[2] + st[3] < Infinity)) return;
+    p.meter.fold(st);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -730,33 +737,9 @@ export class JsEngineCore implements EngineCore {
   }
 
   private meterMaster(st: Float64Array): void {
-    const pkL = st[0];
-    const pkR = st[1];
-    const ssL = st[2];
-    const ssR = st[3];
-    if (pkL >= this.mPeakL) {
-      this.mPeakL = pkL;
-      this.mHoldL = PEAK_HOLD_FRAMES;
-    } else if (this.mHoldL > 0) {
-      this.mHoldL = Math.max(0, this.mHoldL - QUANTUM);
-    } else {
-      const fallen = this.mPeakL * PEAK_DECAY;
-      this.mPeakL = fallen > pkL ? (fallen > FLUSH_LIN ? fallen : 0) : pkL;
-    }
-    if (pkR >= this.mPeakR) {
-      this.mPeakR = pkR;
-      this.mHoldR = PEAK_HOLD_FRAMES;
-    } else if (this.mHoldR > 0) {
-      this.mHoldR = Math.max(0, this.mHoldR - QUANTUM);
-    } else {
-      const fallen = this.mPeakR * PEAK_DECAY;
-      this.mPeakR = fallen > pkR ? (fallen > FLUSH_LIN ? fallen : 0) : pkR;
-    }
-    this.mMeanSqL += (ssL / QUANTUM - this.mMeanSqL) * RMS_ALPHA;
-    this.mMeanSqR += (ssR / QUANTUM - this.mMeanSqR) * RMS_ALPHA;
-    if (this.mMeanSqL <= FLUSH_LIN * FLUSH_LIN) this.mMeanSqL = 0;
-    if (this.mMeanSqR <= FLUSH_LIN * FLUSH_LIN) this.mMeanSqR = 0;
+    this.masterMeter.fold(st);
   }
+
 
   // ---------------------------------------------------------------------------------------------
   // Capture: input quanta → blocks of the configured size → packets on the outbound ring.
@@ -839,10 +822,10 @@ export class JsEngineCore implements EngineCore {
     s[S.G_MALFORMED] = this.malformed;
     s[S.G_RECORDS_READ] = this.recordsRead;
     s[S.G_RING_RESYNCS] = this.ringResyncs;
-    s[S.G_MASTER_PEAK_L] = this.mPeakL;
-    s[S.G_MASTER_PEAK_R] = this.mPeakR;
-    s[S.G_MASTER_RMS_L] = Math.sqrt(this.mMeanSqL);
-    s[S.G_MASTER_RMS_R] = Math.sqrt(this.mMeanSqR);
+    s[S.G_MASTER_PEAK_L] = this.masterMeter.peakL;
+    s[S.G_MASTER_PEAK_R] = this.masterMeter.peakR;
+    s[S.G_MASTER_RMS_L] = Math.sqrt(this.masterMeter.meanSqL);
+    s[S.G_MASTER_RMS_R] = Math.sqrt(this.masterMeter.meanSqR);
     s[S.G_LIMITER_DB] = this.limiter < 1 ? -20 * Math.log10(this.limiter) : 0;
     s[S.G_PACKETS_SENT] = this.packetsSent;
     s[S.G_SEND_DROPPED] = this.sendDropped;
@@ -871,10 +854,10 @@ export class JsEngineCore implements EngineCore {
       s[row + S.P_BUFFERED_FRAMES] = j.bufferedFrames() + p.staged();
       s[row + S.P_TARGET_FRAMES] = j.targetFrames();
       s[row + S.P_DRIFT_PPM] = p.integral * 1e6;
-      s[row + S.P_PEAK_L] = p.peakL;
-      s[row + S.P_PEAK_R] = p.peakR;
-      s[row + S.P_RMS_L] = Math.sqrt(p.meanSqL);
-      s[row + S.P_RMS_R] = Math.sqrt(p.meanSqR);
+      s[row + S.P_PEAK_L] = p.meter.peakL;
+      s[row + S.P_PEAK_R] = p.meter.peakR;
+      s[row + S.P_RMS_L] = Math.sqrt(p.meter.meanSqL);
+      s[row + S.P_RMS_R] = Math.sqrt(p.meter.meanSqR);
       s[row + S.P_BLOCK_FRAMES] = j.block;
       s[row + S.P_SAMPLE_RATE] = j.rate;
       s[row + S.P_CHANNELS] = j.channels;
