@@ -4,11 +4,12 @@
 //! is missing it continues the waveform from the last [`HISTORY_NEED`] frames of output:
 //!
 //! 1. **Pitch search** (once per concealment run, on its first block). The history is mixed to
-//!    mono; a 4:1 decimated copy (box filter, 12 kHz for a 48 kHz stream) is searched by
+//!    mono; an 8:1 decimated copy (box filter, 6 kHz for a 48 kHz stream) is searched by
 //!    normalised autocorrelation for the lag between [`MIN_LAG`] and [`MAX_LAG`] frames
 //!    (2.7-16 ms at 48 kHz) that best matches the last [`SEARCH_FRAMES`] frames; the winner is
-//!    refined at full rate over ±3 frames. A signal with no positive correlation at any lag
-//!    (noise) repeats [`MAX_LAG`] frames, the longest, least buzzy choice.
+//!    refined at full rate over ±4 frames (half a coarse step) on the last 128 frames. A signal
+//!    with no positive correlation at any lag (noise) repeats [`MAX_LAG`] frames, the longest,
+//!    least buzzy choice.
 //! 2. **Continuation.** The last period `T` of each channel becomes a loop. Its first
 //!    [`JUNCTION_FRAMES`] samples are offset so that the loop's first sample follows the last
 //!    played sample with the step the signal itself made one period earlier; the offset decays
@@ -53,16 +54,18 @@
 //! [`Concealer::play_ref`] of audio that needs no crossfade costs one list entry (a few ns);
 //! [`Concealer::play`] copies the block into the ring. [`Concealer::conceal_with`] on the first
 //! block of a run (and [`Concealer::splice_with`]) assembles the history (decoding at most
-//! [`HISTORY_NEED`] frames again through the caller) and does the pitch search: 161 lags × 96
-//! decimated products plus 7 lags × 384 products (about 18 k multiply-adds) and builds the loop
-//! (at most 2 × 768 copies), about 6 µs natively; later blocks of the run cost one multiply per
-//! sample (about 30 ns per 128-frame block); once the gain has reached zero a block costs a
+//! [`HISTORY_NEED`] frames again through the caller; copied stretches are slice copies) and does
+//! the pitch search: 81 lags × 32 decimated products plus 9 lags × 128 products (about 3.8 k
+//! multiply-adds, computed eight lags at a time with the accumulators in registers, segment
+//! energies sliding with the lag) and builds the loop (at most 2 × 768 copies), about 1.3 µs
+//! natively; later blocks of the run cost one multiply per sample (the loop position wraps
+//! without a division); once the gain has reached zero a block costs a
 //! `fill(0.0)`. Its cost is bounded and independent of the input.
 
 /// Frames of copied output kept per channel (synthesized and crossfaded blocks).
 pub const HISTORY_FRAMES: usize = 2048;
-/// Frames compared by the pitch search (8 ms at 48 kHz).
-pub const SEARCH_FRAMES: usize = 384;
+/// Frames compared by the pitch search (5.3 ms at 48 kHz).
+pub const SEARCH_FRAMES: usize = 256;
 /// Shortest loop length, in frames.
 pub const MIN_LAG: usize = 128;
 /// Longest loop length, in frames.
@@ -82,10 +85,14 @@ pub const FADE_FRAMES: usize = 1920;
 /// Length of the recovery crossfade into real audio, in frames.
 pub const RECOVER_FRAMES: usize = 128;
 
-/// Decimation factor of the coarse pitch search.
-const DECIM: usize = 4;
-/// Full-rate refinement around the coarse lag: ±this many frames.
-const REFINE: usize = 3;
+/// Decimation factor of the coarse pitch search (6 kHz for a 48 kHz stream).
+const DECIM: usize = 8;
+/// Full-rate refinement around the coarse lag: ±this many frames (half a coarse step).
+const REFINE: usize = DECIM / 2;
+/// Frames compared by the full-rate refinement (the most recent ones).
+const REFINE_FRAMES: usize = 128;
+/// Most lags one search compares (the coarse search's).
+const MAX_LAGS: usize = (MAX_LAG - MIN_LAG) / DECIM + 1;
 /// Below this mean-square level the history counts as silence (about -100 dBFS).
 const SILENCE_POWER: f32 = 1e-10;
 /// Run position at which the gain has reached zero.
@@ -100,6 +107,9 @@ const _: () = assert!(HISTORY_NEED < HISTORY_FRAMES && HISTORY_NEED > MAX_LAG);
 const _: () = assert!(HISTORY_NEED % DECIM == 0 && SEARCH_FRAMES % DECIM == 0);
 const _: () = assert!(MIN_LAG % DECIM == 0 && MAX_LAG % DECIM == 0 && MIN_LAG > JUNCTION_FRAMES);
 const _: () = assert!(MAX_ENTRIES * 32 >= HISTORY_NEED + MAX_REF_FRAMES);
+const _: () = assert!(
+    DECIM == 8 && REFINE_FRAMES <= SEARCH_FRAMES && REFINE < MIN_LAG && 2 * REFINE < MAX_LAGS
+);
 
 /// What the concealer's last output was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,6 +162,9 @@ pub struct Concealer {
     /// The loop, one per channel (`period` used).
     loop_l: Vec<f32>,
     loop_r: Vec<f32>,
+    /// The recovery crossfade's weights, `fade_in_weight(i, RECOVER_FRAMES)` (no cosine per
+    /// sample on the render path).
+    fade: [f32; RECOVER_FRAMES],
     /// What the output was made of.
     entries: [Entry; MAX_ENTRIES],
 }
@@ -206,22 +219,66 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
+/// Lags correlated together by [`correlate`]: one tile of accumulators, kept in registers.
+const TILE: usize = 8;
+
+/// Correlations of the last `n` samples of `x` with the segments `lag` samples earlier, longest
+/// lag first: `out[i]` for lag `hi - i`, `hi = lo + out.len() - 1`, `x.len() >= n + hi`.
+///
+/// [`TILE`] lags at a time, one target sample after the other: `acc[q] += t · x[.. + q]` over
+/// a fixed-size array, which LLVM vectorizes with the accumulators in registers and no
+/// horizontal sum per lag; the lags left over take a [`dot`] each.
+fn correlate(x: &[f32], n: usize, lo: usize, out: &mut [f32]) {
+    let m = out.len();
+    let hi = lo + m - 1;
+    let target = &x[x.len() - n..];
+    // Lag `hi - i` pairs target sample `k` with `x[base + i + k]`.
+    let base = x.len() - n - hi;
+    let tiles = m / TILE;
+    for (t, acc_out) in out[..tiles * TILE].chunks_exact_mut(TILE).enumerate() {
+        let w = &x[base + t * TILE..base + t * TILE + n + TILE - 1];
+        let mut acc = [0.0f32; TILE];
+        for (&tk, xs) in target.iter().zip(w.windows(TILE)) {
+            let xs: &[f32; TILE] = xs.try_into().expect("windows of TILE samples");
+            for q in 0..TILE {
+                acc[q] += tk * xs[q];
+            }
+        }
+        acc_out.copy_from_slice(&acc);
+    }
+    for (i, c) in out.iter_mut().enumerate().skip(tiles * TILE) {
+        *c = dot(target, &x[base + i..base + i + n]);
+    }
+}
+
 /// The lag in `lo..=hi` whose segment `x[len - n - lag..len - lag]` best matches the last `n`
 /// samples of `x` (largest positive normalised correlation), or `None` when none correlates
-/// positively. `x.len() >= n + hi`.
+/// positively. `x.len() >= n + hi`, `lo >= 1`, `hi - lo < MAX_LAGS`.
+///
+/// The segment energy slides with the lag (one sample enters, one leaves), summed in `f64`
+/// (where the square of an `f32` sample is exact), so the running sum's rounding stays far
+/// below `f32` precision.
 fn best_lag(x: &[f32], n: usize, lo: usize, hi: usize) -> Option<usize> {
     let len = x.len();
-    let target = &x[len - n..];
+    let mut corr = [0.0f32; MAX_LAGS];
+    let corr = &mut corr[..hi - lo + 1];
+    correlate(x, n, lo, corr);
+    let sq = |v: f32| f64::from(v) * f64::from(v);
+    let mut e: f64 = x[len - n - lo..len - lo].iter().map(|&v| sq(v)).sum();
     let mut best: Option<(usize, f32)> = None;
-    for lag in lo..=hi {
-        let seg = &x[len - n - lag..len - lag];
-        let c = dot(target, seg);
-        let e = dot(seg, seg);
-        if c <= 0.0 || e <= 0.0 {
+    // Shortest lag first (ties keep the shorter).
+    for (j, &c) in corr.iter().rev().enumerate() {
+        let lag = lo + j;
+        if j > 0 {
+            // The segment moved one sample back.
+            e += sq(x[len - n - lag]) - sq(x[len - lag]);
+        }
+        let ef = e as f32;
+        if c <= 0.0 || ef <= 0.0 {
             continue;
         }
         // Maximising c / sqrt(e) (the target's energy is common to every lag).
-        let score = c * c / e;
+        let score = c * c / ef;
         match best {
             Some((_, s)) if s >= score => {}
             _ => best = Some((lag, score)),
@@ -251,6 +308,7 @@ impl Concealer {
             phase: 0,
             run: RUN_END,
             mode: Mode::Concealing,
+            fade: core::array::from_fn(|i| fade_in_weight(i, RECOVER_FRAMES)),
         }
     }
 
@@ -315,15 +373,19 @@ impl Concealer {
         };
         let n = left.len().min(right.len()).min(RECOVER_FRAMES - done);
         let silent = self.run >= RUN_END;
+        let mut p = self.phase % self.period;
         for i in 0..n {
-            let w = fade_in_weight(done + i, RECOVER_FRAMES);
+            let w = self.fade[done + i];
             let (cl, cr) = if silent {
                 (0.0, 0.0)
             } else {
                 let g = run_gain(self.run + i);
-                let p = (self.phase + i) % self.period;
                 (self.loop_l[p] * g, self.loop_r[p] * g)
             };
+            p += 1;
+            if p == self.period {
+                p = 0;
+            }
             left[i] = w * left[i] + (1.0 - w) * cl;
             right[i] = w * right[i] + (1.0 - w) * cr;
         }
@@ -361,11 +423,32 @@ impl Concealer {
         }
         let audible = self.run < RUN_END;
         if audible {
-            for i in 0..n {
-                let g = run_gain(self.run + i);
-                let p = (self.phase + i) % self.period;
-                left[i] = self.loop_l[p] * g;
-                right[i] = self.loop_r[p] * g;
+            // Stretches of contiguous loop positions: no division per sample, and no gain
+            // computed while it is held at 1.
+            let period = self.period;
+            let mut p = self.phase % period;
+            let mut i = 0;
+            while i < n {
+                let len = (n - i).min(period - p);
+                let out = left[i..i + len]
+                    .iter_mut()
+                    .zip(right[i..i + len].iter_mut());
+                let src = self.loop_l[p..p + len].iter().zip(&self.loop_r[p..p + len]);
+                let at = self.run + i;
+                if at + len <= HOLD_FRAMES {
+                    for ((l, r), (&a, &b)) in out.zip(src) {
+                        *l = a;
+                        *r = b;
+                    }
+                } else {
+                    for (k, ((l, r), (&a, &b))) in out.zip(src).enumerate() {
+                        let g = run_gain(at + k);
+                        *l = a * g;
+                        *r = b * g;
+                    }
+                }
+                i += len;
+                p = if p + len == period { 0 } else { p + len };
             }
             self.phase = (self.phase + n) % self.period;
             self.run = (self.run + n).min(RUN_END);
@@ -489,7 +572,7 @@ impl Concealer {
     }
 
     /// History sample `back` frames before `pos` in a ring (1 = the last one written).
-    #[inline]
+    #[cfg(test)]
     fn hist(ring: &[f32], pos: usize, back: usize) -> f32 {
         ring[(pos + HISTORY_FRAMES - back) % HISTORY_FRAMES]
     }
@@ -514,9 +597,17 @@ impl Concealer {
                 }
                 Entry::Copied(f) => {
                     let n = (f as usize).min(p - lo);
-                    for back in 1..=n {
-                        self.work_l[p - back] = Self::hist(&self.hist_l, copied_end, back);
-                        self.work_r[p - back] = Self::hist(&self.hist_r, copied_end, back);
+                    // n <= HISTORY_NEED < HISTORY_FRAMES: the ring stretch is at most two
+                    // slices, its wrapped part first.
+                    let start = (copied_end + HISTORY_FRAMES - n) % HISTORY_FRAMES;
+                    let first = n.min(HISTORY_FRAMES - start);
+                    for (work, ring) in [
+                        (&mut self.work_l, &self.hist_l),
+                        (&mut self.work_r, &self.hist_r),
+                    ] {
+                        let dst = &mut work[p - n..p];
+                        dst[..first].copy_from_slice(&ring[start..start + first]);
+                        dst[first..].copy_from_slice(&ring[..n - first]);
                     }
                     copied_end = (copied_end + HISTORY_FRAMES - f as usize % HISTORY_FRAMES)
                         % HISTORY_FRAMES;
@@ -560,8 +651,9 @@ impl Concealer {
             return;
         }
         // Coarse search on the decimated signal.
-        for (d, chunk) in self.deci.iter_mut().zip(self.mono.chunks_exact(DECIM)) {
-            *d = chunk.iter().sum::<f32>();
+        for (d, c) in self.deci.iter_mut().zip(self.mono.chunks_exact(DECIM)) {
+            // Pairwise: short dependency chains.
+            *d = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
         }
         let coarse = best_lag(
             &self.deci,
@@ -573,7 +665,7 @@ impl Concealer {
             Some(c) => {
                 let lo = (c * DECIM).saturating_sub(REFINE).max(MIN_LAG);
                 let hi = (c * DECIM + REFINE).min(MAX_LAG);
-                best_lag(&self.mono, SEARCH_FRAMES, lo, hi).unwrap_or(c * DECIM)
+                best_lag(&self.mono, REFINE_FRAMES, lo, hi).unwrap_or(c * DECIM)
             }
             None => MAX_LAG,
         };

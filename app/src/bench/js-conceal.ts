@@ -1,14 +1,15 @@
 // Concealment for the plain-JavaScript engine (js-engine-core.ts), following core/src/conceal.rs:
 // on the first missing block of a run, a pitch search over the last HISTORY_NEED frames of output
-// picks a loop length; the loop continues the waveform (junction offset so it never jumps), held
-// for 10 ms then faded out over 40 ms; real audio fades back in over 128 frames with a raised
+// picks a loop length (8:1 decimated search, refined at full rate over ±4 frames); the loop
+// continues the waveform (junction offset so it never jumps), held for 10 ms then faded out over
+// 40 ms; real audio fades back in over 128 frames with a raised
 // cosine. The history is not copied block by block: real blocks are recorded as tokens naming the
 // jitter buffer's stored payloads, decoded again only when a run starts; synthesized and crossfaded
 // blocks are copied into a ring.
 
 /** Frames of copied output kept. */
 const HIST_FRAMES = 2048;
-const SEARCH_FRAMES = 384;
+const SEARCH_FRAMES = 256;
 const MIN_LAG = 128;
 const MAX_LAG = 768;
 /** Frames of output the pitch search reads. */
@@ -19,8 +20,10 @@ const JUNCTION_FRAMES = 32;
 const HOLD_FRAMES = 480;
 const FADE_FRAMES = 1920;
 const RECOVER_FRAMES = 128;
-const DECIM = 4;
-const REFINE = 3;
+const DECIM = 8;
+const REFINE = DECIM / 2;
+/** Frames compared by the full-rate refinement (the most recent ones). */
+const REFINE_FRAMES = 128;
 const SILENCE_POWER = 1e-10;
 const RUN_END = HOLD_FRAMES + FADE_FRAMES;
 /** History entries kept (newest last). */
@@ -53,21 +56,18 @@ function energy(x: Float32Array, at: number, n: number): number {
   return s0 + s1;
 }
 
-/** The lag in [lo, hi] whose segment of x[0, len) best matches its last n samples; -1 if none. */
+/** The lag in [lo, hi] whose segment of x[0, len) best matches its last n samples; -1 if none.
+ * The segment energy slides with the lag (one sample enters, one leaves). */
 function bestLag(x: Float32Array, len: number, n: number, lo: number, hi: number): number {
   const target = len - n;
   let best = -1;
   let bestScore = 0;
+  let e = energy(x, target - lo, n);
   for (let lag = lo; lag <= hi; lag++) {
     const seg = target - lag;
-    // Correlation with the target and energy of the segment, in one pass.
+    if (lag > lo) e += x[seg] * x[seg] - x[len - lag] * x[len - lag];
     let c = 0;
-    let e = 0;
-    for (let k = 0; k < n; k++) {
-      const v = x[seg + k];
-      c += x[target + k] * v;
-      e += v * v;
-    }
+    for (let k = 0; k < n; k++) c += x[target + k] * x[seg + k];
     if (c <= 0 || e <= 0) continue;
     const score = (c * c) / e;
     if (best < 0 || score > bestScore) {
@@ -296,14 +296,15 @@ export class Concealer {
     const deci = this.deci;
     for (let d = 0; d < deci.length; d++) {
       const k = d * DECIM;
-      deci[d] = mono[k] + mono[k + 1] + mono[k + 2] + mono[k + 3];
+      deci[d] =
+        mono[k] + mono[k + 1] + mono[k + 2] + mono[k + 3] + mono[k + 4] + mono[k + 5] + mono[k + 6] + mono[k + 7];
     }
     const coarse = bestLag(deci, deci.length, SEARCH_FRAMES / DECIM, MIN_LAG / DECIM, MAX_LAG / DECIM);
     let period = MAX_LAG;
     if (coarse >= 0) {
       const from = Math.max(coarse * DECIM - REFINE, MIN_LAG);
       const to = Math.min(coarse * DECIM + REFINE, MAX_LAG);
-      const fine = bestLag(mono, HISTORY_NEED, SEARCH_FRAMES, from, to);
+      const fine = bestLag(mono, HISTORY_NEED, REFINE_FRAMES, from, to);
       period = fine >= 0 ? fine : coarse * DECIM;
     }
     this.period = period;
