@@ -144,6 +144,12 @@ function assertCommon(r, tol) {
     `the machine was too busy in all ${r.attempt} runs: ${r.disturbed.packets} regular packets were written ` +
       `over ${r.disturbed.limitMs} ms late (worst ${f2(r.disturbed.worstDelayMs)} ms), so the ledger is not exact`,
   );
+  assert.equal(
+    r.disturbed.renderStarved,
+    false,
+    `the machine was too busy in all ${r.attempt} runs: the audio clock ran ${f2(r.clockPpm)} ppm ` +
+      `against the sender's, so the audio thread was starved`,
+  );
   assert.deepEqual(r.engineErrors, [], 'the engine reported no error');
   assert.equal(
     r.sender.refused,

@@ -169,7 +169,8 @@ async function runAll(): Promise<void> {
         const prefix = `${sc.spec.name}${attempt > 1 ? ` (run ${attempt}: the last one was disturbed by a busy machine)` : ''}`;
         r = await runScenario(sc, (msg) => (statusEl.textContent = `${prefix}: ${msg}…`), keep);
         r.attempt = attempt;
-        if (r.disturbed.packets === 0 || attempt >= MAX_ATTEMPTS) break;
+        const disturbed = r.disturbed.packets > 0 || r.disturbed.renderStarved;
+        if (!disturbed || attempt >= MAX_ATTEMPTS) break;
       }
       state.scenarios.push(r);
       resultsEl.append(render(r));

@@ -20,6 +20,7 @@ import {
   ENGINE_CONFIG,
   expectedLevels,
   IN_TIME_LIMIT_MS,
+  RENDER_CLOCK_LIMIT_PPM,
   type Scenario,
 } from './scenarios';
 import {
@@ -100,9 +101,11 @@ export interface ScenarioResult {
   /**
    * Regular packets (and copies) the sender wrote so late, through no choice of the schedule
    * (a busy machine), that they may have missed their slot: the ledger is exact only when this
-   * is 0. Measured against IN_TIME_LIMIT_MS from the packet's due time.
+   * is 0. Measured against IN_TIME_LIMIT_MS from the packet's due time. `renderStarved`: the
+   * audio clock ran more than RENDER_CLOCK_LIMIT_PPM from the sender's, so the audio thread was
+   * starved by a busy machine.
    */
-  disturbed: { packets: number; worstDelayMs: number; limitMs: number };
+  disturbed: { packets: number; worstDelayMs: number; limitMs: number; renderStarved: boolean };
   /** Audio clock against the sender's clock (performance.now), ppm. */
   clockPpm: number;
   /** Stats sampled every SERIES_MS while streaming: seconds, and per peer (scenario order) the
@@ -389,7 +392,12 @@ export async function runScenario(
         droppedQuanta,
       },
       sender,
-      disturbed: { packets: disturbedPackets, worstDelayMs, limitMs: IN_TIME_LIMIT_MS },
+      disturbed: {
+        packets: disturbedPackets,
+        worstDelayMs,
+        limitMs: IN_TIME_LIMIT_MS,
+        renderStarved: !(Math.abs(clockPpm) <= RENDER_CLOCK_LIMIT_PPM),
+      },
       clockPpm,
       series,
       context: {
@@ -431,6 +439,12 @@ export function judge(r: ScenarioResult): Check[] {
     r.disturbed.packets === 0,
     `${r.disturbed.packets} regular packets written over ${r.disturbed.limitMs} ms after their due time ` +
       `(worst ${fmt(r.disturbed.worstDelayMs, 1)} ms): the machine was too busy for an exact ledger`,
+  );
+  add(
+    'the audio thread kept its clock',
+    !r.disturbed.renderStarved,
+    `audio clock ${fmt(r.clockPpm, 0)} ppm against the sender's (limit ±${RENDER_CLOCK_LIMIT_PPM}): ` +
+      'the machine was too busy for the audio thread to render in time',
   );
   add(
     'engine ran without errors',

@@ -45,6 +45,13 @@ export const ENGINE_CONFIG: EngineConfig = {
  * sender stalled for over 75 ms (a very busy machine) gets here; such a run is repeated.
  */
 export const IN_TIME_LIMIT_MS = 85;
+/**
+ * How far the audio clock may run from the sender's (performance.now) before the run counts as
+ * disturbed: sound-card crystals differ by a few hundred ppm (a healthy headless run here reads
+ * about -4 ppm), so thousands of ppm mean the audio thread itself was starved of CPU and skipped
+ * ahead or fell behind, which no jitter buffer can hide from an exact spectral check.
+ */
+export const RENDER_CLOCK_LIMIT_PPM = 2000;
 
 export interface Tolerances {
   /** Largest |measured - expected| tone level, dB. */
