@@ -34,3 +34,5 @@ pub mod mix;
 pub mod packet;
 pub mod ring;
 pub mod stats;
+#[cfg(test)]
+mod testing;

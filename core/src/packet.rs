@@ -694,23 +694,7 @@ mod tests {
     // Helpers: a seeded xorshift, a header builder, and a small JSON reader for the vectors.
     // ---------------------------------------------------------------------------------------
 
-    struct XorShift(u64);
-    impl XorShift {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-        fn byte(&mut self) -> u8 {
-            self.next() as u8
-        }
-    }
+    use crate::testing::XorShift64 as XorShift;
 
     fn header(frames: u16, format: SampleFormat, channels: u8) -> Header {
         Header {

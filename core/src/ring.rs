@@ -579,31 +579,15 @@ mod tests {
     use std::collections::VecDeque;
     use std::time::{Duration, Instant};
 
-    /// xorshift64: deterministic test randomness.
-    struct Rng(u64);
+    use crate::testing::XorShift64 as Rng;
 
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-
-        /// Payload sizes: mostly small, some packet-sized, some up to and at the maximum.
-        fn payload_len(&mut self) -> usize {
-            match self.below(10) {
-                0..=5 => self.below(65) as usize,
-                6..=8 => self.below(2101) as usize,
-                _ if self.below(4) == 0 => MAX_PAYLOAD,
-                _ => self.below(MAX_PAYLOAD as u64 + 1) as usize,
-            }
+    /// Payload sizes: mostly small, some packet-sized, some up to and at the maximum.
+    fn payload_len(rng: &mut Rng) -> usize {
+        match rng.below(10) {
+            0..=5 => rng.below(65) as usize,
+            6..=8 => rng.below(2101) as usize,
+            _ if rng.below(4) == 0 => MAX_PAYLOAD,
+            _ => rng.below(MAX_PAYLOAD as u64 + 1) as usize,
         }
     }
 
@@ -690,7 +674,7 @@ mod tests {
                 let (mut producer, mut consumer) = ring.split();
                 if rng.below(100) < push_percent {
                     let entry = (rng.next() as u16, rng.next() as u32, {
-                        let len = rng.payload_len();
+                        let len = payload_len(&mut rng);
                         payload(rng.next() as u32, len)
                     });
                     let pure = write_record(&mut data, write, read, entry.0, entry.1, &entry.2);
