@@ -33,8 +33,8 @@ import {
   type PeerLedger,
 } from './schedule';
 import type { SendReport } from './sender-worker';
-import { createTapBuffer, TAP_ARMED, TAP_FULL, TAP_SILENT, TAP_WRITTEN, tapViews } from './tap';
-import tapUrl from './tap-worklet.ts?worker&url';
+import { createTapBuffer, TAP_ARMED, TAP_FULL, TAP_SILENT, TAP_WRITTEN, tapViews } from '../audio/tap';
+import tapUrl from '../audio/tap-worklet.ts?worker&url';
 
 export interface Check {
   name: string;
@@ -237,7 +237,7 @@ export async function runScenario(
     const tapShared = createTapBuffer(captureFrames);
     const tap = tapViews(tapShared);
     await ctx.audioWorklet.addModule(tapUrl);
-    const tapNode = new AudioWorkletNode(ctx, 'tutti-selftest-tap', {
+    const tapNode = new AudioWorkletNode(ctx, 'tutti-tap', {
       numberOfInputs: 1,
       numberOfOutputs: 1,
       outputChannelCount: [1],

@@ -1,5 +1,6 @@
-// The self-test's capture: an AudioWorkletProcessor that copies its stereo input into a
-// SharedArrayBuffer (layout in tap.ts) while the page has it armed. process() allocates nothing:
+// A capture of what a node outputs (used by the self-test and the room's diagnostics): an
+// AudioWorkletProcessor that copies its stereo input into a SharedArrayBuffer (layout in tap.ts)
+// while the page has it armed. process() allocates nothing:
 // the views are made in the constructor, and the frame counter is published with Atomics.store
 // after each copy, so the page reads only complete quanta. Its output stays silent.
 //
@@ -49,4 +50,4 @@ class TapProcessor extends AudioWorkletProcessor {
   }
 }
 
-registerProcessor('tutti-selftest-tap', TapProcessor);
+registerProcessor('tutti-tap', TapProcessor);
