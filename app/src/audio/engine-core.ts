@@ -276,6 +276,7 @@ export class WasmEngineCore implements EngineCore {
     this.inboundMirror.commitRead(io[IO_IN_READ], io[IO_RECORDS], io[IO_RESYNCS]);
     if (io[IO_OUT_WRITE] !== outWriteBefore) {
       this.outboundMirror.publish(outWriteBefore, io[IO_OUT_WRITE]);
+      this.outboundMirror.notify();
     }
     this.outboundMirror.addDropped(io[IO_SEND_DROPPED], io[IO_SEND_DROPPED_BYTES]);
 

@@ -470,6 +470,7 @@ export class RingMirror {
   private readonly chunks: number;
   private readonly shift: number;
   private readonly words: Uint32Array;
+  private readonly words32: Int32Array;
   private readonly ringData: Uint8Array;
   private readonly ringChunks: Uint8Array[];
   private mirror: Uint8Array;
@@ -496,6 +497,7 @@ export class RingMirror {
     this.chunks = this.capacity / chunkBytes;
     this.shift = Math.log2(chunkBytes);
     this.words = new Uint32Array(buffer, 0, HEADER_WORDS);
+    this.words32 = new Int32Array(buffer, 0, HEADER_WORDS);
     this.ringData = new Uint8Array(buffer, DATA_OFFSET, this.capacity);
     this.ringChunks = this.makeChunks(this.ringData);
     this.mirror = mirror;
@@ -587,6 +589,14 @@ export class RingMirror {
   publish(write: number, next: number): void {
     this.copyFromMirror(write, next);
     Atomics.store(this.words, WRITE_WORD, next >>> 0);
+  }
+
+  /**
+   * Outbound: wake a consumer parked in `Atomics.waitAsync` on the write word (the net side's
+   * pump). Once per quantum that published something; it neither blocks nor allocates.
+   */
+  notify(): void {
+    Atomics.notify(this.words32, WRITE_WORD);
   }
 
   /** Outbound: count records the engine refused. */

@@ -1,0 +1,72 @@
+// Where the packet pump runs, decided once per session: in the net worker if this browser can
+// transfer an RTCDataChannel to a worker (Chromium and Safari can), else on the main thread.
+
+import { PacketPump, netStatsBytes } from './pump';
+import type { NetWorkerMessage } from './net-worker';
+import NetWorker from './net-worker.ts?worker';
+
+export interface PumpHost {
+  readonly where: 'worker' | 'main';
+  /** The pump's counters (layout in pump.ts). */
+  readonly stats: Float64Array;
+  /** Hands a freshly created channel (no event handled yet) to the pump for `slot`. */
+  add(slot: number, channel: RTCDataChannel): void;
+  remove(slot: number): void;
+  stop(): void;
+}
+
+/** True when a data channel can be transferred to a worker in this browser. */
+export function canTransferDataChannels(): boolean {
+  if (typeof RTCPeerConnection === 'undefined' || typeof MessageChannel === 'undefined') return false;
+  const pc = new RTCPeerConnection();
+  const ch = pc.createDataChannel('probe', { negotiated: true, id: 0 });
+  const port = new MessageChannel();
+  try {
+    port.port1.postMessage(ch, [ch as unknown as Transferable]);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    port.port1.close();
+    port.port2.close();
+    pc.close();
+  }
+}
+
+export function createPumpHost(
+  inbound: SharedArrayBuffer,
+  outbound: SharedArrayBuffer,
+  maxPeers: number,
+  prefer: 'worker' | 'main' = 'worker',
+): PumpHost {
+  const netStats = new SharedArrayBuffer(netStatsBytes(maxPeers));
+  const stats = new Float64Array(netStats);
+  if (prefer === 'worker' && canTransferDataChannels()) {
+    const worker = new NetWorker({ name: 'tutti-net' });
+    const post = (msg: NetWorkerMessage, transfer: Transferable[] = []) => worker.postMessage(msg, transfer);
+    worker.onmessage = (ev: MessageEvent<{ type: string; message?: string }>) => {
+      if (ev.data?.type === 'error') console.error(`net worker: ${ev.data.message}`);
+    };
+    post({ type: 'init', inbound, outbound, netStats, maxPeers });
+    return {
+      where: 'worker',
+      stats,
+      add: (slot, channel) =>
+        post({ type: 'add', slot, channel }, [channel as unknown as Transferable]),
+      remove: (slot) => post({ type: 'remove', slot }),
+      stop: () => {
+        post({ type: 'stop' });
+        setTimeout(() => worker.terminate(), 100);
+      },
+    };
+  }
+  const pump = new PacketPump(inbound, outbound, netStats, maxPeers, 'main');
+  pump.start();
+  return {
+    where: 'main',
+    stats,
+    add: (slot, channel) => pump.add(slot, channel),
+    remove: (slot) => pump.remove(slot),
+    stop: () => pump.stop(),
+  };
+}

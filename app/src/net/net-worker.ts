@@ -1,0 +1,56 @@
+// The net worker: hosts the packet pump (pump.ts) off the main thread, so that the page's
+// rendering and the UI never sit between a peer's packets and the engine. Data channels arrive
+// here transferred from the main thread, right after they are created.
+//
+// in:  { type: 'init', inbound, outbound, netStats, maxPeers }
+//      { type: 'add', slot, channel }   (channel transferred)
+//      { type: 'remove', slot }
+//      { type: 'stop' }
+// out: { type: 'error', message } when a message could not be applied.
+
+import { PacketPump } from './pump';
+
+export type NetWorkerMessage =
+  | {
+      type: 'init';
+      inbound: SharedArrayBuffer;
+      outbound: SharedArrayBuffer;
+      netStats: SharedArrayBuffer;
+      maxPeers: number;
+    }
+  | { type: 'add'; slot: number; channel: RTCDataChannel }
+  | { type: 'remove'; slot: number }
+  | { type: 'stop' };
+
+const scope = self as unknown as {
+  onmessage: ((ev: MessageEvent<NetWorkerMessage>) => void) | null;
+  postMessage(message: unknown): void;
+};
+
+let pump: PacketPump | null = null;
+
+scope.onmessage = (ev: MessageEvent<NetWorkerMessage>) => {
+  const msg = ev.data;
+  try {
+    switch (msg.type) {
+      case 'init':
+        pump?.stop();
+        pump = new PacketPump(msg.inbound, msg.outbound, msg.netStats, msg.maxPeers, 'worker');
+        pump.start();
+        break;
+      case 'add':
+        if (!pump) throw new Error('add before init');
+        pump.add(msg.slot, msg.channel);
+        break;
+      case 'remove':
+        pump?.remove(msg.slot);
+        break;
+      case 'stop':
+        pump?.stop();
+        pump = null;
+        break;
+    }
+  } catch (err) {
+    scope.postMessage({ type: 'error', message: err instanceof Error ? err.message : String(err) });
+  }
+};

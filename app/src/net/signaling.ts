@@ -1,0 +1,209 @@
+// The signaling client: one WebSocket to the server, joined to one room, that survives the server
+// going away. It reconnects with a capped backoff and joins again with the same peer id and
+// token, so the server puts this client back into the room as the same member; the peer-to-peer
+// links (mesh.ts) never depend on the socket and keep carrying audio meanwhile.
+//
+// Liveness: the browser answers the server's WebSocket pings by itself, so the server notices a
+// vanished client. For the other direction the client sends an application ping every
+// PING_EVERY_MS and treats a socket that has heard nothing for SILENT_AFTER_MS as dead (a server
+// that froze, or a network path that dropped without a TCP reset).
+
+import {
+  FATAL_JOIN_ERRORS,
+  parseServerMessage,
+  type Member,
+  type PeerSignal,
+  type ServerMessage,
+} from './protocol';
+
+export const PING_EVERY_MS = 2000;
+export const SILENT_AFTER_MS = 6000;
+const BACKOFF_MS = [250, 500, 1000, 2000, 3000];
+
+export type SignalingStatus = 'connecting' | 'open' | 'reconnecting' | 'closed';
+
+export interface SignalingEvents {
+  status(status: SignalingStatus): void;
+  /** The server (re)accepted the join; `peers` are the other members now. */
+  welcome(peers: Member[], cap: number): void;
+  joined(member: Member): void;
+  left(peer: string, reason: string): void;
+  signal(from: string, data: unknown): void;
+  /** An error from the server; `fatal` when retrying the same join cannot help. */
+  error(code: string, message: string, fatal: boolean): void;
+}
+
+export interface JoinParams {
+  room: string;
+  name: string;
+  peer: string;
+  token: string;
+  password?: string;
+}
+
+export class SignalingClient {
+  status: SignalingStatus = 'connecting';
+  /** Messages from the server that were not well-formed (counted and dropped). */
+  malformed = 0;
+  private ws: WebSocket | null = null;
+  private attempt = 0;
+  private lastHeard = 0;
+  private pingTimer: ReturnType<typeof setInterval> | null = null;
+  private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  private stopped = false;
+  private joined = false;
+
+  constructor(
+    private readonly url: string,
+    private join: JoinParams,
+    private readonly on: SignalingEvents,
+  ) {
+    this.connect();
+  }
+
+  /** The WebSocket URL of the signaling endpoint of the page's own origin. */
+  static urlFor(loc: Location = location): string {
+    return `${loc.protocol === 'https:' ? 'wss:' : 'ws:'}//${loc.host}/ws`;
+  }
+
+  send(to: string, data: PeerSignal): void {
+    this.sendJson({ type: 'signal', to, data });
+  }
+
+  /** Joins again with another password (after a wrong-password error). */
+  retry(password: string): void {
+    this.join = { ...this.join, password };
+    this.stopped = false;
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.sendJoin();
+    else this.connect();
+  }
+
+  /** Leaves the room and closes the socket for good. */
+  close(): void {
+    if (this.stopped && !this.ws) return;
+    if (this.joined) this.sendJson({ type: 'leave' });
+    this.stopped = true;
+    this.clearTimers();
+    this.ws?.close(1000, 'leaving');
+    this.ws = null;
+    this.setStatus('closed');
+  }
+
+  private connect(): void {
+    this.clearTimers();
+    let ws: WebSocket;
+    try {
+      ws = new WebSocket(this.url);
+    } catch {
+      this.scheduleReconnect();
+      return;
+    }
+    this.ws = ws;
+    ws.onopen = () => {
+      this.lastHeard = performance.now();
+      this.sendJoin();
+      this.pingTimer = setInterval(() => this.heartbeat(), PING_EVERY_MS);
+    };
+    ws.onmessage = (ev) => {
+      this.lastHeard = performance.now();
+      if (typeof ev.data !== 'string') {
+        this.malformed++;
+        return;
+      }
+      const msg = parseServerMessage(ev.data);
+      if (!msg) {
+        this.malformed++;
+        return;
+      }
+      this.handle(msg);
+    };
+    ws.onclose = () => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      this.joined = false;
+      if (!this.stopped) this.scheduleReconnect();
+    };
+    ws.onerror = () => {
+      // A close event always follows; reconnecting is decided there.
+    };
+  }
+
+  private handle(msg: ServerMessage): void {
+    switch (msg.type) {
+      case 'welcome':
+        this.attempt = 0;
+        this.joined = true;
+        this.setStatus('open');
+        this.on.welcome(msg.peers, msg.cap);
+        break;
+      case 'peer-joined':
+        this.on.joined({ peer: msg.peer, name: msg.name });
+        break;
+      case 'peer-left':
+        this.on.left(msg.peer, msg.reason);
+        break;
+      case 'signal':
+        this.on.signal(msg.from, msg.data);
+        break;
+      case 'pong':
+        break;
+      case 'error': {
+        const fatal = FATAL_JOIN_ERRORS.has(msg.code);
+        if (fatal) {
+          // Joining again as before would be refused again: wait for the user.
+          this.stopped = true;
+          this.clearTimers();
+          this.ws?.close(1000, 'join refused');
+          this.ws = null;
+          this.setStatus('closed');
+        }
+        this.on.error(msg.code, msg.message, fatal);
+        break;
+      }
+    }
+  }
+
+  private sendJoin(): void {
+    const { room, name, peer, token, password } = this.join;
+    this.sendJson({ type: 'join', room, name, peer, token, ...(password ? { password } : {}) });
+  }
+
+  private heartbeat(): void {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return;
+    if (performance.now() - this.lastHeard > SILENT_AFTER_MS) {
+      // Nothing heard for too long: drop this socket and start over.
+      this.ws = null;
+      this.joined = false;
+      ws.close();
+      this.scheduleReconnect();
+      return;
+    }
+    this.sendJson({ type: 'ping', t: Math.round(performance.now()) });
+  }
+
+  private scheduleReconnect(): void {
+    this.clearTimers();
+    this.setStatus(this.status === 'connecting' && this.attempt === 0 ? 'connecting' : 'reconnecting');
+    const delay = BACKOFF_MS[Math.min(this.attempt, BACKOFF_MS.length - 1)];
+    this.attempt++;
+    this.retryTimer = setTimeout(() => this.connect(), delay);
+  }
+
+  private sendJson(msg: object): void {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+  }
+
+  private setStatus(status: SignalingStatus): void {
+    if (status === this.status) return;
+    this.status = status;
+    this.on.status(status);
+  }
+
+  private clearTimers(): void {
+    if (this.pingTimer !== null) clearInterval(this.pingTimer);
+    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
+    this.pingTimer = null;
+    this.retryTimer = null;
+  }
+}

@@ -1,0 +1,104 @@
+// What the room UI sees of a session, and what it may ask of it. The session (session.ts) owns
+// the audio engine, the signaling client and the peer-to-peer mesh; the UI renders a RoomView
+// snapshot, which the session replaces about ten times a second and whenever membership changes.
+
+/** Levels in dBFS; -Infinity is silence. */
+export interface Levels {
+  peakL: number;
+  peakR: number;
+  rmsL: number;
+  rmsR: number;
+}
+
+/** A participant's mix settings, as the UI sets them. */
+export interface StripSettings {
+  /** Fader, dB; -Infinity is off. Range -60..+12. */
+  gainDb: number;
+  /** -1 (left) .. +1 (right). */
+  pan: number;
+  mute: boolean;
+  solo: boolean;
+}
+
+export type LinkState = 'connecting' | 'connected' | 'reconnecting' | 'failed';
+
+export interface ParticipantView {
+  /** Stable id for keyed lists (the peer id). */
+  peer: string;
+  /** Display name chosen by that participant: untrusted text, render it as text only. */
+  name: string;
+  link: LinkState;
+  levels: Levels;
+  strip: StripSettings;
+  /** Estimated one-way mouth-to-ear latency, ms; null until measured. */
+  latencyMs: number | null;
+  /** Network round trip, ms; null until measured. */
+  rttMs: number | null;
+  /** Jitter-buffer depth now, ms. */
+  bufferMs: number;
+  /** The adaptive buffer's target, ms. */
+  targetMs: number;
+  /** Packets lost of those expected, percent, over the session. */
+  lossPct: number;
+  underruns: number;
+  /** Their format as received, e.g. "PCM16 stereo 128". Empty until the first packet. */
+  format: string;
+}
+
+export type SignalingState = 'connecting' | 'open' | 'reconnecting' | 'closed';
+
+export interface RoomError {
+  /** The server's error code (e.g. "wrong-password", "room-full") or a client-side one
+   * ("no-microphone", "engine-unavailable", "network"). */
+  code: string;
+  /** A sentence for the user. */
+  message: string;
+}
+
+export interface RoomView {
+  room: string;
+  self: { peer: string; name: string };
+  signaling: SignalingState;
+  /** Set when joining failed or the session ended with an error; null otherwise. */
+  error: RoomError | null;
+  /** True once the server accepted the join. */
+  joined: boolean;
+  participants: ParticipantView[];
+  master: { gainDb: number; levels: Levels; limiterDb: number };
+  /** This user's own input as the engine captures it. */
+  input: { levels: Levels; channels: 1 | 2 };
+  /** Hearing yourself through the engine-free local path. */
+  monitor: { on: boolean; gainDb: number };
+  /** Engine-wide counters. */
+  engine: { underruns: number; peers: number; sampleRate: number; blockFrames: number };
+}
+
+/** Everything the user picks before or while joining. */
+export interface AudioSettings {
+  /** MediaDeviceInfo.deviceId, or '' for the default device. */
+  inputDeviceId: string;
+  outputDeviceId: string;
+  channels: 1 | 2;
+  blockFrames: 32 | 64 | 128 | 256;
+}
+
+export interface JoinRequest {
+  room: string;
+  name: string;
+  password?: string;
+  audio: AudioSettings;
+}
+
+export interface RoomSession {
+  /** Current snapshot. */
+  readonly view: RoomView;
+  /** Calls `fn` with each new snapshot; returns an unsubscribe function. */
+  subscribe(fn: (view: RoomView) => void): () => void;
+  setStrip(peer: string, patch: Partial<StripSettings>): void;
+  setMaster(gainDb: number): void;
+  setMonitor(on: boolean, gainDb?: number): void;
+  /** Retries the join with another password after a "wrong-password" error. */
+  retryPassword(password: string): void;
+  /** Leaves the room and releases microphone, audio context and connections. */
+  leave(): Promise<void>;
+}
