@@ -1,0 +1,459 @@
+// A room session: the one engine worklet, the microphone feeding it, the packet pump, the mesh
+// of peer connections and the signaling client, and the view the UI renders (types.ts).
+//
+// Membership comes from the server; audio never waits for it. Each participant gets an engine
+// slot when first seen and keeps it while it is in the room, including across a server restart
+// (the same peer id comes back with the same slot and the same link). The view is rebuilt from
+// the engine's shared stats block ten times a second.
+
+import { createEngine, engineUnavailableReason, type EngineHandle } from '../audio/host';
+import { DEFAULT_CONFIG } from '../audio/engine-core';
+import {
+  G_INPUT_PEAK,
+  G_INPUT_RMS,
+  G_LIMITER_DB,
+  G_MASTER_PEAK_L,
+  G_MASTER_PEAK_R,
+  G_MASTER_RMS_L,
+  G_MASTER_RMS_R,
+  G_PEERS,
+  G_UNDERRUNS,
+  BLOCK_LEN,
+  P_BITS,
+  P_BLOCK_FRAMES,
+  P_BUFFERED_FRAMES,
+  P_CHANNELS,
+  P_LOST,
+  P_PEAK_L,
+  P_PEAK_R,
+  P_RECEIVED,
+  P_RMS_L,
+  P_RMS_R,
+  P_TARGET_FRAMES,
+  P_UNDERRUNS,
+  peerIndex,
+  readStats,
+} from '../audio/stats';
+import { createTapBuffer, TAP_ARMED, TAP_WRITTEN, tapViews } from '../audio/tap';
+import tapUrl from '../audio/tap-worklet.ts?worker&url';
+import { Mesh, type IcePolicy } from '../net/mesh';
+import { createPumpHost, type PumpHost } from '../net/net-host';
+import { randomId, type Member } from '../net/protocol';
+import { SignalingClient } from '../net/signaling';
+import type {
+  JoinRequest,
+  Levels,
+  LinkState,
+  ParticipantView,
+  RoomError,
+  RoomSession,
+  RoomView,
+  StripSettings,
+} from './types';
+
+export const SAMPLE_RATE = 48000;
+/** Engine slots: more than any room the server admits by default (16). */
+export const MAX_PEERS = 64;
+const VIEW_EVERY_MS = 100;
+
+const SILENT: Levels = { peakL: -Infinity, peakR: -Infinity, rmsL: -Infinity, rmsR: -Infinity };
+const UNITY: StripSettings = { gainDb: 0, pan: 0, mute: false, solo: false };
+
+export function dbToGain(db: number): number {
+  return db <= -60 ? 0 : Math.pow(10, db / 20);
+}
+
+export function gainToDb(linear: number): number {
+  return linear > 0 ? 20 * Math.log10(linear) : -Infinity;
+}
+
+interface Participant {
+  member: Member;
+  slot: number;
+  strip: StripSettings;
+  link: LinkState;
+}
+
+export interface OutputCapture {
+  left: Float32Array;
+  right: Float32Array;
+  sampleRate: number;
+}
+
+class Session implements RoomSession {
+  view: RoomView;
+  private readonly listeners = new Set<(view: RoomView) => void>();
+  private readonly participants = new Map<string, Participant>();
+  private readonly freeSlots: number[] = [];
+  private readonly token = randomId();
+  private readonly statsSnapshot = new Float64Array(BLOCK_LEN);
+  private ctx: AudioContext | null = null;
+  private stream: MediaStream | null = null;
+  private engine: EngineHandle | null = null;
+  private monitorGain: GainNode | null = null;
+  private pump: PumpHost | null = null;
+  private mesh: Mesh | null = null;
+  private signaling: SignalingClient | null = null;
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private ended = false;
+  private tapLoaded: Promise<void> | null = null;
+  private statsShared: Float64Array | null = null;
+
+  constructor(
+    private readonly req: JoinRequest,
+    private readonly icePolicy: IcePolicy,
+  ) {
+    for (let s = MAX_PEERS - 1; s >= 0; s--) this.freeSlots.push(s);
+    this.view = {
+      room: req.room,
+      self: { peer: randomId(), name: req.name },
+      signaling: 'connecting',
+      error: null,
+      joined: false,
+      participants: [],
+      master: { gainDb: 0, levels: SILENT, limiterDb: 0 },
+      input: { levels: SILENT, channels: req.audio.channels },
+      monitor: { on: false, gainDb: -6 },
+      engine: { underruns: 0, peers: 0, sampleRate: SAMPLE_RATE, blockFrames: req.audio.blockFrames },
+    };
+    void this.start();
+  }
+
+  subscribe(fn: (view: RoomView) => void): () => void {
+    this.listeners.add(fn);
+    fn(this.view);
+    return () => this.listeners.delete(fn);
+  }
+
+  setStrip(peer: string, patch: Partial<StripSettings>): void {
+    const p = this.participants.get(peer);
+    if (!p) return;
+    p.strip = { ...p.strip, ...patch };
+    this.sendStrip(p);
+    this.refresh();
+  }
+
+  setMaster(gainDb: number): void {
+    this.view = { ...this.view, master: { ...this.view.master, gainDb } };
+    this.engine?.control({ type: 'master', gain: dbToGain(gainDb) });
+    this.emit();
+  }
+
+  setMonitor(on: boolean, gainDb = this.view.monitor.gainDb): void {
+    this.view = { ...this.view, monitor: { on, gainDb } };
+    if (this.monitorGain && this.ctx) {
+      this.monitorGain.gain.setTargetAtTime(on ? dbToGain(gainDb) : 0, this.ctx.currentTime, 0.01);
+    }
+    this.emit();
+  }
+
+  retryPassword(password: string): void {
+    this.view = { ...this.view, error: null };
+    this.emit();
+    this.signaling?.retry(password);
+  }
+
+  async leave(): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    this.signaling?.close();
+    this.mesh?.close();
+    this.pump?.stop();
+    this.stream?.getTracks().forEach((t) => t.stop());
+    this.engine?.node.disconnect();
+    await this.ctx?.close().catch(() => {});
+    this.view = { ...this.view, signaling: 'closed', joined: false };
+    this.emit();
+    this.listeners.clear();
+  }
+
+  /** Records `seconds` of what the engine sends to the output (diagnostics and tests). */
+  async captureOutput(seconds: number): Promise<OutputCapture> {
+    const ctx = this.ctx;
+    const engine = this.engine;
+    if (!ctx || !engine) throw new Error('the session has no audio yet');
+    this.tapLoaded ??= ctx.audioWorklet.addModule(tapUrl);
+    await this.tapLoaded;
+    const frames = Math.ceil(seconds * ctx.sampleRate);
+    const shared = createTapBuffer(frames);
+    const views = tapViews(shared);
+    const node = new AudioWorkletNode(ctx, 'tutti-tap', {
+      numberOfInputs: 1,
+      numberOfOutputs: 1,
+      outputChannelCount: [1],
+      channelCount: 2,
+      channelCountMode: 'explicit',
+      processorOptions: { shared },
+    });
+    engine.node.connect(node);
+    // The tap outputs silence; it must reach the destination to be pulled by the graph.
+    node.connect(ctx.destination);
+    Atomics.store(views.header, TAP_ARMED, 1);
+    while (Atomics.load(views.header, TAP_WRITTEN) < frames) {
+      await new Promise((r) => setTimeout(r, 50));
+      if (this.ended) break;
+    }
+    engine.node.disconnect(node);
+    node.disconnect();
+    const n = Math.min(frames, Atomics.load(views.header, TAP_WRITTEN));
+    return { left: views.left.slice(0, n), right: views.right.slice(0, n), sampleRate: ctx.sampleRate };
+  }
+
+  /** A copy of the engine's stats block and the pump's counters (diagnostics and tests). */
+  rawStats(): { engine: Float64Array; net: Float64Array | null; slots: Record<string, number> } {
+    const slots: Record<string, number> = {};
+    for (const [peer, p] of this.participants) slots[peer] = p.slot;
+    return {
+      engine: this.statsSnapshot.slice(),
+      net: this.pump ? this.pump.stats.slice() : null,
+      slots,
+    };
+  }
+
+  /** Where the packet pump runs. */
+  get pumpThread(): 'worker' | 'main' | null {
+    return this.pump?.where ?? null;
+  }
+
+  private async start(): Promise<void> {
+    const reason = engineUnavailableReason();
+    if (reason) return this.fail('engine-unavailable', reason);
+    const { audio } = this.req;
+    let iceServers: RTCIceServer[] = [];
+    try {
+      const res = await fetch('/api/config');
+      if (res.ok) {
+        const cfg = (await res.json()) as { iceServers?: RTCIceServer[] };
+        if (Array.isArray(cfg.iceServers)) iceServers = cfg.iceServers;
+      }
+    } catch {
+      // No server config: a LAN or loopback needs no ICE servers.
+    }
+    if (this.ended) return;
+
+    const ctx = new AudioContext({ sampleRate: SAMPLE_RATE, latencyHint: 'interactive' });
+    this.ctx = ctx;
+    const sinkable = ctx as AudioContext & { setSinkId?: (id: string) => Promise<void> };
+    if (audio.outputDeviceId && typeof sinkable.setSinkId === 'function') {
+      await sinkable.setSinkId(audio.outputDeviceId).catch((err: unknown) => {
+        console.warn(`output device not available, using the default: ${String(err)}`);
+      });
+    }
+    try {
+      this.stream = await navigator.mediaDevices.getUserMedia({
+        audio: {
+          deviceId: audio.inputDeviceId ? { exact: audio.inputDeviceId } : undefined,
+          channelCount: { ideal: audio.channels },
+          echoCancellation: false,
+          noiseSuppression: false,
+          autoGainControl: false,
+          latency: 0,
+        } as MediaTrackConstraints,
+      });
+    } catch (err) {
+      const name = err instanceof DOMException ? err.name : '';
+      return this.fail(
+        'no-microphone',
+        name === 'NotAllowedError'
+          ? 'Microphone access was refused. Allow it for this site to play in a room.'
+          : `No microphone could be opened (${name || String(err)}). Check the input device in the settings.`,
+      );
+    }
+    if (this.ended) return;
+
+    try {
+      this.engine = await createEngine(ctx, {
+        ...DEFAULT_CONFIG,
+        maxPeers: MAX_PEERS,
+        blockFrames: audio.blockFrames,
+        captureChannels: audio.channels,
+      });
+    } catch (err) {
+      return this.fail('engine-unavailable', `The audio engine did not start: ${String(err)}`);
+    }
+    if (this.ended) return;
+    this.statsShared = new Float64Array(this.engine.buffers.stats);
+    const source = ctx.createMediaStreamSource(this.stream);
+    source.connect(this.engine.node);
+    this.engine.node.connect(ctx.destination);
+    this.monitorGain = ctx.createGain();
+    this.monitorGain.gain.value = 0;
+    source.connect(this.monitorGain).connect(ctx.destination);
+    await ctx.resume().catch(() => {});
+
+    this.pump = createPumpHost(this.engine.buffers.inbound, this.engine.buffers.outbound, MAX_PEERS);
+    const self = this.view.self.peer;
+    this.signaling = new SignalingClient(
+      SignalingClient.urlFor(),
+      { room: this.req.room, name: this.req.name, peer: self, token: this.token, password: this.req.password },
+      {
+        status: (signaling) => {
+          this.view = { ...this.view, signaling, joined: signaling === 'open' ? this.view.joined : false };
+          this.emit();
+        },
+        welcome: (peers) => {
+          this.view = { ...this.view, joined: true, error: null };
+          for (const m of peers) this.admit(m);
+          this.refresh();
+        },
+        joined: (m) => {
+          this.admit(m);
+          this.refresh();
+        },
+        left: (peer) => {
+          this.release(peer);
+          this.refresh();
+        },
+        signal: (from, data) => void this.mesh?.handleSignal(from, data),
+        error: (code, message, fatal) => {
+          if (fatal || !this.view.joined) {
+            this.view = { ...this.view, error: { code, message } };
+            this.emit();
+          } else {
+            console.warn(`signaling: ${code}: ${message}`);
+          }
+        },
+      },
+    );
+    this.mesh = new Mesh({
+      self,
+      iceServers,
+      icePolicy: this.icePolicy,
+      pump: this.pump,
+      send: (to, data) => this.signaling?.send(to, data),
+      onLinkState: (peer, link) => {
+        const p = this.participants.get(peer);
+        if (p) p.link = link;
+        this.refresh();
+      },
+    });
+    this.timer = setInterval(() => this.refresh(), VIEW_EVERY_MS);
+  }
+
+  private admit(member: Member): void {
+    if (member.peer === this.view.self.peer) return;
+    let p = this.participants.get(member.peer);
+    if (!p) {
+      const slot = this.freeSlots.pop();
+      if (slot === undefined) {
+        console.warn(`no engine slot left for ${member.name}`);
+        return;
+      }
+      p = { member, slot, strip: { ...UNITY }, link: 'connecting' };
+      this.participants.set(member.peer, p);
+      this.engine?.control({ type: 'add-peer', slot });
+      this.sendStrip(p);
+    } else {
+      p.member = member;
+    }
+    this.mesh?.ensure(member.peer, p.slot);
+    p.link = this.mesh?.state(member.peer) ?? p.link;
+  }
+
+  private release(peer: string): void {
+    const p = this.participants.get(peer);
+    if (!p) return;
+    this.participants.delete(peer);
+    this.mesh?.drop(peer);
+    this.engine?.control({ type: 'remove-peer', slot: p.slot });
+    this.freeSlots.push(p.slot);
+  }
+
+  private sendStrip(p: Participant): void {
+    this.engine?.control({
+      type: 'strip',
+      slot: p.slot,
+      gain: dbToGain(p.strip.gainDb),
+      pan: p.strip.pan,
+      mute: p.strip.mute,
+      solo: p.strip.solo,
+    });
+  }
+
+  private fail(code: string, message: string): void {
+    const error: RoomError = { code, message };
+    this.view = { ...this.view, error };
+    this.emit();
+  }
+
+  /** Rebuilds the view from the engine's stats. */
+  private refresh(): void {
+    if (this.ended) return;
+    const s = this.statsSnapshot;
+    if (this.statsShared) readStats(this.statsShared, s);
+    const ctx = this.ctx;
+    const outputMs = ctx ? (ctx.baseLatency + (ctx.outputLatency || 0)) * 1000 : 0;
+    const blockMs = (this.req.audio.blockFrames / SAMPLE_RATE) * 1000;
+    const participants: ParticipantView[] = [];
+    for (const [peer, p] of this.participants) {
+      const at = (f: number) => s[peerIndex(p.slot, f)];
+      const received = at(P_RECEIVED);
+      const lost = at(P_LOST);
+      const bufferMs = (at(P_BUFFERED_FRAMES) / SAMPLE_RATE) * 1000;
+      const rttMs = this.mesh?.rttMs(peer) ?? null;
+      const bits = at(P_BITS);
+      participants.push({
+        peer,
+        name: p.member.name,
+        link: p.link,
+        levels: {
+          peakL: gainToDb(at(P_PEAK_L)),
+          peakR: gainToDb(at(P_PEAK_R)),
+          rmsL: gainToDb(at(P_RMS_L)),
+          rmsR: gainToDb(at(P_RMS_R)),
+        },
+        strip: p.strip,
+        latencyMs: rttMs === null ? null : blockMs + rttMs / 2 + bufferMs + outputMs,
+        rttMs,
+        bufferMs,
+        targetMs: (at(P_TARGET_FRAMES) / SAMPLE_RATE) * 1000,
+        lossPct: received + lost > 0 ? (100 * lost) / (received + lost) : 0,
+        underruns: at(P_UNDERRUNS),
+        format:
+          received > 0
+            ? `${bits === 32 ? 'float32' : `PCM${bits}`} ${at(P_CHANNELS) === 1 ? 'mono' : 'stereo'} ${at(P_BLOCK_FRAMES)}`
+            : '',
+      });
+    }
+    this.view = {
+      ...this.view,
+      participants,
+      master: {
+        gainDb: this.view.master.gainDb,
+        levels: {
+          peakL: gainToDb(s[G_MASTER_PEAK_L]),
+          peakR: gainToDb(s[G_MASTER_PEAK_R]),
+          rmsL: gainToDb(s[G_MASTER_RMS_L]),
+          rmsR: gainToDb(s[G_MASTER_RMS_R]),
+        },
+        limiterDb: s[G_LIMITER_DB],
+      },
+      input: {
+        channels: this.req.audio.channels,
+        levels: {
+          peakL: gainToDb(s[G_INPUT_PEAK]),
+          peakR: gainToDb(s[G_INPUT_PEAK]),
+          rmsL: gainToDb(s[G_INPUT_RMS]),
+          rmsR: gainToDb(s[G_INPUT_RMS]),
+        },
+      },
+      engine: { ...this.view.engine, underruns: s[G_UNDERRUNS], peers: s[G_PEERS] },
+    };
+    this.emit();
+  }
+
+  private emit(): void {
+    for (const fn of this.listeners) fn(this.view);
+  }
+}
+
+/** Opens a session: it starts joining at once; watch `view` for progress and errors. */
+export function openSession(req: JoinRequest, opts: { ice?: IcePolicy } = {}): RoomSession {
+  const session = new Session(req, opts.ice ?? 'all');
+  // A handle for diagnostics from the browser console (and the end-to-end tests).
+  (globalThis as { tutti?: { session: Session } }).tutti = { session };
+  return session;
+}
+
+export type { Session };
