@@ -1,5 +1,6 @@
 // Builds what is stale, and only that:
 //   wasm: `wasm-pack build wasm --target web --release --out-dir pkg` → wasm/pkg/ (the app imports it)
+//   server: `cargo build --release -p tutti-server` → target/release/tutti-server
 //   app:  `vite build` (root app/, see vite.config.ts) → dist/
 // A step runs when one of its outputs is missing or an input is newer than its last build.
 // `--force` rebuilds everything. Exit code is non-zero when a step fails.
@@ -45,6 +46,13 @@ export function steps() {
       command: ['wasm-pack', ['build', 'wasm', '--target', 'web', '--release', '--out-dir', 'pkg']],
     },
     {
+      name: 'server',
+      inputs: ['server/src', 'server/Cargo.toml', 'Cargo.toml', 'Cargo.lock', 'rust-toolchain.toml'],
+      outputs: ['target/release/tutti-server'],
+      stamp: STAMP_DIR + '/server.stamp',
+      command: ['cargo', ['build', '--release', '--locked', '-p', 'tutti-server']],
+    },
+    {
       name: 'app',
       inputs: [
         'app',
@@ -76,21 +84,21 @@ export async function build(opts = {}) {
   for (const step of steps()) {
     const check = opts.force ? { stale: true, reason: '--force' } : checkStale(ROOT, step);
     if (!check.stale) {
-      console.log(`build: ${step.name.padEnd(5)} skipped (${check.reason})`);
+      console.log(`build: ${step.name.padEnd(6)} skipped (${check.reason})`);
       results.push({ name: step.name, action: 'skipped', reason: check.reason, ms: 0 });
       continue;
     }
-    console.log(`build: ${step.name.padEnd(5)} building (${check.reason}): ${step.command[0].replace(ROOT + '/', '')} ${step.command[1].join(' ')}`);
+    console.log(`build: ${step.name.padEnd(6)} building (${check.reason}): ${step.command[0].replace(ROOT + '/', '')} ${step.command[1].join(' ')}`);
     const started = Date.now();
     const r = await run(step.command[0], step.command[1]);
     const missing = step.outputs.filter((o) => !existsSync(join(ROOT, o)));
     if (r.code === 0 && missing.length === 0) {
       markBuilt(ROOT, step.stamp, started);
-      console.log(`build: ${step.name.padEnd(5)} built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      console.log(`build: ${step.name.padEnd(6)} built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
       results.push({ name: step.name, action: 'built', reason: check.reason, ms: Date.now() - started });
     } else {
       const why = r.code !== 0 ? `exit ${r.code}${r.error ? `: ${r.error}` : ''}` : `missing ${missing.join(', ')}`;
-      console.error(`build: ${step.name.padEnd(5)} FAILED (${why})`);
+      console.error(`build: ${step.name.padEnd(6)} FAILED (${why})`);
       results.push({ name: step.name, action: 'failed', reason: why, ms: Date.now() - started });
     }
   }

@@ -1,25 +1,34 @@
 // `npm start`: install what is missing (scripts/setup.sh), build what is stale
-// (scripts/build.mjs), then serve dist/ on http://127.0.0.1:8080/ with the headers that make the
-// page cross-origin isolated. Port: `--port N` or the PORT environment variable.
+// (scripts/build.mjs: the engine's WASM, the server, the app), then run the server
+// (target/release/tutti-server), which serves dist/ and the room signaling on
+// http://127.0.0.1:8080/ and prints the URL to open.
+//
+// Port: `--port N` or the PORT environment variable. Every other argument after `--` goes to the
+// server as it is (`npm start -- --addr 0.0.0.0 --room-cap 8`; `npm start -- --help` lists them).
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from './build.mjs';
 import { ROOT, run } from './lib/run.mjs';
-import { serveStatic } from './lib/serve.mjs';
 
-function parsePort() {
-  const i = process.argv.indexOf('--port');
-  const fromFlag = i >= 0 ? process.argv[i + 1] : process.argv.find((a) => a.startsWith('--port='))?.slice(7);
-  const raw = fromFlag ?? process.env.PORT ?? '8080';
-  const port = Number(raw);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    console.error(`start: invalid port "${raw}"`);
+function parseArgs(argv) {
+  const rest = [];
+  let port = process.env.PORT ?? '8080';
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--port') port = argv[++i] ?? '';
+    else if (a.startsWith('--port=')) port = a.slice('--port='.length);
+    else rest.push(a);
+  }
+  const n = Number(port);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) {
+    console.error(`start: invalid port "${port}" (use --port N or PORT=N with 0..65535)`);
     process.exit(2);
   }
-  return port;
+  return { port: n, rest };
 }
 
-const port = parsePort();
+const { port, rest } = parseArgs(process.argv.slice(2));
 
 const setup = await run('bash', [join(ROOT, 'scripts', 'setup.sh')]);
 if (setup.code !== 0) {
@@ -29,23 +38,27 @@ if (setup.code !== 0) {
 
 const { ok } = await build();
 const dist = join(ROOT, 'dist');
-if (!ok) {
-  if (!existsSync(join(dist, 'index.html'))) {
-    console.error('start: the build failed and there is no earlier build to serve');
+const binary = join(ROOT, 'target', 'release', 'tutti-server');
+for (const [what, path] of [['the app', join(dist, 'index.html')], ['the server', binary]]) {
+  if (!existsSync(path)) {
+    console.error(`start: the build failed and there is no earlier build of ${what} to run`);
     process.exit(1);
   }
-  console.error('start: part of the build failed (see above); serving what dist/ holds now');
 }
+if (!ok) console.error('start: part of the build failed (see above); running the earlier build of it');
 
-try {
-  const server = await serveStatic({ root: dist, port });
-  console.log(`\nTutti is running at ${server.url}\n(Ctrl+C to stop)`);
-} catch (e) {
-  const err = /** @type {NodeJS.ErrnoException} */ (e);
-  if (err.code === 'EADDRINUSE') {
-    console.error(`start: port ${port} is in use; pick another with --port N or PORT=N`);
-  } else {
-    console.error(`start: could not serve dist/: ${err.message}`);
-  }
-  process.exit(1);
+const server = spawn(binary, ['--port', String(port), '--dist', dist, ...rest], {
+  stdio: 'inherit',
+  env: { ...process.env, PORT: String(port) },
+});
+// The server shuts down gracefully on SIGINT/SIGTERM: pass them on and exit when it has (the
+// build's handlers, which end children at once, are no longer wanted).
+for (const sig of /** @type {const} */ (['SIGINT', 'SIGTERM'])) {
+  process.removeAllListeners(sig);
+  process.on(sig, () => server.kill(sig));
 }
+server.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+server.on('error', (e) => {
+  console.error(`start: could not run ${binary}: ${e.message}`);
+  process.exit(1);
+});
