@@ -3,6 +3,7 @@
 import { readdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { svelte } from '@sveltejs/vite-plugin-svelte';
 import { defineConfig } from 'vite';
 import { SECURITY_HEADERS } from './scripts/lib/headers.mjs';
 
@@ -19,6 +20,8 @@ export default defineConfig({
   root: appRoot,
   base: '/',
   publicDir: resolve(appRoot, 'public'),
+  // The app's UI (app/src/ui) is Svelte 5.
+  plugins: [svelte({ configFile: false })],
   build: {
     outDir: resolve(repoRoot, 'dist'),
     emptyOutDir: true,
