@@ -1,0 +1,217 @@
+// The UI's pure logic: routes, stored preferences, scales, room names, the engine-support check.
+import { describe, expect, it } from 'vitest';
+import { randomRoomName } from '../../app/src/ui/names';
+import {
+  addRecent,
+  DEFAULT_AUDIO,
+  KEYS,
+  loadAudio,
+  loadName,
+  loadRecent,
+  RECENT_MAX,
+  saveAudio,
+  saveName,
+  type KeyValueStore,
+} from '../../app/src/ui/prefs';
+import { icePolicy, isValidRoomName, parseRoute, roomPath, shareLink } from '../../app/src/ui/route';
+import {
+  detent,
+  faderToGainDb,
+  formatDb,
+  formatMs,
+  formatPan,
+  framesToMs,
+  gainDbToFader,
+  meterFraction,
+} from '../../app/src/ui/scale';
+import { follow, HOLD_MS } from '../../app/src/ui/meter-clock';
+import { checkEngineSupport } from '../../app/src/ui/support';
+
+function memoryStore(init: Record<string, string> = {}): KeyValueStore & { data: Map<string, string> } {
+  const data = new Map(Object.entries(init));
+  return {
+    data,
+    getItem: (k) => data.get(k) ?? null,
+    setItem: (k, v) => void data.set(k, v),
+  };
+}
+
+describe('routes', () => {
+  it('parses home, rooms and bad room names', () => {
+    expect(parseRoute('/')).toEqual({ kind: 'home' });
+    expect(parseRoute('/index.html')).toEqual({ kind: 'home' });
+    expect(parseRoute('/r/warm-cello-42')).toEqual({ kind: 'room', room: 'warm-cello-42' });
+    expect(parseRoute('/r/a.b_c~d-E9/')).toEqual({ kind: 'room', room: 'a.b_c~d-E9' });
+    expect(parseRoute('/r/' + 'x'.repeat(64))).toEqual({ kind: 'room', room: 'x'.repeat(64) });
+    expect(parseRoute('/r/' + 'x'.repeat(65)).kind).toBe('bad-room');
+    expect(parseRoute('/r/')).toEqual({ kind: 'bad-room', raw: '' });
+    expect(parseRoute('/r/two%20words')).toEqual({ kind: 'bad-room', raw: 'two words' });
+    expect(parseRoute('/r/a/b')).toEqual({ kind: 'bad-room', raw: 'a/b' });
+    expect(parseRoute('/r/%E0%A4%A')).toEqual({ kind: 'bad-room', raw: '%E0%A4%A' });
+    expect(parseRoute('/r/%3Cimg%3E')).toEqual({ kind: 'bad-room', raw: '<img>' });
+    expect(parseRoute('/elsewhere')).toEqual({ kind: 'not-found', path: '/elsewhere' });
+  });
+
+  it('validates names, builds paths and share links without the query', () => {
+    expect(isValidRoomName('ok-room')).toBe(true);
+    expect(isValidRoomName('')).toBe(false);
+    expect(isValidRoomName('é')).toBe(false);
+    expect(isValidRoomName('a?b')).toBe(false);
+    expect(roomPath('abc')).toBe('/r/abc');
+    expect(shareLink('https://tutti.example', 'abc')).toBe('https://tutti.example/r/abc');
+  });
+
+  it('reads the ICE policy from the query string', () => {
+    expect(icePolicy('?ice=loopback')).toBe('loopback');
+    expect(icePolicy('?x=1&ice=loopback')).toBe('loopback');
+    expect(icePolicy('')).toBe('all');
+    expect(icePolicy('?ice=relay')).toBe('all');
+  });
+});
+
+describe('prefs', () => {
+  it('round-trips name, recent rooms and audio settings', () => {
+    const s = memoryStore();
+    saveName('  Ada  ', s);
+    expect(loadName(s)).toBe('Ada');
+    const audio = { inputDeviceId: 'mic', outputDeviceId: 'out', channels: 2, blockFrames: 64 } as const;
+    saveAudio(audio, s);
+    expect(loadAudio(s)).toEqual(audio);
+  });
+
+  it('keeps the last 8 recent rooms, newest first, without duplicates', () => {
+    const s = memoryStore();
+    for (let i = 0; i < 10; i++) addRecent(`room-${i}`, s);
+    addRecent('room-5', s);
+    const list = loadRecent(s);
+    expect(list).toHaveLength(RECENT_MAX);
+    expect(list[0]).toBe('room-5');
+    expect(list[1]).toBe('room-9');
+    expect(new Set(list).size).toBe(list.length);
+    expect(list).not.toContain('room-0');
+  });
+
+  it('tolerates bad stored JSON and wrong shapes', () => {
+    const s = memoryStore({
+      [KEYS.name]: '{not json',
+      [KEYS.recent]: JSON.stringify(['good', 42, 'bad name', null, 'good', 'also-good']),
+      [KEYS.audio]: JSON.stringify({ inputDeviceId: 7, channels: 3, blockFrames: 100 }),
+    });
+    expect(loadName(s)).toBe('');
+    expect(loadRecent(s)).toEqual(['good', 'also-good']);
+    expect(loadAudio(s)).toEqual(DEFAULT_AUDIO);
+    expect(loadRecent(memoryStore({ [KEYS.recent]: '"a string"' }))).toEqual([]);
+    expect(loadAudio(memoryStore({ [KEYS.audio]: 'null' }))).toEqual(DEFAULT_AUDIO);
+  });
+
+  it('works without storage and when storage throws', () => {
+    expect(loadName(null)).toBe('');
+    expect(loadRecent(null)).toEqual([]);
+    const throwing: KeyValueStore = {
+      getItem: () => {
+        throw new Error('denied');
+      },
+      setItem: () => {
+        throw new Error('quota');
+      },
+    };
+    expect(() => saveName('x', throwing)).not.toThrow();
+    expect(loadAudio(throwing)).toEqual(DEFAULT_AUDIO);
+    expect(addRecent('r', throwing)).toEqual(['r']);
+  });
+});
+
+describe('scales', () => {
+  it('maps dBFS to a meter fraction on a -60..0 scale', () => {
+    expect(meterFraction(-Infinity)).toBe(0);
+    expect(meterFraction(NaN)).toBe(0);
+    expect(meterFraction(-80)).toBe(0);
+    expect(meterFraction(-60)).toBe(0);
+    expect(meterFraction(-30)).toBeCloseTo(0.5, 12);
+    expect(meterFraction(-6)).toBeCloseTo(0.9, 12);
+    expect(meterFraction(0)).toBe(1);
+    expect(meterFraction(3)).toBe(1);
+    for (let db = -60; db < 0; db += 0.5) expect(meterFraction(db + 0.5)).toBeGreaterThan(meterFraction(db));
+  });
+
+  it('maps fader positions to gains: the bottom is off, the top +12 dB', () => {
+    expect(faderToGainDb(-60)).toBe(-Infinity);
+    expect(faderToGainDb(-59.5)).toBe(-59.5);
+    expect(faderToGainDb(0)).toBe(0);
+    expect(faderToGainDb(20)).toBe(12);
+    expect(gainDbToFader(-Infinity)).toBe(-60);
+    expect(gainDbToFader(-100)).toBe(-60);
+    expect(gainDbToFader(6)).toBe(6);
+    for (const p of [-59.5, -20, 0, 11.5, 12]) expect(gainDbToFader(faderToGainDb(p))).toBe(p);
+  });
+
+  it('sticks near 0 dB and formats figures at fixed widths', () => {
+    expect(detent(0.8)).toBe(0);
+    expect(detent(-1)).toBe(0);
+    expect(detent(1.5)).toBe(1.5);
+    expect(formatDb(-Infinity)).toBe('off');
+    expect(formatDb(0)).toBe('0.0 dB');
+    expect(formatDb(-0.01)).toBe('0.0 dB');
+    expect(formatDb(3.25)).toBe('+3.3 dB');
+    expect(formatDb(-12)).toBe('−12.0 dB');
+    expect(formatPan(0)).toBe('C');
+    expect(formatPan(-0.4)).toBe('L 40');
+    expect(formatPan(1)).toBe('R 100');
+    expect(formatMs(null)).toBe('–');
+    expect(formatMs(12.345)).toBe('12.3');
+    expect(framesToMs(128)).toBeCloseTo(2.667, 3);
+    expect(framesToMs(32)).toBeCloseTo(0.667, 3);
+  });
+
+  it('meter ballistics: rise at once, hold the peak, then fall smoothly', () => {
+    const b = { shown: 0, hold: 0, holdAt: 0 };
+    follow(b, 0.9, 0, 16);
+    expect(b.shown).toBe(0.9);
+    expect(b.hold).toBe(0.9);
+    follow(b, 0.1, 500, 500);
+    expect(b.shown).toBeLessThan(0.9);
+    expect(b.shown).toBeGreaterThan(0.1);
+    expect(b.hold).toBe(0.9);
+    follow(b, 0.1, HOLD_MS + 100, 100);
+    expect(b.hold).toBeLessThan(0.9);
+  });
+});
+
+describe('random room names', () => {
+  it('look like warm-cello-42 and are valid room names', () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 200; i++) {
+      const n = randomRoomName();
+      expect(n).toMatch(/^[a-z]+-[a-z]+-[1-9][0-9]$/);
+      expect(isValidRoomName(n)).toBe(true);
+      seen.add(n);
+    }
+    expect(seen.size).toBeGreaterThan(150);
+    expect(randomRoomName(() => 0)).toBe('warm-cello-10');
+    expect(randomRoomName(() => 0.999999)).toMatch(/-99$/);
+  });
+});
+
+describe('engine support check', () => {
+  const ok = {
+    isSecureContext: true,
+    crossOriginIsolated: true,
+    SharedArrayBuffer,
+    AudioWorkletNode: function AudioWorkletNode() {},
+    WebAssembly,
+  } as unknown as typeof globalThis;
+
+  it('passes when isolated with shared memory, worklets and WebAssembly', () => {
+    expect(checkEngineSupport(ok).ok).toBe(true);
+  });
+
+  it('names what is missing', () => {
+    const insecure = checkEngineSupport({ ...ok, isSecureContext: false } as typeof globalThis);
+    expect(insecure.ok).toBe(false);
+    expect(insecure.title).toMatch(/secure context/);
+    const notIsolated = checkEngineSupport({ ...ok, crossOriginIsolated: false } as typeof globalThis);
+    expect(notIsolated.title).toMatch(/crossOriginIsolated/);
+    const noWorklet = checkEngineSupport({ ...ok, AudioWorkletNode: undefined } as unknown as typeof globalThis);
+    expect(noWorklet.title).toMatch(/AudioWorklet/);
+  });
+});
