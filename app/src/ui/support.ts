@@ -1,10 +1,10 @@
-// Landing page: says whether this browser can run the audio engine, and links onwards.
+// Whether this browser can run the audio engine; the home page shows the answer.
 //
 // The engine shares its audio rings between the network side and the AudioWorklet through
 // SharedArrayBuffer, which browsers only provide to cross-origin isolated pages (the server
 // must send COOP `same-origin` and COEP `require-corp`, over HTTPS or on localhost).
 
-interface Check {
+export interface Check {
   ok: boolean;
   title: string;
   detail: string;
@@ -51,18 +51,3 @@ export function checkEngineSupport(g: typeof globalThis = globalThis): Check {
     detail: 'Shared memory, AudioWorklet and WebAssembly are available to the audio engine.',
   };
 }
-
-function show(): void {
-  const box = document.getElementById('isolation');
-  if (!box) return;
-  const result = checkEngineSupport();
-  const title = document.createElement('strong');
-  title.textContent = result.title;
-  const detail = document.createElement('span');
-  detail.textContent = result.detail;
-  box.replaceChildren(title, detail);
-  box.classList.add(result.ok ? 'ok' : 'error');
-  box.dataset.isolated = String(globalThis.crossOriginIsolated === true);
-}
-
-if (typeof document !== 'undefined') show();
