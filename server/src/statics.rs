@@ -1,0 +1,179 @@
+//! The built app: files of the dist directory, `index.html` for `/` and the SPA routes `/r/...`.
+
+use std::path::{Path, PathBuf};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+
+use crate::headers::mime_type;
+
+/// Where the files are; `root` is canonical so that symlinks cannot lead out of it.
+#[derive(Clone)]
+pub struct Dist {
+    root: PathBuf,
+}
+
+impl Dist {
+    /// Checks that `dir` holds an index.html.
+    pub fn open(dir: &Path) -> Result<Self, String> {
+        let hint = "Build the app first with `npm run build`, or point --dist (TUTTI_DIST) at \
+                    the directory that holds it.";
+        let root = dir.canonicalize().map_err(|e| {
+            format!(
+                "The app directory {} cannot be read ({e}). {hint}",
+                dir.display()
+            )
+        })?;
+        if !root.join("index.html").is_file() {
+            return Err(format!("{} has no index.html. {hint}", root.display()));
+        }
+        Ok(Self { root })
+    }
+}
+
+/// Why a request path cannot name a file.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BadPath {
+    /// Malformed or an attempt to leave the directory: 400.
+    Invalid,
+}
+
+/// Decodes a request path into its segments, refusing anything that could escape the root:
+/// `..` and `.` segments (also percent-encoded), backslashes, NUL, invalid UTF-8.
+pub fn path_segments(raw: &str) -> Result<Vec<String>, BadPath> {
+    let decoded = percent_decode(raw).ok_or(BadPath::Invalid)?;
+    if decoded.contains('\\') || decoded.contains('\0') || !decoded.starts_with('/') {
+        return Err(BadPath::Invalid);
+    }
+    let mut segments = Vec::new();
+    for seg in decoded.split('/').skip(1) {
+        match seg {
+            "." | ".." => return Err(BadPath::Invalid),
+            "" => {}
+            s if s.contains(':') => return Err(BadPath::Invalid),
+            s => segments.push(s.to_owned()),
+        }
+    }
+    Ok(segments)
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// Serves GET and HEAD for every path no other route took.
+pub async fn serve(State(dist): State<Dist>, method: Method, uri: Uri) -> Response {
+    if method != Method::GET && method != Method::HEAD {
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed.\n");
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let raw = uri.path();
+    let Ok(segments) = path_segments(raw) else {
+        return text(StatusCode::BAD_REQUEST, "Bad path.\n");
+    };
+    let spa = segments.is_empty() || (segments[0] == "r" && raw.starts_with("/r/"));
+    let relative: PathBuf = if spa {
+        PathBuf::from("index.html")
+    } else {
+        segments.iter().collect()
+    };
+    let path = dist.root.join(&relative);
+    // Resolve symlinks and make sure the file is still inside the root.
+    let resolved = match tokio::fs::canonicalize(&path).await {
+        Ok(p) if p.starts_with(&dist.root) => p,
+        _ => return text(StatusCode::NOT_FOUND, "Not found.\n"),
+    };
+    match tokio::fs::metadata(&resolved).await {
+        Ok(m) if m.is_file() => {}
+        _ => return text(StatusCode::NOT_FOUND, "Not found.\n"),
+    }
+    let Ok(bytes) = tokio::fs::read(&resolved).await else {
+        return text(StatusCode::NOT_FOUND, "Not found.\n");
+    };
+    let extension = relative
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    let cache = if !spa && segments.len() > 1 && segments[0] == "assets" {
+        "public, max-age=31536000, immutable"
+    } else {
+        "no-cache"
+    };
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, mime_type(&extension)),
+            (header::CACHE_CONTROL, cache),
+        ],
+        Body::from(bytes),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_escapes() {
+        for bad in [
+            "/..",
+            "/../etc/passwd",
+            "/assets/../../x",
+            "/%2e%2e/x",
+            "/%2E%2E/x",
+            "/.%2e/x",
+            "/a%2f..%2fb",
+            "/a\\b",
+            "/a%5cb",
+            "/a%00b",
+            "/a%zz",
+            "/%ff",
+            "/./x",
+            "/C:/x",
+        ] {
+            assert_eq!(path_segments(bad), Err(BadPath::Invalid), "{bad}");
+        }
+    }
+
+    #[test]
+    fn splits_good_paths() {
+        assert_eq!(path_segments("/"), Ok(vec![]));
+        assert_eq!(
+            path_segments("/assets/app-1a2b.js"),
+            Ok(vec!["assets".to_owned(), "app-1a2b.js".to_owned()])
+        );
+        assert_eq!(
+            path_segments("/a%20b//c"),
+            Ok(vec!["a b".to_owned(), "c".to_owned()])
+        );
+    }
+}

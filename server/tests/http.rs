@@ -1,0 +1,164 @@
+//! Static files, headers, traversal and /api/config, against an in-process server.
+
+mod common;
+
+use common::{http, TestServer, INDEX, WASM};
+
+const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self' \
+blob:; connect-src 'self' ws: wss:; style-src 'self' 'unsafe-inline'; img-src 'self' data: \
+blob:; media-src 'self' blob:; font-src 'self'; manifest-src 'self'; object-src 'none'; \
+base-uri 'self'; form-action 'self'; frame-ancestors 'none'";
+
+fn assert_security_headers(r: &common::HttpResponse, what: &str) {
+    for (name, value) in [
+        ("cross-origin-opener-policy", "same-origin"),
+        ("cross-origin-embedder-policy", "require-corp"),
+        ("cross-origin-resource-policy", "same-origin"),
+        ("content-security-policy", CSP),
+        ("x-content-type-options", "nosniff"),
+        ("referrer-policy", "no-referrer"),
+    ] {
+        assert_eq!(r.header(name), Some(value), "{name} on {what}");
+    }
+}
+
+#[tokio::test]
+async fn files_spa_routes_and_404_carry_headers_and_types() {
+    let server = TestServer::start(|_| {}).await;
+    let cases = [
+        ("/", 200, "text/html; charset=utf-8", "no-cache"),
+        ("/index.html", 200, "text/html; charset=utf-8", "no-cache"),
+        ("/r/jam", 200, "text/html; charset=utf-8", "no-cache"),
+        (
+            "/r/jam/deeper?x=1",
+            200,
+            "text/html; charset=utf-8",
+            "no-cache",
+        ),
+        (
+            "/assets/app-1a2b3c.js",
+            200,
+            "text/javascript; charset=utf-8",
+            "public, max-age=31536000, immutable",
+        ),
+        (
+            "/assets/engine-4d5e.wasm",
+            200,
+            "application/wasm",
+            "public, max-age=31536000, immutable",
+        ),
+        (
+            "/manifest.webmanifest",
+            200,
+            "application/manifest+json",
+            "no-cache",
+        ),
+        ("/sw.js", 200, "text/javascript; charset=utf-8", "no-cache"),
+        ("/nope.js", 404, "text/plain; charset=utf-8", "no-cache"),
+        ("/assets", 404, "text/plain; charset=utf-8", "no-cache"),
+        ("/r", 404, "text/plain; charset=utf-8", "no-cache"),
+    ];
+    for (path, status, mime, cache) in cases {
+        let r = http(server.addr, "GET", path).await;
+        assert_eq!(r.status, status, "{path}");
+        assert_eq!(r.header("content-type"), Some(mime), "{path}");
+        assert_eq!(r.header("cache-control"), Some(cache), "{path}");
+        assert_security_headers(&r, path);
+    }
+    assert_eq!(
+        http(server.addr, "GET", "/r/x").await.body,
+        INDEX.as_bytes()
+    );
+    assert_eq!(
+        http(server.addr, "GET", "/assets/engine-4d5e.wasm")
+            .await
+            .body,
+        WASM
+    );
+
+    let head = http(server.addr, "HEAD", "/assets/engine-4d5e.wasm").await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-type"), Some("application/wasm"));
+    assert!(head.body.is_empty());
+    assert_security_headers(&head, "HEAD");
+
+    // A plain GET on /ws (no upgrade) is refused, with the headers too.
+    let refused = http(server.addr, "GET", "/ws").await;
+    assert!(refused.status >= 400, "{}", refused.status);
+    assert_security_headers(&refused, "/ws refusal");
+}
+
+#[tokio::test]
+async fn traversal_is_refused() {
+    let server = TestServer::start(|_| {}).await;
+    for path in [
+        "/../secret.txt",
+        "/assets/../../secret.txt",
+        "/%2e%2e/secret.txt",
+        "/%2E%2E/secret.txt",
+        "/assets/%2e%2e/%2e%2e/secret.txt",
+        "/..%2fsecret.txt",
+        "/..%5csecret.txt",
+        "/..\\secret.txt",
+        "/index.html%00.js",
+        "/r/../../secret.txt",
+    ] {
+        let r = http(server.addr, "GET", path).await;
+        assert!(matches!(r.status, 400 | 404), "{path} gave {}", r.status);
+        assert!(
+            !String::from_utf8_lossy(&r.body).contains("secret"),
+            "{path} leaked"
+        );
+        assert_security_headers(&r, path);
+    }
+}
+
+#[tokio::test]
+async fn api_config_reports_ice_servers_and_limits() {
+    let ice = r#"[{"urls":"stun:stun.example.org:3478"},{"urls":["turn:turn.example.org:3478"],"username":"u","credential":"p"}]"#;
+    let server = TestServer::start(|c| {
+        c.ice_servers = ice.into();
+        c.room_cap = 5;
+    })
+    .await;
+    let r = http(server.addr, "GET", "/api/config").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/json; charset=utf-8")
+    );
+    assert_security_headers(&r, "/api/config");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("JSON body");
+    let expected: serde_json::Value = serde_json::from_str(ice).expect("test JSON");
+    assert_eq!(v["iceServers"], expected);
+    assert_eq!(v["roomCap"], 5);
+    assert_eq!(v["heartbeatMs"], 1000);
+}
+
+#[tokio::test]
+async fn bad_start_configurations_are_refused_clearly() {
+    let missing = tutti_server::Config::with_dist("/nonexistent/tutti-dist");
+    let e = tutti_server::Server::bind(missing)
+        .await
+        .err()
+        .map(|e| e.to_string());
+    assert!(e.is_some_and(|e| e.contains("npm run build")));
+
+    let server = TestServer::start(|_| {}).await;
+    let dist = common::TempDist::new();
+    let mut clash = tutti_server::Config::with_dist(&dist.dist);
+    clash.port = server.addr.port();
+    let e = tutti_server::Server::bind(clash)
+        .await
+        .err()
+        .map(|e| e.to_string());
+    let e = e.unwrap_or_default();
+    assert!(
+        e.contains(&server.addr.port().to_string()) && e.contains("--port"),
+        "{e}"
+    );
+
+    let mut bad_ice = tutti_server::Config::with_dist(&dist.dist);
+    bad_ice.ice_servers = "[{\"urls\":\"http://x\"}]".into();
+    assert!(tutti_server::Server::bind(bad_ice).await.is_err());
+}
