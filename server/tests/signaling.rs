@@ -5,6 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{hex_id, Client, TestServer};
+use futures_util::SinkExt;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -207,7 +208,9 @@ async fn flooding_is_rate_limited_then_closed() {
     .await;
     let mut a = server.ws().await;
     for i in 0..40 {
-        a.send(json!({"type": "ping", "t": i})).await;
+        // The server may close before the last ones are written: ignore send failures.
+        let ping = json!({"type": "ping", "t": i}).to_string();
+        let _ = a.ws.send(Message::Text(ping.into())).await;
     }
     let (code, texts) = a.closed().await;
     assert_eq!(code, Some(1008));
@@ -348,4 +351,52 @@ async fn unknown_type_is_named_and_truncated() {
         m.contains(&"y".repeat(40)) && !m.contains(&"y".repeat(41)),
         "{m}"
     );
+}
+
+#[tokio::test]
+async fn a_receiver_that_stops_reading_is_dropped_without_blocking_the_room() {
+    let server = TestServer::start(|c| {
+        c.rate = 10_000.0;
+        c.burst = 10_000;
+    })
+    .await;
+    let mut a = server.ws().await;
+    let mut slow = server.ws().await;
+    let mut c = server.ws().await;
+    a.join("r", "A", 'a', '1', None).await;
+    slow.join("r", "S", 'b', '2', None).await;
+    c.join("r", "C", 'c', '3', None).await;
+    a.recv().await; // peer-joined b
+    a.recv().await; // peer-joined c
+                    // `slow` reads nothing from here on. ~20 MB of signals overflow the socket buffers and
+                    // then its bounded outbound queue.
+    let pad = "x".repeat(32 * 1024);
+    let started = Instant::now();
+    let mut left = None;
+    for i in 0..640 {
+        a.send(json!({"type": "signal", "to": hex_id('b'), "data": {"i": i, "pad": pad}}))
+            .await;
+        if i % 64 == 63 {
+            // The room keeps working meanwhile.
+            a.send(json!({"type": "signal", "to": hex_id('c'), "data": {"i": i}}))
+                .await;
+            let mut m = c.recv().await;
+            if m["type"] == "peer-left" {
+                m = c.recv().await; // `slow` was dropped meanwhile
+            }
+            assert_eq!(m["data"]["i"], i);
+        }
+    }
+    while left.is_none() {
+        let m = a.recv_within(Duration::from_secs(5)).await;
+        if m["type"] == "peer-left" {
+            left = Some(m);
+        }
+    }
+    assert_eq!(
+        left,
+        Some(json!({"type": "peer-left", "peer": hex_id('b'), "reason": "closed"}))
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    drop(slow);
 }
