@@ -62,8 +62,11 @@
 //!
 //! - **Adaptive target** = jitter estimate + one quantum + half a block (at least half a
 //!   quantum) of margin, rounded up to whole blocks; at least the fill that playout had waited
-//!   its way to when an underrun in the last six windows ended (see "underrun" above: the target
-//!   keeps that depth for ~6 s); clamped to `[floor, ceiling]` and to the capacity. The quantum
+//!   its way to when a recent underrun ended (see "underrun" above). That floor is held for ~6 s
+//!   after a single underrun; an underrun while it is held doubles the hold (up to ~2 min) and a
+//!   hold that runs out halves it, so recurring stalls (a starved machine, a bursty path) keep
+//!   the depth that covers them instead of costing an underrun every few seconds. The target is
+//!   clamped to `[floor, ceiling]` and to the capacity. The quantum
 //!   pays for what the consumer holds staged: the engine's resampler pops a block whenever it
 //!   holds less than a quantum plus its look-ahead, so about one block (at most a quantum) sits
 //!   there whenever the fill is read.
@@ -139,6 +142,10 @@ const EMPTY: u64 = u64::MAX;
 const SEQ_BASE: u64 = 1 << 32;
 /// Windows of the jitter estimate kept besides the current one.
 const PAST_WINDOWS: usize = 5;
+/// Windows an underrun's depth is held as a floor of the target at first (about 6 s)...
+const HOLD_MIN_WINDOWS: u32 = 6;
+/// ...and at most, after underruns kept recurring while it was held (about 2 minutes).
+const HOLD_MAX_WINDOWS: u32 = 120;
 /// Largest lateness values kept per window (for the percentile).
 const TOP: usize = 64;
 /// Outliers ignored per window: one per this many packets (the 95th percentile).
@@ -316,8 +323,6 @@ struct Window {
     spread: i64,
     /// `top[TOP - 1]`: the smallest of the largest values.
     floor: i64,
-    /// Fill that playout reached when an underrun in this window ended (local frames).
-    need: i64,
     count: u32,
     /// Largest values, descending.
     top: [i64; TOP],
@@ -328,7 +333,6 @@ impl Window {
         min: i64::MAX,
         spread: 0,
         floor: i64::MIN,
-        need: 0,
         count: 0,
         top: [i64::MIN; TOP],
     };
@@ -387,13 +391,22 @@ struct Lateness {
     last: usize,
     /// `past_min[last]`: the minimum of the previous window.
     prev_min: i64,
-    /// Largest of `past_spread` and of `past_need` (updated when a window closes).
+    /// Largest of `past_spread` (updated when a window closes).
     past_spread_max: i64,
-    past_need_max: i64,
+    /// The underrun floor: the largest fill an underrun needed (plus a quarter), held for
+    /// `hold_left` more windows. An underrun less than two holds after the previous one doubles
+    /// the hold (up to HOLD_MAX_WINDOWS); two holds without one halve it (down to
+    /// HOLD_MIN_WINDOWS). So a one-off stall costs a few seconds of extra depth, while stalls
+    /// that keep coming back (a starved machine, a path that drops out now and then) keep the
+    /// depth that covers them instead of costing an underrun every few seconds.
+    hold_need: i64,
+    hold_left: u32,
+    hold_len: u32,
+    /// Windows closed since the last underrun ended.
+    since_underrun: u32,
     cur: Window,
     past_spread: [i64; PAST_WINDOWS],
     past_min: [i64; PAST_WINDOWS],
-    past_need: [i64; PAST_WINDOWS],
 }
 
 impl Lateness {
@@ -404,10 +417,12 @@ impl Lateness {
             started: false,
             past_spread: [0; PAST_WINDOWS],
             past_min: [i64::MAX; PAST_WINDOWS],
-            past_need: [0; PAST_WINDOWS],
             prev_min: i64::MAX,
             past_spread_max: 0,
-            past_need_max: 0,
+            hold_need: 0,
+            hold_left: 0,
+            hold_len: HOLD_MIN_WINDOWS,
+            since_underrun: u32::MAX,
             last: 0,
         }
     }
@@ -417,9 +432,16 @@ impl Lateness {
         self.past_spread[self.last] = self.cur.spread;
         self.past_min[self.last] = self.cur.min;
         self.prev_min = self.cur.min;
-        self.past_need[self.last] = self.cur.need;
         self.past_spread_max = self.past_spread.iter().copied().max().unwrap_or(0);
-        self.past_need_max = self.past_need.iter().copied().max().unwrap_or(0);
+        self.since_underrun = self.since_underrun.saturating_add(1);
+        if self.hold_left > 0 {
+            self.hold_left -= 1;
+            if self.hold_left == 0 {
+                self.hold_need = 0;
+            }
+        } else if self.since_underrun >= 2 * self.hold_len {
+            self.hold_len = (self.hold_len / 2).max(HOLD_MIN_WINDOWS);
+        }
         self.cur = Window::EMPTY;
     }
 
@@ -470,9 +492,29 @@ impl Lateness {
         self.past_spread_max.max(self.cur.spread)
     }
 
-    /// Largest fill an underrun needed in the current and the past windows.
+    /// The underrun floor of the target (0 when none is held).
     fn need(&self) -> i64 {
-        self.past_need_max.max(self.cur.need)
+        if self.hold_left > 0 {
+            self.hold_need
+        } else {
+            0
+        }
+    }
+
+    /// An underrun ended with playout at fill `reached`: hold it as a floor of the target.
+    fn note_underrun(&mut self, reached: i64) {
+        if self.since_underrun < 2 * self.hold_len {
+            self.hold_len = (self.hold_len * 2).min(HOLD_MAX_WINDOWS);
+        }
+        let need = reached.saturating_add(reached / 4);
+        self.hold_need = if self.hold_left > 0 {
+            self.hold_need.max(need)
+        } else {
+            need
+        };
+        self.since_underrun = 0;
+        // The current window counts as the first of the hold.
+        self.hold_left = self.hold_len;
     }
 
     /// Minimum lateness over the current and the previous window.
@@ -1186,7 +1228,7 @@ impl JitterBuffer {
             // target for as long as this window counts.
             self.empty_frames = 0;
             let reached = self.virtual_fill() + self.staging_local();
-            self.lat.cur.need = self.lat.cur.need.max(reached);
+            self.lat.note_underrun(reached);
             self.update_target();
         }
         if self.grow_pending > 0 {
@@ -2056,13 +2098,26 @@ mod tests {
         extra: impl Fn(f64) -> f64,
         seed: u64,
     ) -> (JitterBuffer, Vec<Sample>) {
+        session_with_stalls(seconds, send_period, extra, |a| a, seed)
+    }
+
+    /// `session`, with each packet's arrival (frames) passed through `stall`: a stall holds
+    /// back every packet due during it until it ends, as a starved thread does.
+    fn session_with_stalls(
+        seconds: u64,
+        send_period: u64,
+        extra: impl Fn(f64) -> f64,
+        stall: impl Fn(f64) -> f64,
+        seed: u64,
+    ) -> (JitterBuffer, Vec<Sample>) {
         let mut rng = Rng::new(seed);
         let src = Source::new(128);
         let blocks = seconds * 48_000 / 128;
         let mut sched: Vec<(u64, u64)> = (0..blocks)
             .map(|k| {
                 let sent = ((k + 1) * 128).div_ceil(send_period) * send_period;
-                let arrival = sent as f64 + 240.0 + rng.unit() * extra(sent as f64 / 48_000.0);
+                let arrival =
+                    stall(sent as f64 + 240.0 + rng.unit() * extra(sent as f64 / 48_000.0));
                 let callback = ((arrival - 200.0) / 512.0).ceil().max(0.0) as u64;
                 (callback * 4, k)
             })
@@ -2187,6 +2242,46 @@ mod tests {
             "fill {fill} vs target {target}"
         );
         assert_eq!(underruns_between(&trace, 30.0, 60.0), 0);
+    }
+
+    #[test]
+    fn recurring_stalls_keep_the_depth_that_covers_them() {
+        // A 60 ms stall every 9 s from 10 s to 100 s (longer apart than the ~6 s an underrun's
+        // depth is first held), then calm until 300 s. Tolerances: at most 4 underruns in all
+        // (each recurring underrun doubles the hold: 6, 12, 24, 48 s, so the stalls at 10, 19,
+        // 37 and 64 s underrun, those between are covered); none from 70 s on; meanwhile
+        // the target covers the stall (>= 60 ms = 2880 frames) without running away (<= 1.25 x
+        // the stall + 4 blocks); and by 300 s, with the hold run out, it is back within one
+        // quantum of where it was before the first stall.
+        const STALL: f64 = 2880.0;
+        let stall = |a: f64| {
+            let t = a / 48_000.0;
+            if (10.0..100.0).contains(&t) {
+                let phase = (t - 10.0) % 9.0;
+                if phase < STALL / 48_000.0 {
+                    return a + (STALL - phase * 48_000.0);
+                }
+            }
+            a
+        };
+        let (jb, trace) = session_with_stalls(300, 480, |_| 24.0, stall, 7);
+        let before = max_target(&trace, 5.0, 10.0);
+        let held = during(&trace, 70.0, 100.0).map(|s| s.target).min().unwrap_or(0);
+        let high = max_target(&trace, 10.0, 100.0);
+        let end = during(&trace, 299.0, 300.0).map(|s| s.target).max().unwrap_or(0);
+        eprintln!(
+            "recurring stalls: target before {before}, held {held}..{high} frames ({:.1} ms), at 300 s {end}; underruns 10-70 s {}, 70-100 s {}, after {}; {:?}",
+            f64::from(held) / 48.0,
+            underruns_between(&trace, 10.0, 70.0),
+            underruns_between(&trace, 70.0, 100.0),
+            underruns_between(&trace, 100.0, 300.0),
+            jb.counters()
+        );
+        assert!(jb.counters().underruns <= 4, "{:?}", jb.counters());
+        assert_eq!(underruns_between(&trace, 70.0, 300.0), 0);
+        assert!(f64::from(held) >= STALL, "held {held}");
+        assert!(f64::from(high) <= 1.25 * STALL + 4.0 * 128.0, "high {high}");
+        assert!(end <= before + 128, "target at the end {end}, before {before}");
     }
 
     // ----- streams, resets, pauses -----------------------------------------------------------
