@@ -1,0 +1,377 @@
+// End-to-end test of a room: five pages of headless Chromium join one room through its link,
+// against the real server binary, with real WebRTC data channels on loopback and the real
+// engine worklet. Each page's microphone is a tone of its own, handed to getUserMedia by the
+// test (an oscillator in a separate AudioContext of the page); from the MediaStream on, the
+// product's own capture path runs. What each page's engine sends to its output is captured by
+// the app's output tap.
+//
+// Checks, in order:
+// 1. the room forms: every page sees four connected participants;
+// 2. after warm-up, every page's output holds the four other tones at the expected level and
+//    not its own; over SOAK_SECONDS (20 s, TUTTI_SOAK_SECONDS to change) no page's engine counts
+//    an underrun;
+// 3. one page leaves: the others drop it and, over a capture spanning the leave, the remaining
+//    tones have no gap (no 20 ms window more than GAP_DB below the tone's median); it rejoins and
+//    is heard again;
+// 4. the server is stopped and started again on the same port: audio keeps playing while it is
+//    down, and the room re-forms with the same peers on the same links;
+// 5. wrong password, full room and malformed signaling messages each give their stated error.
+//
+// Nothing is built here: `npm test` builds dist/ and the server first.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { DIST, launchChromium } from './lib/browser.mjs';
+import { startServer } from '../../scripts/lib/server.mjs';
+
+const TONES = [220, 330, 440, 550, 660];
+/** Amplitude of each page's tone at its source (-20 dBFS). */
+const AMPLITUDE = 0.1;
+/** A remote tone arrives at AMPLITUDE x the centre pan gain (constant power: cos(pi/4)). */
+const EXPECTED_DB = 20 * Math.log10(AMPLITUDE * Math.SQRT1_2);
+/** Level tolerance of a remote tone against EXPECTED_DB. */
+const LEVEL_TOL_DB = 1.5;
+/** A page's own tone must stay this far below the expected level of a remote one. */
+const OWN_BELOW_DB = 40;
+/** A 20 ms window this far below a tone's median level is a gap. */
+const GAP_DB = 6;
+const SOAK_SECONDS = Number(process.env.TUTTI_SOAK_SECONDS ?? 20);
+const WARMUP_MS = 6000;
+const ROOM = 'e2e-quintet';
+
+const FLAGS = [
+  '--autoplay-policy=no-user-gesture-required',
+  '--use-fake-ui-for-media-stream',
+  '--use-fake-device-for-media-stream',
+  '--allow-loopback-in-peer-connection',
+  '--disable-features=WebRtcHideLocalIpsWithMdns',
+];
+
+/** @type {import('playwright-core').Browser} */
+let browser;
+/** @type {Awaited<ReturnType<typeof startServer>>} */
+let server;
+/** @type {{ name: string, tone: number, page: import('playwright-core').Page, logs: string[] }[]} */
+const members = [];
+
+before(async () => {
+  server = await startServer({ dist: DIST });
+  browser = await launchChromium(FLAGS);
+});
+
+after(async () => {
+  await browser?.close().catch(() => {});
+  await server?.stop().catch(() => {});
+  setTimeout(() => process.exit(process.exitCode ?? 0), 1000).unref();
+});
+
+/** Replaces getUserMedia with a sine of `freq` Hz at AMPLITUDE, made in its own context. */
+function toneMicrophone({ freq, amplitude }) {
+  const real = navigator.mediaDevices.getUserMedia.bind(navigator.mediaDevices);
+  navigator.mediaDevices.getUserMedia = async (constraints) => {
+    if (!constraints || !constraints.audio) return real(constraints);
+    const ctx = new AudioContext({ sampleRate: 48000 });
+    const osc = new OscillatorNode(ctx, { frequency: freq });
+    const gain = new GainNode(ctx, { gain: amplitude });
+    const dest = ctx.createMediaStreamDestination();
+    osc.connect(gain).connect(dest);
+    osc.start();
+    await ctx.resume();
+    return dest.stream;
+  };
+}
+
+/** Opens the room link in a fresh browser context and joins as `name`. */
+async function joinPage(name, tone, room = ROOM, password = '') {
+  const context = await browser.newContext();
+  await context.grantPermissions(['microphone']);
+  await context.addInitScript(toneMicrophone, { freq: tone, amplitude: AMPLITUDE });
+  const page = await context.newPage();
+  /** @type {string[]} */
+  const logs = [];
+  page.on('console', (m) => logs.push(`${name} console.${m.type()}: ${m.text()}`));
+  page.on('pageerror', (e) => logs.push(`${name} pageerror: ${e.message}`));
+  await page.goto(`${server.url}r/${room}?ice=loopback`);
+  await page.getByTestId('display-name').fill(name);
+  if (password) await page.getByTestId('password').fill(password);
+  await page.getByTestId('join').click();
+  return { name, tone, page, logs };
+}
+
+/** The page's view of the room: names of connected participants, signaling state, error. */
+async function roomState(page) {
+  return page.evaluate(() => {
+    const s = window.tutti?.session;
+    if (!s) return null;
+    const v = s.view;
+    return {
+      signaling: v.signaling,
+      joined: v.joined,
+      error: v.error,
+      self: v.self.peer,
+      connected: v.participants.filter((p) => p.link === 'connected').map((p) => p.name).sort(),
+      peers: v.participants.map((p) => p.peer).sort(),
+      pump: s.pumpThread,
+    };
+  });
+}
+
+async function waitFor(what, fn, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    last = await fn();
+    if (last.ok) return last;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`${what}: not reached in ${timeoutMs / 1000} s; last: ${JSON.stringify(last)}`);
+}
+
+async function waitForRoom(list, timeoutMs = 30000) {
+  return waitFor(
+    `room of ${list.length} formed`,
+    async () => {
+      const states = await Promise.all(list.map((m) => roomState(m.page)));
+      const ok = states.every(
+        (s, i) =>
+          s &&
+          s.signaling === 'open' &&
+          s.connected.length === list.length - 1 &&
+          !s.connected.includes(list[i].name),
+      );
+      return { ok, states };
+    },
+    timeoutMs,
+  );
+}
+
+/**
+ * Captures `seconds` of a page's output and measures each tone in it (left channel): a
+ * Hann-weighted least-squares fit of sine and cosine at the tone's exact frequency, over 100 ms
+ * windows for the level (their median, dBFS) and over 20 ms windows every 10 ms for gaps. Short
+ * windows keep the drift correction's small frequency offsets (up to 1000 ppm while it
+ * acquires) from smearing the fit; the Hann weighting keeps the other tones, 110 Hz away and
+ * more, from leaking into it.
+ */
+async function measureTones(page, seconds) {
+  return page.evaluate(
+    async ({ seconds, tones }) => {
+      const cap = await window.tutti.session.captureOutput(seconds);
+      const x = cap.left;
+      const rate = cap.sampleRate;
+      const fit = (f, from, len) => {
+        let sc = 0, ss = 0, cc = 0, xs = 0, xc = 0;
+        const w = (2 * Math.PI * f) / rate;
+        for (let i = 0; i < len; i++) {
+          const h = 0.5 - 0.5 * Math.cos((2 * Math.PI * (i + 0.5)) / len);
+          const n = from + i;
+          const s = Math.sin(w * n), c = Math.cos(w * n);
+          sc += h * s * c; ss += h * s * s; cc += h * c * c; xs += h * x[n] * s; xc += h * x[n] * c;
+        }
+        const det = ss * cc - sc * sc;
+        const a = (xs * cc - xc * sc) / det;
+        const b = (xc * ss - xs * sc) / det;
+        const amp = Math.hypot(a, b);
+        return amp > 0 ? 20 * Math.log10(amp) : -Infinity;
+      };
+      const long = Math.round(rate * 0.1);
+      const short = Math.round(rate * 0.02);
+      const hop = Math.round(rate * 0.01);
+      const out = {};
+      for (const f of tones) {
+        const levels = [];
+        for (let at = 0; at + long <= x.length; at += long) levels.push(fit(f, at, long));
+        levels.sort((p, q) => p - q);
+        const windows = [];
+        for (let at = 0; at + short <= x.length; at += hop) windows.push(fit(f, at, short));
+        out[f] = { db: levels[Math.floor(levels.length / 2)], windows };
+      }
+      let peak = 0;
+      for (let i = 0; i < x.length; i++) peak = Math.max(peak, Math.abs(x[i]));
+      return { frames: x.length, tones: out, peak };
+    },
+    { seconds, tones: TONES },
+  );
+}
+
+function engineCounters(page) {
+  return page.evaluate(() => {
+    const { engine, net, slots } = window.tutti.session.rawStats();
+    // Global indices from app/src/audio/stats.ts (G_UNDERRUNS = 18; peers start at 32, 32 each).
+    const perPeer = {};
+    for (const [peer, slot] of Object.entries(slots)) {
+      const at = (f) => engine[32 + slot * 32 + f];
+      perPeer[peer] = {
+        received: at(1), lost: at(2), late: at(3), concealed: at(5), underruns: at(6),
+        bufferedMs: (at(9) / 48000) * 1000, targetMs: (at(10) / 48000) * 1000, resets: at(21),
+      };
+    }
+    return { underruns: engine[18], quanta: engine[1], perPeer, netIn: net ? net[2] : 0 };
+  });
+}
+
+function checkTones(report, own, present, label) {
+  for (const f of present) {
+    const db = report.tones[f].db;
+    assert.ok(
+      Math.abs(db - EXPECTED_DB) <= LEVEL_TOL_DB,
+      `${label}: tone ${f} Hz at ${db.toFixed(1)} dBFS, expected ${EXPECTED_DB.toFixed(1)} ± ${LEVEL_TOL_DB}`,
+    );
+  }
+  if (own !== null) {
+    const db = report.tones[own].db;
+    assert.ok(
+      db < EXPECTED_DB - OWN_BELOW_DB,
+      `${label}: its own tone ${own} Hz is audible at ${db.toFixed(1)} dBFS`,
+    );
+  }
+}
+
+function checkNoGap(report, present, label) {
+  for (const f of present) {
+    const w = [...report.tones[f].windows].sort((a, b) => a - b);
+    const median = w[Math.floor(w.length / 2)];
+    const min = w[0];
+    assert.ok(
+      min >= median - GAP_DB,
+      `${label}: tone ${f} Hz dips to ${min.toFixed(1)} dB against its median ${median.toFixed(1)} dB (a gap)`,
+    );
+  }
+}
+
+function dumpLogs() {
+  return members.flatMap((m) => m.logs.slice(-20)).join('\n');
+}
+
+test('five pages join one room by its link and each hears the four others, not itself', async () => {
+  for (let i = 0; i < TONES.length; i++) members.push(await joinPage(`Player ${i + 1}`, TONES[i]));
+  try {
+    await waitForRoom(members, 45000);
+  } catch (e) {
+    throw new Error(`${e.message}\n${dumpLogs()}`);
+  }
+  const pumps = await Promise.all(members.map(async (m) => (await roomState(m.page)).pump));
+  assert.deepEqual(pumps, Array(5).fill('worker'), 'the packet pump runs in the net worker');
+
+  await new Promise((r) => setTimeout(r, WARMUP_MS));
+  const reports = await Promise.all(members.map((m) => measureTones(m.page, 2)));
+  reports.forEach((r, i) => {
+    const own = members[i].tone;
+    checkTones(r, own, TONES.filter((f) => f !== own), members[i].name);
+  });
+});
+
+test(`no underruns over ${SOAK_SECONDS} s after warm-up`, async () => {
+  const before = await Promise.all(members.map((m) => engineCounters(m.page)));
+  await new Promise((r) => setTimeout(r, SOAK_SECONDS * 1000));
+  const afterSoak = await Promise.all(members.map((m) => engineCounters(m.page)));
+  const lines = [];
+  let underruns = 0;
+  afterSoak.forEach((a, i) => {
+    const b = before[i];
+    const d = a.underruns - b.underruns;
+    underruns += d;
+    const peers = Object.entries(a.perPeer).map(([peer, p]) => {
+      const q = b.perPeer[peer] ?? { received: 0, lost: 0, underruns: 0, concealed: 0 };
+      return `${peer.slice(0, 6)}: buf ${p.bufferedMs.toFixed(1)}/${p.targetMs.toFixed(1)} ms, ` +
+        `lost ${p.lost - q.lost}/${p.received - q.received}, underruns ${p.underruns - q.underruns}`;
+    });
+    lines.push(`${members[i].name}: underruns ${d}, quanta ${a.quanta - b.quanta}; ${peers.join('; ')}`);
+  });
+  console.log(`soak ${SOAK_SECONDS} s:\n${lines.join('\n')}`);
+  assert.equal(underruns, 0, `underruns during the soak:\n${lines.join('\n')}`);
+});
+
+test('a page leaves without a gap in the others, and rejoins', async () => {
+  const leaver = members[4];
+  const stay = members.slice(0, 4);
+  const capturing = stay.map((m) => measureTones(m.page, 3));
+  await new Promise((r) => setTimeout(r, 1000));
+  await leaver.page.getByTestId('leave').click();
+  const reports = await Promise.all(capturing);
+  reports.forEach((r, i) => {
+    const present = TONES.filter((f) => f !== stay[i].tone && f !== leaver.tone);
+    checkNoGap(r, present, `${stay[i].name} while ${leaver.name} left`);
+  });
+  await waitForRoom(stay, 15000);
+
+  await leaver.page.context().close();
+  members[4] = await joinPage(leaver.name, leaver.tone);
+  await waitForRoom(members, 30000);
+  await new Promise((r) => setTimeout(r, 3000));
+  const again = await Promise.all(members.map((m) => measureTones(m.page, 1.5)));
+  again.forEach((r, i) => {
+    const own = members[i].tone;
+    checkTones(r, own, TONES.filter((f) => f !== own), `${members[i].name} after the rejoin`);
+  });
+});
+
+test('the server restarts mid-session: audio continues and the room re-forms', async () => {
+  const peersBefore = await Promise.all(members.map(async (m) => (await roomState(m.page)).peers));
+  const port = server.port;
+  const code = await server.stop();
+  assert.equal(code, 0, 'the server exits cleanly on SIGTERM');
+  // While it is down: every page keeps hearing the four others, without gaps.
+  const down = await Promise.all(members.map((m) => measureTones(m.page, 2)));
+  down.forEach((r, i) => {
+    const own = members[i].tone;
+    const present = TONES.filter((f) => f !== own);
+    checkTones(r, own, present, `${members[i].name} with the server down`);
+    checkNoGap(r, present, `${members[i].name} with the server down`);
+  });
+  const states = await Promise.all(members.map((m) => roomState(m.page)));
+  assert.ok(states.every((s) => s.signaling === 'reconnecting'), `pages notice: ${JSON.stringify(states.map((s) => s.signaling))}`);
+
+  server = await startServer({ dist: DIST, port });
+  await waitForRoom(members, 20000);
+  const peersAfter = await Promise.all(members.map(async (m) => (await roomState(m.page)).peers));
+  assert.deepEqual(peersAfter, peersBefore, 'the same peers, on the same links');
+});
+
+test('wrong password, full room and malformed messages give their stated errors', async () => {
+  const locked = await joinPage('Keeper', 220, 'e2e-locked', 'open sesame');
+  await waitFor('the keeper joined', async () => ({ ok: (await roomState(locked.page))?.joined === true }), 15000);
+  const intruder = await joinPage('Intruder', 330, 'e2e-locked', 'wrong');
+  const err = intruder.page.getByTestId('room-error');
+  await err.waitFor({ timeout: 15000 });
+  assert.match(await err.textContent(), /password/i);
+  assert.equal((await roomState(intruder.page)).error.code, 'wrong-password');
+  await intruder.page.context().close();
+  await locked.page.context().close();
+
+  // Full room: a second server with a cap of 2.
+  const small = await startServer({ dist: DIST, args: ['--room-cap', '2'] });
+  try {
+    const page = members[0].page;
+    const replies = await page.evaluate(async (url) => {
+      const ask = (msgs) =>
+        new Promise((resolve) => {
+          const ws = new WebSocket(url);
+          const got = [];
+          ws.onopen = () => msgs.forEach((m) => ws.send(m));
+          ws.onmessage = (ev) => {
+            got.push(JSON.parse(ev.data));
+            if (got.length >= msgs.length) resolve(got);
+          };
+          ws.onclose = (ev) => resolve([...got, { closed: ev.code }]);
+          setTimeout(() => resolve(got), 4000);
+        });
+      const id = (c) => c.repeat(32);
+      const join = (p) => JSON.stringify({ type: 'join', room: 'tiny', name: p, peer: id(p), token: id(p) });
+      const a = await ask([join('a')]);
+      const b = await ask([join('b')]);
+      const c = await ask([join('c')]);
+      const junk = await ask(['{not json', JSON.stringify({ type: 'dance' }), JSON.stringify({ type: 'join', room: 'x' })]);
+      const big = await ask([JSON.stringify({ type: 'ping', pad: 'x'.repeat(70000) })]);
+      return { a, b, c, junk, big };
+    }, `${small.url.replace('http', 'ws')}ws`);
+    assert.equal(replies.a[0].type, 'welcome');
+    assert.equal(replies.b[0].type, 'welcome');
+    assert.equal(replies.c[0].code, 'room-full');
+    assert.match(replies.c[0].message, /full/i);
+    assert.deepEqual(replies.junk.map((m) => m.code), ['bad-json', 'unknown-type', 'bad-message']);
+    assert.equal(replies.big[0].code, 'too-large');
+    assert.equal(replies.big.at(-1).closed, 1009);
+  } finally {
+    await small.stop();
+  }
+});
