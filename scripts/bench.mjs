@@ -1,21 +1,25 @@
-// `npm run bench`: the engine benchmark, headless.
+// `npm run bench`: the engine benchmark, then the net benchmark, headless.
 //
 // Installs what is missing (scripts/setup.sh), builds what is stale (scripts/build.mjs), serves
 // dist/ with the cross-origin isolation headers, opens /bench.html?auto=1 in headless Chromium
 // and waits for the result (bounded). Prints a table, writes bench/results/latest.json and ends
 // stdout with ONE line of JSON:
 //   {"engine":[{"peers":N,"wasm_ns_per_peer_quantum":x,"js_ns_per_peer_quantum":y,"underruns":u,...},...],
-//    "max_peers_under_5pct":N,"machine":{...},"date":"..."}
-// Method and caveats: bench/README.md.
+//    "max_peers_under_5pct":N,"net":[{"remote_peers":4,"us_per_packet":x,...},...],"machine":{...},"date":"..."}
+// The net part (scripts/lib/net-bench.mjs) measures the net worker's CPU time per received packet
+// on real loopback data channels. Method and caveats: bench/README.md.
 //
 // Options: --quick (3 peer counts, 1 repetition, quarter work: a smoke run of ~20 s)
 //          --peers 1,8,64   --reps N   --work F   --timeout SECONDS (default 300)
 //          --loss P (default 0.01)   --jitter Q (largest delay in quanta, default 3)
 //          --no-build (use dist/ as it is)
+//          --only net | --only engine (one part; `--only net` writes bench/results/net.json)
+//          --net-peers 4,15   --net-seconds S (each measured window, default 5)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { launchChromium } from './lib/chromium.mjs';
+import { printNetTable, runNetBench } from './lib/net-bench.mjs';
 import { build } from './build.mjs';
 import { ROOT, run } from './lib/run.mjs';
 import { serveStatic } from './lib/serve.mjs';
@@ -45,6 +49,17 @@ for (const name of ['loss', 'jitter']) {
   if (v !== undefined) query.set(name, v);
 }
 const timeoutS = Number(option('timeout') ?? 300);
+const only = option('only');
+if (only !== undefined && only !== 'net' && only !== 'engine') {
+  log(`--only takes "net" or "engine", not ${only}`);
+  process.exit(2);
+}
+const netPeers = (option('net-peers') ?? '4,15').split(',').map(Number);
+if (!netPeers.every((n) => Number.isInteger(n) && n >= 1 && n <= 16)) {
+  log('--net-peers takes player counts in 1..16, e.g. 4,15');
+  process.exit(2);
+}
+const netSeconds = Number(option('net-seconds') ?? 5);
 
 if (!flag('no-build')) {
   const setup = await run('bash', [join(ROOT, 'scripts', 'setup.sh')]);
@@ -61,8 +76,57 @@ if (!flag('no-build')) {
 
 const server = await serveStatic({ root: join(ROOT, 'dist'), port: 0 });
 let browser;
+let browserVersion;
 let exitCode = 1;
 try {
+  const started = Date.now();
+  const result = only === 'net' ? { machine: {} } : await engineBench();
+  if (only !== 'engine') {
+    // The net part is bounded by its own waits; this is the backstop.
+    const watchdog = setTimeout(() => {
+      log(`FAILED: the net benchmark did not end within ${timeoutS} s`);
+      process.exit(1);
+    }, timeoutS * 1000);
+    const net = await runNetBench({ baseUrl: server.url, log, peers: netPeers, windowS: netSeconds });
+    result.net = net.entries;
+    browserVersion ??= net.browserVersion;
+    clearTimeout(watchdog);
+  }
+  result.machine = {
+    ...result.machine,
+    browser: `Chromium ${browserVersion ?? 'unknown'} (headless)`,
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    memory_gib: Math.round(totalmem() / 2 ** 30),
+    os: `${process.platform} ${release()}`,
+    node: process.version,
+    load_average_1m_at_end: Number(loadavg()[0].toFixed(2)),
+    wall_seconds: Math.round((Date.now() - started) / 1000),
+  };
+  result.date ??= new Date().toISOString();
+  if (result.engine) printTable(result);
+  if (result.net) printNetTable(result.net);
+  if (!result.engine) {
+    const m = result.machine;
+    console.log(`machine: ${m.cpu}, ${m.cores} cores, ${m.browser}, load ${m.load_average_1m_at_end}`);
+    console.log('');
+  }
+  mkdirSync(join(ROOT, 'bench', 'results'), { recursive: true });
+  const json = JSON.stringify(result);
+  const file = only === 'net' ? 'net.json' : only === 'engine' ? 'engine.json' : 'latest.json';
+  writeFileSync(join(ROOT, 'bench', 'results', file), `${JSON.stringify(result, null, 2)}\n`);
+  console.log(json);
+  exitCode = 0;
+} catch (err) {
+  log(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
+} finally {
+  await browser?.close().catch(() => {});
+  await server.close().catch(() => {});
+}
+process.exit(exitCode);
+
+/** The engine benchmark: /bench.html?auto=1 until it is done (bounded by --timeout). */
+async function engineBench() {
   browser = await launchChromium([
     '--autoplay-policy=no-user-gesture-required',
     // Keep the page's timers and the render thread at full speed while headless.
@@ -70,6 +134,7 @@ try {
     '--disable-renderer-backgrounding',
     '--disable-backgrounding-occluded-windows',
   ]);
+  browserVersion = browser.version();
   const page = await browser.newPage();
   page.on('console', (msg) => {
     if (msg.type() === 'error' || msg.type() === 'warning') log(`page ${msg.type()}: ${msg.text()}`);
@@ -101,30 +166,10 @@ try {
     throw new Error(why);
   }
   const result = await page.evaluate(() => window.benchResult);
-  result.machine = {
-    ...result.machine,
-    browser: `Chromium ${browser.version()} (headless)`,
-    cpu: cpus()[0]?.model ?? 'unknown',
-    cores: cpus().length,
-    memory_gib: Math.round(totalmem() / 2 ** 30),
-    os: `${process.platform} ${release()}`,
-    node: process.version,
-    load_average_1m_at_end: Number(loadavg()[0].toFixed(2)),
-    wall_seconds: Math.round((Date.now() - started) / 1000),
-  };
-  printTable(result);
-  mkdirSync(join(ROOT, 'bench', 'results'), { recursive: true });
-  const json = JSON.stringify(result);
-  writeFileSync(join(ROOT, 'bench', 'results', 'latest.json'), `${JSON.stringify(result, null, 2)}\n`);
-  console.log(json);
-  exitCode = 0;
-} catch (err) {
-  log(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
-} finally {
-  await browser?.close().catch(() => {});
-  await server.close().catch(() => {});
+  await browser.close();
+  browser = undefined;
+  return result;
 }
-process.exit(exitCode);
 
 /** The human-readable table, on stdout before the JSON line. */
 function printTable(result) {
