@@ -180,6 +180,22 @@ impl Rooms {
     /// Returns the number of members left, or `None` if nothing was removed (e.g. the member
     /// had been replaced by a newer connection).
     pub fn leave(&self, room: &str, peer: &str, conn: u64, reason: LeaveReason) -> Option<usize> {
+        self.remove(room, peer, conn, Some(reason))
+    }
+
+    /// Removes `peer` from `room` like [`Rooms::leave`] but tells no one: on shutdown, when
+    /// every member goes at once and all rejoin when the server is back.
+    pub fn forget(&self, room: &str, peer: &str, conn: u64) -> Option<usize> {
+        self.remove(room, peer, conn, None)
+    }
+
+    fn remove(
+        &self,
+        room: &str,
+        peer: &str,
+        conn: u64,
+        announce: Option<LeaveReason>,
+    ) -> Option<usize> {
         let mut rooms = self.lock();
         let r = rooms.get_mut(room)?;
         let i = r
@@ -190,7 +206,7 @@ impl Rooms {
         let remaining = r.members.len();
         if remaining == 0 {
             rooms.remove(room);
-        } else {
+        } else if let Some(reason) = announce {
             let announcement = protocol::peer_left(peer, reason);
             for m in &r.members {
                 m.outbox.send_text(announcement.clone());

@@ -75,6 +75,8 @@ enum End {
     TooSlow,
     /// We closed it (a close frame is queued).
     ClosedByServer,
+    /// The server is shutting down (a close frame is queued).
+    Shutdown,
 }
 
 /// What the reader does after a message.
@@ -119,7 +121,7 @@ async fn run(socket: WebSocket, slot: ConnectionSlot) {
                 1001,
                 "shutting down",
             );
-            break End::ClosedByServer;
+            break End::Shutdown;
         }
         tokio::select! {
             msg = stream.next() => {
@@ -170,18 +172,21 @@ async fn run(socket: WebSocket, slot: ConnectionSlot) {
                         "shutting-down",
                         "The server is shutting down.",
                     ), 1001, "shutting down");
-                    break End::ClosedByServer;
+                    break End::Shutdown;
                 }
             }
         }
     };
 
     if let Some((room, peer)) = conn.joined.take() {
-        let reason = match end {
-            End::Timeout => LeaveReason::Timeout,
-            _ => LeaveReason::Closed,
-        };
-        conn.leave(&room, &peer, reason);
+        match end {
+            // Every member is going at once, and each is still connected to the others peer to
+            // peer: telling them that the others left would make them hang up on each other.
+            // They rejoin with the same identity when the server is back.
+            End::Shutdown => conn.forget(&room, &peer),
+            End::Timeout => conn.leave(&room, &peer, LeaveReason::Timeout),
+            _ => conn.leave(&room, &peer, LeaveReason::Closed),
+        }
     }
     drop(conn);
     // A connection too slow to drain its queue gets no goodbye; the others get up to
@@ -334,6 +339,15 @@ impl Connection {
                 Some((room, peer)) => self.leave(&room, &peer, LeaveReason::Left),
                 None => self.send_error(not_joined()),
             },
+        }
+    }
+
+    fn forget(&self, room: &str, peer: &str) {
+        if let Some(members) = self.app.rooms.forget(room, peer, self.outbox.id()) {
+            event(&format!(
+                "leave room={room} peer={} reason=shutdown members={members}",
+                short_peer(peer)
+            ));
         }
     }
 

@@ -323,17 +323,25 @@ async fn connection_cap_refuses_upgrades_with_503() {
 
 #[tokio::test]
 async fn shutdown_tells_clients_and_closes_with_1001() {
+    // Members are not told that the others left: they are still linked peer to peer and will
+    // rejoin when the server is back.
     let mut server = TestServer::start(|_| {}).await;
     let mut a = server.ws().await;
     a.join("r", "A", 'a', '1', None).await;
+    let mut b = server.ws().await;
+    b.join("r", "B", 'b', '2', None).await;
+    assert_eq!(a.recv().await["type"], "peer-joined");
     let started = Instant::now();
     server.begin_shutdown();
-    let (code, texts) = a.closed().await;
-    assert_eq!(code, Some(1001));
-    assert!(
-        texts.iter().any(|t| t["code"] == "shutting-down"),
-        "{texts:?}"
-    );
+    for c in [&mut a, &mut b] {
+        let (code, texts) = c.closed().await;
+        assert_eq!(code, Some(1001));
+        assert!(
+            texts.iter().any(|t| t["code"] == "shutting-down"),
+            "{texts:?}"
+        );
+        assert!(!texts.iter().any(|t| t["type"] == "peer-left"), "{texts:?}");
+    }
     let result = tokio::time::timeout(Duration::from_secs(4), &mut server.task).await;
     assert!(matches!(result, Ok(Ok(Ok(())))), "{result:?}");
     assert!(started.elapsed() < Duration::from_secs(3));
