@@ -26,7 +26,7 @@ const IDLE_WAIT_MS = 200;
 
 // Net stats block: NET_GLOBAL_LEN globals, then NET_PEER_LEN values per slot.
 export const NET_GLOBAL_LEN = 8;
-export const NET_PEER_LEN = 8;
+export const NET_PEER_LEN = 10;
 export const N_WAKEUPS = 0;
 export const N_OUT_PACKETS = 1;
 export const N_IN_PACKETS = 2;
@@ -39,6 +39,8 @@ export const NP_TX_PACKETS = 4;
 export const NP_TX_SKIPPED = 5; // channel not open, or its send queue was over the limit
 export const NP_BUFFERED = 6; // bufferedAmount at the last send, bytes
 export const NP_LAST_RX_MS = 7; // performance.now() of the last packet (pump's clock)
+export const NP_GAP_MAX_MS = 8; // longest time between two packets, ms
+export const NP_GAPS_OVER_20MS = 9; // times between two packets over 20 ms
 
 /** Atomics.waitAsync (ES2024; in every browser the engine runs in). */
 interface AtomicsWaitAsync {
@@ -120,6 +122,12 @@ export class PacketPump {
       s[base + NP_RX_BYTES] += data.byteLength;
       s[N_IN_PACKETS]++;
       const now = performance.now();
+      const last = s[base + NP_LAST_RX_MS];
+      if (last > 0) {
+        const gap = now - last;
+        if (gap > s[base + NP_GAP_MAX_MS]) s[base + NP_GAP_MAX_MS] = gap;
+        if (gap > 20) s[base + NP_GAPS_OVER_20MS]++;
+      }
       s[base + NP_LAST_RX_MS] = now;
       if (!writer.push(slot, (now * 1000) >>> 0, new Uint8Array(data))) s[base + NP_RX_DROPPED]++;
     };

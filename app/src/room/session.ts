@@ -55,6 +55,15 @@ export const SAMPLE_RATE = 48000;
 /** Engine slots: more than any room the server admits by default (16). */
 export const MAX_PEERS = 64;
 const VIEW_EVERY_MS = 100;
+/** Figures (latency, buffer, loss, ...) change in the view every this many refreshes (0.5 s):
+ * readable, and each change costs the page a layout; meters move at every refresh. */
+const FIGURES_EVERY = 5;
+/** The adaptive jitter buffer's bounds in a room: from one quantum up to 160 ms. The ceiling is
+ * far above what anyone can play in time with, but a buffer that may not cover the stalls of a
+ * starved machine or a bursty path underruns every few seconds instead; the figures show the
+ * depth it settled at. */
+export const BUFFER_FLOOR_FRAMES = 128;
+export const BUFFER_CEILING_FRAMES = 7680;
 
 const SILENT: Levels = { peakL: -Infinity, peakR: -Infinity, rmsL: -Infinity, rmsR: -Infinity };
 const UNITY: StripSettings = { gainDb: 0, pan: 0, mute: false, solo: false };
@@ -98,6 +107,7 @@ class Session implements RoomSession {
   private ended = false;
   private tapLoaded: Promise<void> | null = null;
   private statsShared: Float64Array | null = null;
+  private refreshes = 0;
 
   constructor(
     private readonly req: JoinRequest,
@@ -190,9 +200,11 @@ class Session implements RoomSession {
     // The tap outputs silence; it must reach the destination to be pulled by the graph.
     node.connect(ctx.destination);
     Atomics.store(views.header, TAP_ARMED, 1);
+    // Bounded: a context that stopped rendering (suspended, closed) yields what it has.
+    const deadline = performance.now() + seconds * 2000 + 2000;
     while (Atomics.load(views.header, TAP_WRITTEN) < frames) {
       await new Promise((r) => setTimeout(r, 50));
-      if (this.ended) break;
+      if (this.ended || performance.now() > deadline) break;
     }
     engine.node.disconnect(node);
     node.disconnect();
@@ -268,6 +280,7 @@ class Session implements RoomSession {
         maxPeers: MAX_PEERS,
         blockFrames: audio.blockFrames,
         captureChannels: audio.channels,
+        buffer: { mode: 'adaptive', floorFrames: BUFFER_FLOOR_FRAMES, ceilingFrames: BUFFER_CEILING_FRAMES },
       });
     } catch (err) {
       return this.fail('engine-unavailable', `The audio engine did not start: ${String(err)}`);
@@ -385,9 +398,22 @@ class Session implements RoomSession {
     const ctx = this.ctx;
     const outputMs = ctx ? (ctx.baseLatency + (ctx.outputLatency || 0)) * 1000 : 0;
     const blockMs = (this.req.audio.blockFrames / SAMPLE_RATE) * 1000;
+    const figuresDue = this.refreshes++ % FIGURES_EVERY === 0;
+    const previous = new Map(this.view.participants.map((v) => [v.peer, v]));
     const participants: ParticipantView[] = [];
     for (const [peer, p] of this.participants) {
       const at = (f: number) => s[peerIndex(p.slot, f)];
+      const levels = {
+        peakL: gainToDb(at(P_PEAK_L)),
+        peakR: gainToDb(at(P_PEAK_R)),
+        rmsL: gainToDb(at(P_RMS_L)),
+        rmsR: gainToDb(at(P_RMS_R)),
+      };
+      const before = previous.get(peer);
+      if (before && !figuresDue) {
+        participants.push({ ...before, name: p.member.name, link: p.link, strip: p.strip, levels });
+        continue;
+      }
       const received = at(P_RECEIVED);
       const lost = at(P_LOST);
       const bufferMs = (at(P_BUFFERED_FRAMES) / SAMPLE_RATE) * 1000;
@@ -397,12 +423,7 @@ class Session implements RoomSession {
         peer,
         name: p.member.name,
         link: p.link,
-        levels: {
-          peakL: gainToDb(at(P_PEAK_L)),
-          peakR: gainToDb(at(P_PEAK_R)),
-          rmsL: gainToDb(at(P_RMS_L)),
-          rmsR: gainToDb(at(P_RMS_R)),
-        },
+        levels,
         strip: p.strip,
         latencyMs: rttMs === null ? null : blockMs + rttMs / 2 + bufferMs + outputMs,
         rttMs,

@@ -1,24 +1,5 @@
-// One requestAnimationFrame loop for every meter on the page: meters draw at display rate from
-// the latest snapshot they were given, and the loop stops when no meter is mounted.
-
-type Draw = (now: number) => void;
-
-const draws = new Set<Draw>();
-let frame = 0;
-
-function tick(now: number): void {
-  for (const d of draws) d(now);
-  frame = draws.size > 0 ? requestAnimationFrame(tick) : 0;
-}
-
-/** Calls `draw` once per displayed frame until the returned function is called. */
-export function onFrame(draw: Draw): () => void {
-  draws.add(draw);
-  if (frame === 0 && typeof requestAnimationFrame === 'function') frame = requestAnimationFrame(tick);
-  return () => {
-    draws.delete(draw);
-  };
-}
+// Meter ballistics: how a displayed level follows the measured one. Meters are updated once per
+// snapshot of the session's view and glide between snapshots with CSS transitions (Meter.svelte).
 
 /** Meter ballistics: how a displayed value follows the measured one, with peak hold. */
 export interface Ballistics {
