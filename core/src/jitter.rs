@@ -59,6 +59,12 @@
 //! The jitter estimate is the largest spread of the current window and the five before it, so it
 //! rises as soon as a window's percentile does and decays about six seconds after the jitter
 //! calms. Minima are per window, so a slow drift of `L` (clock drift) never inflates it.
+//! Stalls are what the percentile leaves out on purpose: a window whose largest lateness stands
+//! well above its spread (by a quarter of it plus a quantum) records that peak, and once two
+//! such peaks fall within a minute, the estimate covers the smaller of the two largest for as
+//! long as both stay within the minute. A lone stall is concealed (or underruns once); stalls
+//! that recur, as on a starved machine or a path that drops out every few seconds, are covered
+//! before they cost an underrun each.
 //!
 //! - **Adaptive target** = jitter estimate + one quantum + half a block (at least half a
 //!   quantum) of margin, rounded up to whole blocks; at least the fill that playout had waited
@@ -148,6 +154,11 @@ const HOLD_MIN_WINDOWS: u32 = 6;
 const HOLD_MAX_WINDOWS: u32 = 120;
 /// An underrun within this many windows of the previous one is a recurrence (~1 min).
 const RECUR_WINDOWS: u32 = 60;
+/// Windows over which a window's peak lateness is remembered (~1 min).
+const PEAK_WINDOWS: usize = 60;
+/// A window's peak counts as a stall when it exceeds the window's spread by a quarter of it
+/// plus this many local frames (one 48 kHz quantum).
+const PEAK_EXCESS: i64 = 128;
 /// Largest lateness values kept per window (for the percentile).
 const TOP: usize = 64;
 /// Outliers ignored per window: one per this many packets (the 95th percentile).
@@ -409,9 +420,16 @@ struct Lateness {
     last_need: i64,
     /// Windows closed since the last underrun ended.
     since_underrun: u32,
+    /// The second largest stall peak of the last PEAK_WINDOWS windows (0 if fewer than two).
+    peak_floor: i64,
+    /// Index in `peaks` of the most recently closed window.
+    peak_at: usize,
     cur: Window,
     past_spread: [i64; PAST_WINDOWS],
     past_min: [i64; PAST_WINDOWS],
+    /// Per window (ring, PEAK_WINDOWS long): its peak lateness above its minimum when that
+    /// stood well above its spread (a stall), else 0.
+    peaks: [i64; PEAK_WINDOWS],
 }
 
 impl Lateness {
@@ -429,11 +447,33 @@ impl Lateness {
             hold_len: HOLD_MIN_WINDOWS,
             last_need: 0,
             since_underrun: u32::MAX,
+            peak_floor: 0,
+            peak_at: 0,
+            peaks: [0; PEAK_WINDOWS],
             last: 0,
         }
     }
 
     fn close(&mut self) {
+        let w = &self.cur;
+        let peak = if w.count > 0 && w.top[0] != i64::MIN {
+            w.top[0].saturating_sub(w.min).max(0)
+        } else {
+            0
+        };
+        let stall = peak > w.spread + w.spread / 4 + PEAK_EXCESS;
+        self.peak_at = (self.peak_at + 1) % PEAK_WINDOWS;
+        self.peaks[self.peak_at] = if stall { peak } else { 0 };
+        let (mut first, mut second) = (0, 0);
+        for &p in &self.peaks {
+            if p > first {
+                second = first;
+                first = p;
+            } else if p > second {
+                second = p;
+            }
+        }
+        self.peak_floor = second;
         self.last = (self.last + 1) % PAST_WINDOWS;
         self.past_spread[self.last] = self.cur.spread;
         self.past_min[self.last] = self.cur.min;
@@ -493,7 +533,9 @@ impl Lateness {
     }
 
     fn jitter(&self) -> i64 {
-        self.past_spread_max.max(self.cur.spread)
+        self.past_spread_max
+            .max(self.cur.spread)
+            .max(self.peak_floor)
     }
 
     /// The underrun floor of the target (0 when none is held).
@@ -2251,12 +2293,12 @@ mod tests {
     #[test]
     fn recurring_stalls_keep_the_depth_that_covers_them() {
         // A 60 ms stall every 9 s from 10 s to 100 s (longer apart than the ~6 s an underrun's
-        // depth is first held), then calm until 300 s. Tolerances: at most 3 underruns in all
-        // (each recurrence makes the hold 4x longer: 6, 24, 96 s, so the stalls at 10, 19 and
-        // 46 s underrun, those between are covered); none from 70 s on; meanwhile
-        // the target covers the stall (>= 60 ms = 2880 frames) without running away (<= 1.25 x
-        // the stall + 4 blocks); and by 300 s, with the hold run out, it is back within one
-        // quantum of where it was before the first stall.
+        // depth is first held), then calm until 300 s. Tolerances: at most 2 underruns in all
+        // (the stall at 10 s is a lone one; at 19 s its hold has run out; from then on two stall
+        // peaks within a minute keep the depth, and the recurring underrun holds it 24 s); none
+        // from 70 s on; meanwhile the target covers the stall (>= 60 ms = 2880 frames) without
+        // running away (<= 1.25 x the stall + 4 blocks); and by 300 s, with the peaks and the
+        // hold run out, it is back within one quantum of where it was before the first stall.
         const STALL: f64 = 2880.0;
         let stall = |a: f64| {
             let t = a / 48_000.0;
@@ -2287,7 +2329,7 @@ mod tests {
             underruns_between(&trace, 100.0, 300.0),
             jb.counters()
         );
-        assert!(jb.counters().underruns <= 3, "{:?}", jb.counters());
+        assert!(jb.counters().underruns <= 2, "{:?}", jb.counters());
         assert_eq!(underruns_between(&trace, 70.0, 300.0), 0);
         assert!(f64::from(held) >= STALL, "held {held}");
         assert!(f64::from(high) <= 1.25 * STALL + 4.0 * 128.0, "high {high}");
