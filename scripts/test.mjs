@@ -30,7 +30,7 @@ const remaining = () => Math.max(10_000, budgetMs - (Date.now() - started));
 const limit = (seconds) => Math.min(seconds * 1000, remaining());
 const work = mkdtempSync(join(tmpdir(), 'tutti-test-'));
 
-/** @typedef {{ passed: number, failed: number, note?: string }} Count */
+/** @typedef {{ passed: number, failed: number, skipped?: number, note?: string }} Count */
 
 /** Exit 0 = one passed check, anything else = one failed check. */
 async function oneCheck(cmd, args, seconds) {
@@ -106,7 +106,7 @@ const suites = [
       const c = existsSync(tap) ? parseNodeTap(readFileSync(tap, 'utf8')) : null;
       if (!c) return { passed: 0, failed: 1, note: r.timedOut ? 'timed out' : `no TAP summary (exit ${r.code})` };
       if (r.code !== 0 && c.failed === 0) return { passed: c.passed, failed: 1, note: `exit ${r.code}` };
-      return { passed: c.passed, failed: c.failed, note: `${files.length} files${c.note ? ', ' + c.note : ''}` };
+      return { passed: c.passed, failed: c.failed, skipped: c.skipped, note: `${files.length} files${c.note ? ', ' + c.note : ''}` };
     },
   },
 ];
@@ -118,7 +118,7 @@ if (unknown.length) {
   process.exit(2);
 }
 
-/** @type {{ name: string, passed: number, failed: number, ms: number, note: string }[]} */
+/** @type {{ name: string, passed: number, failed: number, skipped?: number, ms: number, note: string }[]} */
 const rows = [];
 /** @type {{ name: string, action: string }[]} */
 let buildResults = [];
@@ -154,7 +154,7 @@ if (rows[0].failed === 0) {
     } catch (e) {
       c = { passed: 0, failed: 1, note: `runner error: ${e instanceof Error ? e.message : e}` };
     }
-    rows.push({ name: suite.name, passed: c.passed, failed: c.failed, ms: Date.now() - t, note: c.note ?? '' });
+    rows.push({ name: suite.name, passed: c.passed, failed: c.failed, skipped: c.skipped ?? 0, ms: Date.now() - t, note: c.note ?? '' });
   }
 } else {
   console.error('test: setup failed; no suite can run');
@@ -162,12 +162,16 @@ if (rows[0].failed === 0) {
 
 rmSync(work, { recursive: true, force: true });
 
-const total = rows.reduce((a, r) => ({ passed: a.passed + r.passed, failed: a.failed + r.failed }), { passed: 0, failed: 0 });
+const total = rows.reduce(
+  (a, r) => ({ passed: a.passed + r.passed, failed: a.failed + r.failed, skipped: a.skipped + (r.skipped ?? 0) }),
+  { passed: 0, failed: 0, skipped: 0 },
+);
 console.log(`\n${'suite'.padEnd(8)} ${'passed'.padStart(6)} ${'failed'.padStart(6)} ${'time'.padStart(8)}  note`);
 for (const r of rows) {
   const mark = r.failed ? '  <-- FAILED' : '';
   console.log(`${r.name.padEnd(8)} ${String(r.passed).padStart(6)} ${String(r.failed).padStart(6)} ${((r.ms / 1000).toFixed(1) + ' s').padStart(8)}  ${r.note}${mark}`);
 }
 console.log(`total time ${((Date.now() - started) / 1000).toFixed(1)} s`);
-console.log(`${total.passed} passed, ${total.failed} failed`);
+// Skipped checks are named in their suite's output with the reason (and the figures).
+console.log(`${total.passed} passed, ${total.failed} failed${total.skipped ? `, ${total.skipped} skipped` : ''}`);
 process.exit(total.failed > 0 ? 1 : 0);

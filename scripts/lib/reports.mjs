@@ -59,7 +59,7 @@ export function parseVitestJson(json) {
  * Summary lines at the end of node's TAP reporter ("# pass N", "# fail N", "# cancelled N").
  * Cancelled tests (e.g. timed out, or their file crashed) count as failed.
  * @param {string} tap
- * @returns {{ passed: number, failed: number, note: string } | null} null when no summary
+ * @returns {{ passed: number, failed: number, skipped: number, note: string } | null} null when no summary
  */
 export function parseNodeTap(tap) {
   const num = (key) => {
@@ -74,5 +74,5 @@ export function parseNodeTap(tap) {
   const parts = [];
   if (cancelled) parts.push(`${cancelled} cancelled`);
   if (skipped) parts.push(`${skipped} skipped`);
-  return { passed: pass, failed: fail + cancelled, note: parts.join(', ') };
+  return { passed: pass, failed: fail + cancelled, skipped, note: parts.join(', ') };
 }
