@@ -1,10 +1,10 @@
 // End-to-end test of a room: five pages of headless Chromium join one room through its link,
 // against the real server binary, with real WebRTC data channels on loopback and the real
 // engine worklet. Each page's microphone is a tone of its own, handed to getUserMedia by the
-// test (an oscillator in a separate AudioContext of the page); from the MediaStream on, the
-// product's own capture path runs. (A fake-capture WAV per browser would need five browsers,
-// whose extra processes this 2-core machine cannot carry beside the room.) What each page's
-// engine sends to its output is captured by the app's output tap.
+// test (an oscillator in the page's AudioContext into a MediaStreamDestination); from the
+// MediaStream on, the product's own capture path runs. (A fake-capture WAV per browser would
+// need five browsers, whose extra processes this 2-core machine cannot carry beside the room.)
+// What each page's engine sends to its output is captured by the app's output tap.
 //
 // Checks, in order:
 // 1. the room forms: every page sees four connected participants;
@@ -101,18 +101,31 @@ after(async () => {
   setTimeout(() => process.exit(process.exitCode ?? 0), 1000).unref();
 });
 
-/** Replaces getUserMedia with a sine of `freq` Hz at `amplitude`, made in its own context. */
+/**
+ * Replaces getUserMedia with a sine of `freq` Hz at `amplitude`. The oscillator plays in the
+ * page's own AudioContext (the app makes it before asking for the microphone) into a
+ * MediaStreamDestination, so the stream is rendered on the same audio thread that consumes it: a
+ * second context would bridge the two threads through a FIFO that a busy machine starves,
+ * putting gaps into the "microphone" itself.
+ */
 function toneMicrophone({ freq, amplitude }) {
+  const Native = window.AudioContext;
+  let latest = null;
+  window.AudioContext = class extends Native {
+    constructor(...args) {
+      super(...args);
+      latest = this;
+    }
+  };
   const real = navigator.mediaDevices.getUserMedia.bind(navigator.mediaDevices);
   navigator.mediaDevices.getUserMedia = async (constraints) => {
     if (!constraints || !constraints.audio) return real(constraints);
-    const ctx = new AudioContext({ sampleRate: 48000 });
+    const ctx = latest && latest.state !== 'closed' ? latest : new Native({ sampleRate: 48000 });
     const osc = new OscillatorNode(ctx, { frequency: freq });
     const gain = new GainNode(ctx, { gain: amplitude });
     const dest = ctx.createMediaStreamDestination();
     osc.connect(gain).connect(dest);
     osc.start();
-    await ctx.resume();
     return dest.stream;
   };
 }
