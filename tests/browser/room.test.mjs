@@ -243,24 +243,9 @@ async function measureTones(page, seconds) {
   );
 }
 
+/** The engine's and pump's counters of a page, by peer (`Session.counters`). */
 function engineCounters(page) {
-  return page.evaluate(() => {
-    const { engine, net, slots } = window.tutti.session.rawStats();
-    // Global indices from app/src/audio/stats.ts (G_UNDERRUNS = 18; peers start at 32, 32 each).
-    const perPeer = {};
-    for (const [peer, slot] of Object.entries(slots)) {
-      const at = (f) => engine[32 + slot * 32 + f];
-      perPeer[peer] = {
-        received: at(1), lost: at(2), late: at(3), concealed: at(5), underruns: at(6),
-        bufferedMs: (at(9) / 48000) * 1000, targetMs: (at(10) / 48000) * 1000, resets: at(21),
-      };
-    }
-    const gaps = {};
-    for (const [peer, slot] of Object.entries(slots)) {
-      gaps[peer] = net ? { maxMs: net[8 + slot * 10 + 8], over20: net[8 + slot * 10 + 9] } : null;
-    }
-    return { underruns: engine[18], quanta: engine[1], perPeer, gaps, netIn: net ? net[2] : 0 };
-  });
+  return page.evaluate(() => window.tutti.session.counters());
 }
 
 function checkTones(report, own, present, label) {
@@ -372,8 +357,7 @@ test(`no underruns over ${SOAK_SECONDS} s after warm-up`, { timeout: 60_000 + SO
     underruns += d;
     const peers = Object.entries(a.perPeer).map(([peer, p]) => {
       const q = b.perPeer[peer] ?? { received: 0, lost: 0, underruns: 0, concealed: 0 };
-      const g = a.gaps[peer];
-      return `${peer.slice(0, 6)}: gaps max ${g?.maxMs.toFixed(0)} ms, >20ms ${g?.over20}, buf ${p.bufferedMs.toFixed(1)}/${p.targetMs.toFixed(1)} ms, ` +
+      return `${peer.slice(0, 6)}: gaps max ${p.gapMaxMs.toFixed(0)} ms, >20ms ${p.gapsOver20Ms}, buf ${p.bufferedMs.toFixed(1)}/${p.targetMs.toFixed(1)} ms, ` +
         `lost ${p.lost - q.lost}/${p.received - q.received}, underruns ${p.underruns - q.underruns}`;
     });
     lines.push(`${members[i].name}: underruns ${d}, quanta ${a.quanta - b.quanta}; ${peers.join('; ')}`);

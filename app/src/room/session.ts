@@ -17,16 +17,20 @@ import {
   G_MASTER_RMS_L,
   G_MASTER_RMS_R,
   G_PEERS,
+  G_QUANTA,
   G_UNDERRUNS,
   BLOCK_LEN,
   P_BITS,
   P_BLOCK_FRAMES,
   P_BUFFERED_FRAMES,
   P_CHANNELS,
+  P_CONCEALED,
+  P_LATE,
   P_LOST,
   P_PEAK_L,
   P_PEAK_R,
   P_RECEIVED,
+  P_RESETS,
   P_RMS_L,
   P_RMS_R,
   P_TARGET_FRAMES,
@@ -38,6 +42,7 @@ import { createTapBuffer, TAP_ARMED, TAP_WRITTEN, tapViews } from '../audio/tap'
 import tapUrl from '../audio/tap-worklet.ts?worker&url';
 import { Mesh, type IcePolicy } from '../net/mesh';
 import { createPumpHost, type PumpHost } from '../net/net-host';
+import { NP_GAP_MAX_MS, NP_GAPS_OVER_20MS, netPeerIndex } from '../net/pump';
 import { randomId, type Member } from '../net/protocol';
 import { SignalingClient } from '../net/signaling';
 import type {
@@ -81,6 +86,26 @@ interface Participant {
   slot: number;
   strip: StripSettings;
   link: LinkState;
+}
+
+export interface PeerCounters {
+  received: number;
+  lost: number;
+  late: number;
+  concealed: number;
+  underruns: number;
+  resets: number;
+  bufferedMs: number;
+  targetMs: number;
+  /** Longest time between two of the peer's packets at the pump, ms. */
+  gapMaxMs: number;
+  gapsOver20Ms: number;
+}
+
+export interface SessionCounters {
+  underruns: number;
+  quanta: number;
+  perPeer: Record<string, PeerCounters>;
 }
 
 export interface OutputCapture {
@@ -212,15 +237,28 @@ class Session implements RoomSession {
     return { left: views.left.slice(0, n), right: views.right.slice(0, n), sampleRate: ctx.sampleRate };
   }
 
-  /** A copy of the engine's stats block and the pump's counters (diagnostics and tests). */
-  rawStats(): { engine: Float64Array; net: Float64Array | null; slots: Record<string, number> } {
-    const slots: Record<string, number> = {};
-    for (const [peer, p] of this.participants) slots[peer] = p.slot;
-    return {
-      engine: this.statsSnapshot.slice(),
-      net: this.pump ? this.pump.stats.slice() : null,
-      slots,
-    };
+  /** Counters of the engine and the packet pump, by peer (diagnostics and tests). */
+  counters(): SessionCounters {
+    const s = this.statsSnapshot;
+    const net = this.pump?.stats ?? null;
+    const perPeer: SessionCounters['perPeer'] = {};
+    for (const [peer, p] of this.participants) {
+      const at = (f: number) => s[peerIndex(p.slot, f)];
+      const nat = (f: number) => (net ? net[netPeerIndex(p.slot, f)] : 0);
+      perPeer[peer] = {
+        received: at(P_RECEIVED),
+        lost: at(P_LOST),
+        late: at(P_LATE),
+        concealed: at(P_CONCEALED),
+        underruns: at(P_UNDERRUNS),
+        resets: at(P_RESETS),
+        bufferedMs: (at(P_BUFFERED_FRAMES) / SAMPLE_RATE) * 1000,
+        targetMs: (at(P_TARGET_FRAMES) / SAMPLE_RATE) * 1000,
+        gapMaxMs: nat(NP_GAP_MAX_MS),
+        gapsOver20Ms: nat(NP_GAPS_OVER_20MS),
+      };
+    }
+    return { underruns: s[G_UNDERRUNS], quanta: s[G_QUANTA], perPeer };
   }
 
   /** Where the packet pump runs. */
