@@ -248,9 +248,20 @@ function engineCounters(page) {
   return page.evaluate(() => window.tutti.session.counters());
 }
 
-function checkTones(report, own, present, label) {
+/**
+ * Each tone of `present` at EXPECTED_DB ± LEVEL_TOL_DB, and `own` absent. With `glitches` (the
+ * five-page intervals whose glitches are judged apart, see above), a tone that is there but low
+ * (less than GAP_DB below its level: concealed or late blocks lower a short capture's median) is
+ * a glitch line instead of a failure; a missing or too loud tone fails either way.
+ */
+function checkTones(report, own, present, label, glitches = null) {
   for (const f of present) {
     const db = report.tones[f].db;
+    const low = db < EXPECTED_DB - LEVEL_TOL_DB && db > EXPECTED_DB - GAP_DB;
+    if (glitches && low) {
+      glitches.push(`${label}: tone ${f} Hz at ${db.toFixed(1)} dBFS, ${(EXPECTED_DB - db).toFixed(1)} dB low`);
+      continue;
+    }
     assert.ok(
       Math.abs(db - EXPECTED_DB) <= LEVEL_TOL_DB,
       `${label}: tone ${f} Hz at ${db.toFixed(1)} dBFS, expected ${EXPECTED_DB.toFixed(1)} ± ${LEVEL_TOL_DB}`,
@@ -279,7 +290,7 @@ function findGaps(report, present, label) {
       gaps.push({ tone: f, line: `${label}: tone ${f} Hz dips to ${min.toFixed(1)} dB against its median ${median.toFixed(1)} dB` });
     }
   }
-  return gaps;
+  return { gaps, low };
 }
 
 /** Peer id of each page's tone. */
@@ -380,9 +391,10 @@ test('a page leaves without a gap in the others, and rejoins', { timeout: 120_00
   const countersAfter = await Promise.all(stay.map((m) => engineCounters(m.page)));
   await waitForRoom(stay, 15000);
   // The others kept every remaining tone and dropped the leaver's.
+  const low = [];
   reports.forEach((r, i) => {
     const present = TONES.filter((f) => f !== stay[i].tone && f !== leaver.tone);
-    checkTones(r, null, present, `${stay[i].name} while ${leaver.name} left`);
+    checkTones(r, null, present, `${stay[i].name} while ${leaver.name} left`, low);
   });
   const gaps = reports.flatMap((r, i) =>
     findGaps(r, TONES.filter((f) => f !== stay[i].tone && f !== leaver.tone), `${stay[i].name} while ${leaver.name} left`)
@@ -398,7 +410,7 @@ test('a page leaves without a gap in the others, and rejoins', { timeout: 120_00
     const own = members[i].tone;
     checkTones(r, own, TONES.filter((f) => f !== own), `${members[i].name} after the rejoin`);
   });
-  glitchVerdict(t, gapLines(gaps, countersBefore, countersAfter, byTone), busy, 'gaps while a page left', STRICT_FIVE);
+  glitchVerdict(t, [...low, ...gapLines(gaps, countersBefore, countersAfter, byTone)], busy, 'while a page left', STRICT_FIVE);
 });
 
 test('the server restarts mid-session: audio continues and the room re-forms', { timeout: 120_000 }, async (t) => {
@@ -408,11 +420,12 @@ test('the server restarts mid-session: audio continues and the room re-forms', {
   const byTone = await peersByTone();
   const countersBefore = await Promise.all(members.map((m) => engineCounters(m.page)));
   let gaps = [];
+  let low = [];
   let countersAfter = countersBefore;
   const cpu0 = cpuTimes();
   let busy = 0;
   try {
-    gaps = await checkWhileDown();
+    ({ gaps, low } = await checkWhileDown());
     busy = busyPct(cpu0, cpuTimes());
     countersAfter = await Promise.all(members.map((m) => engineCounters(m.page)));
   } finally {
@@ -422,17 +435,18 @@ test('the server restarts mid-session: audio continues and the room re-forms', {
   await waitForRoom(members, 20000);
   const peersAfter = await Promise.all(members.map(async (m) => (await roomState(m.page)).peers));
   assert.deepEqual(peersAfter, peersBefore, 'the same peers, on the same links');
-  glitchVerdict(t, gapLines(gaps, countersBefore, countersAfter, byTone), busy, 'gaps while the server was down', STRICT_FIVE);
+  glitchVerdict(t, [...low, ...gapLines(gaps, countersBefore, countersAfter, byTone)], busy, 'while the server was down', STRICT_FIVE);
 });
 
-/** While the server is down: every page keeps hearing the four others (gaps returned). */
+/** While the server is down: every page keeps hearing the four others (glitches returned). */
 async function checkWhileDown() {
   const down = await Promise.all(members.map((m) => measureTones(m.page, 2)));
   const gaps = [];
+  const low = [];
   down.forEach((r, i) => {
     const own = members[i].tone;
     const present = TONES.filter((f) => f !== own);
-    checkTones(r, own, present, `${members[i].name} with the server down`);
+    checkTones(r, own, present, `${members[i].name} with the server down`, low);
     gaps.push(...findGaps(r, present, `${members[i].name} with the server down`).map((gap) => ({ page: i, gap })));
   });
   const states = await Promise.all(members.map((m) => roomState(m.page)));
