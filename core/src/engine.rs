@@ -131,6 +131,10 @@ pub struct Peer {
     drift: DriftController,
     strip: Strip,
     malformed: u64,
+    /// The last quantum as it left the jitter buffer and drift correction, before the strip
+    /// (pre-fader): what a recording keeps of this peer. Written only while recording.
+    stem_l: [f32; QUANTUM],
+    stem_r: [f32; QUANTUM],
 }
 
 impl Peer {
@@ -147,6 +151,8 @@ impl Peer {
             drift: DriftController::new(QUANTUM as u32, LOCAL_RATE),
             strip: Strip::new(),
             malformed: 0,
+            stem_l: [0.0; QUANTUM],
+            stem_r: [0.0; QUANTUM],
         })
     }
 
@@ -159,7 +165,8 @@ impl Peer {
     /// which meters it), `audible` being the strip's [`solo_audible`] state. A 48 kHz peer is
     /// interpolated, metered and mixed in one pass; a peer nobody hears is metered from its
     /// staged input without interpolating; anything else (44.1 kHz peers, a short staging) goes
-    /// through `tmp_l`/`tmp_r` (scratch, as long as the bus). Real-time safe.
+    /// through `tmp_l`/`tmp_r` (scratch, as long as the bus). With `record`, every peer takes
+    /// that last path and its pre-fader signal is kept in its stem. Real-time safe.
     fn play(
         &mut self,
         bus_l: &mut [f32],
@@ -167,6 +174,7 @@ impl Peer {
         tmp_l: &mut [f32],
         tmp_r: &mut [f32],
         audible: bool,
+        record: bool,
     ) {
         let frames = bus_l.len().min(bus_r.len());
         let block = self.jitter.block_frames();
@@ -174,6 +182,10 @@ impl Peer {
             // Nothing has arrived yet: the peer is silent.
             tmp_l.fill(0.0);
             tmp_r.fill(0.0);
+            if record {
+                self.stem_l.fill(0.0);
+                self.stem_r.fill(0.0);
+            }
             self.drift.reset();
             self.strip.mix_into(tmp_l, tmp_r, bus_l, bus_r, audible);
             return;
@@ -203,6 +215,14 @@ impl Peer {
             self.drift.reset();
         }
         let strip = &mut self.strip;
+        if record {
+            let (tmp_l, tmp_r) = (&mut tmp_l[..frames], &mut tmp_r[..frames]);
+            self.resampler.process(ratio, tmp_l, tmp_r);
+            self.stem_l[..frames].copy_from_slice(tmp_l);
+            self.stem_r[..frames].copy_from_slice(tmp_r);
+            strip.mix_into(tmp_l, tmp_r, bus_l, bus_r, audible);
+            return;
+        }
         if strip.is_silent(audible) {
             let (l, r) = self.resampler.staged(frames);
             strip.mix_into(l, r, bus_l, bus_r, audible);
@@ -251,6 +271,7 @@ pub struct Engine {
     now: u64,
     counters: EngineCounters,
     capture: Capture,
+    recording: bool,
 }
 
 impl Engine {
@@ -283,6 +304,7 @@ impl Engine {
             now: 0,
             counters: EngineCounters::default(),
             capture: Capture::new(&config),
+            recording: false,
         }
     }
 
@@ -436,10 +458,29 @@ impl Engine {
         let (tmp_l, tmp_r) = (&mut self.scratch_l[..frames], &mut self.scratch_r[..frames]);
         for peer in self.peers.iter_mut().flatten() {
             let audible = solo_audible(any_solo, peer.strip.solo(), peer.strip.mute());
-            peer.play(left, right, tmp_l, tmp_r, audible);
+            peer.play(left, right, tmp_l, tmp_r, audible, self.recording);
         }
         self.master.process(left, right);
         self.counters.quanta += 1;
+    }
+
+    /// Keeps (or stops keeping) each peer's pre-fader quantum for [`Engine::stem`]. Recording
+    /// costs the fused interpolate-and-mix pass; the output is the same. Real-time safe.
+    pub fn set_recording(&mut self, on: bool) {
+        self.recording = on;
+    }
+
+    /// Whether stems are kept.
+    pub fn recording(&self) -> bool {
+        self.recording
+    }
+
+    /// The last rendered quantum of the peer in `slot` before its strip (fader, pan, mute): its
+    /// stream as it left the jitter buffer, concealment and drift correction. Zeros while the
+    /// peer has sent nothing. Meaningful only while recording; `None` for an empty slot.
+    pub fn stem(&self, slot: usize) -> Option<(&[f32; QUANTUM], &[f32; QUANTUM])> {
+        let peer = self.peers.get(slot)?.as_deref()?;
+        Some((&peer.stem_l, &peer.stem_r))
     }
 
     /// The engine-wide counters.

@@ -96,6 +96,8 @@ fn render_path_never_allocates() {
             *seq += 1;
         }
         watched(|| {
+            // Recording on for the middle third: stems are kept without allocating.
+            engine.set_recording((quanta / 3..2 * quanta / 3).contains(&q));
             engine.begin_quantum(q * QUANTUM as u64);
             in_read = engine.drain(&inbound, in_read, in_write);
             engine.push_packet(3, &packets[0][..10]).ok();
@@ -115,6 +117,9 @@ fn render_path_never_allocates() {
             };
             engine.capture(&input, &input, &mut sink);
             engine.render(&mut l, &mut r);
+            if let Some((sl, _)) = engine.stem(usize::from(q as u16 % 16)) {
+                std::hint::black_box(sl[0]);
+            }
             if q % 8 == 0 {
                 engine.write_stats(&mut stats);
             }

@@ -209,6 +209,29 @@ pub fn tutti_set_strip(handle: u32, slot: u32, gain: f32, pan: f32, mute: u32, s
     )
 }
 
+/// Keeps (1) or stops keeping (0) each peer's pre-fader quantum for [`tutti_stem_ptr`].
+#[wasm_bindgen]
+pub fn tutti_set_recording(handle: u32, on: u32) {
+    if let Some(h) = host(handle) {
+        h.engine.set_recording(on != 0);
+    }
+}
+
+/// Address of channel `channel` (0 left, 1 right) of the pre-fader quantum the peer in `slot`
+/// played last (QUANTUM f32, written by `tutti_process` while recording), or 0 for an empty slot.
+/// The address stays valid until that peer is removed; views on it must be re-made after memory
+/// grows, like every other view.
+#[wasm_bindgen]
+pub fn tutti_stem_ptr(handle: u32, slot: u32, channel: u32) -> u32 {
+    let Some(h) = host(handle) else { return 0 };
+    h.engine
+        .stem(slot as usize)
+        .map_or(0, |(l, r)| match channel {
+            0 => l.as_ptr() as usize as u32,
+            _ => r.as_ptr() as usize as u32,
+        })
+}
+
 /// Sets the master gain (linear).
 #[wasm_bindgen]
 pub fn tutti_set_master(handle: u32, gain: f32) {

@@ -9,7 +9,7 @@
 // ring, and publishes the ring counters. It allocates nothing: every typed-array view is made in
 // the constructor (and re-made only if linear memory grew, which happens only when a peer joins).
 
-import { DATA_OFFSET, RingMirror } from './ring';
+import { DATA_OFFSET, RingMirror, RingWriter } from './ring';
 import { G_SEQUENCE, STATS_BYTES } from './stats';
 
 export interface EngineConfig {
@@ -41,6 +41,12 @@ export type Control =
   | { type: 'remove-peer'; slot: number }
   | { type: 'strip'; slot: number; gain: number; pan: number; mute: boolean; solo: boolean }
   | { type: 'master'; gain: number }
+  /**
+   * Starts (with the ring the tracks go into) or stops a recording. While recording, every
+   * quantum writes one record per track into `ring` (layout: recording.ts).
+   */
+  | { type: 'record'; on: true; ring: SharedArrayBuffer }
+  | { type: 'record'; on: false }
   | {
       type: 'buffer';
       mode: 'adaptive' | 'fixed';
@@ -70,6 +76,14 @@ export const OUTBOUND_BYTES = 1 << 16;
 /** Quanta between two publications of the stats block (~21 ms). */
 export const STATS_EVERY = 8;
 const QUANTUM = 128;
+
+// Recording ring records: tag = track, time = quanta since the recording started, payload = one
+// quantum of the track as float32, left then right (RECORD_TRACK_SAMPLES values).
+export const TRACK_MIX = 0;
+export const TRACK_INPUT = 1;
+/** A peer's track tag is TRACK_PEER_BASE + its slot. */
+export const TRACK_PEER_BASE = 2;
+export const RECORD_TRACK_SAMPLES = 2 * QUANTUM;
 
 /** Allocates the shared buffers an engine needs. */
 export function createBuffers(
@@ -111,6 +125,8 @@ interface TuttiExports {
     solo: number,
   ): number;
   tutti_set_master(h: number, gain: number): void;
+  tutti_set_recording(h: number, on: number): void;
+  tutti_stem_ptr(h: number, slot: number, channel: number): number;
   tutti_set_buffer(h: number, fixed: number, floor: number, ceiling: number, packets: number): void;
   tutti_process(h: number, now: number, inputChannels: number): void;
   tutti_write_stats(h: number): void;
@@ -163,10 +179,21 @@ export class WasmEngineCore implements EngineCore {
   private statsView!: Float64Array;
   private quanta = 0;
   private statsDirty = true;
+  /** Recording: the ring, the quantum count since it started, the slots that hold a peer. */
+  private recordWriter: RingWriter | null = null;
+  private recordQuanta = 0;
+  private readonly slots: Int32Array;
+  private slotCount = 0;
+  private stemL: (Float32Array | null)[] = [];
+  private stemR: (Float32Array | null)[] = [];
+  /** One track's quantum, planar (left then right), and its bytes for the ring. */
+  private readonly trackScratch = new Float32Array(RECORD_TRACK_SAMPLES);
+  private readonly trackBytes = new Uint8Array(this.trackScratch.buffer);
 
   constructor(module: WebAssembly.Module, buffers: EngineBuffers, config: EngineConfig) {
     this.exports = instantiateEngine(module);
     this.buffers = buffers;
+    this.slots = new Int32Array(config.maxPeers);
     const inCap = buffers.inbound.byteLength - DATA_OFFSET;
     const outCap = buffers.outbound.byteLength - DATA_OFFSET;
     const e = this.exports;
@@ -216,6 +243,13 @@ export class WasmEngineCore implements EngineCore {
     this.outLView = new Float32Array(buf, e.tutti_output_ptr(h, 0), QUANTUM);
     this.outRView = new Float32Array(buf, e.tutti_output_ptr(h, 1), QUANTUM);
     this.statsView = new Float64Array(buf, e.tutti_stats_ptr(h), e.tutti_stats_len(h));
+    this.stemL = [];
+    this.stemR = [];
+    for (let i = 0; i < this.slots.length; i++) {
+      const l = e.tutti_stem_ptr(h, i, 0);
+      this.stemL.push(l === 0 ? null : new Float32Array(buf, l, QUANTUM));
+      this.stemR.push(l === 0 ? null : new Float32Array(buf, e.tutti_stem_ptr(h, i, 1), QUANTUM));
+    }
     this.inboundMirror.rebind(this.memoryView(e.tutti_inbound_ptr, this.inboundMirror.capacity));
     this.outboundMirror.rebind(this.memoryView(e.tutti_outbound_ptr, this.outboundMirror.capacity));
   }
@@ -226,9 +260,16 @@ export class WasmEngineCore implements EngineCore {
     switch (msg.type) {
       case 'add-peer':
         e.tutti_add_peer(h, msg.slot);
+        this.setSlot(msg.slot, true);
         break;
       case 'remove-peer':
         e.tutti_remove_peer(h, msg.slot);
+        this.setSlot(msg.slot, false);
+        break;
+      case 'record':
+        e.tutti_set_recording(h, msg.on ? 1 : 0);
+        this.recordWriter = msg.on ? new RingWriter(msg.ring) : null;
+        this.recordQuanta = 0;
         break;
       case 'strip':
         e.tutti_set_strip(h, msg.slot, msg.gain, msg.pan, msg.mute ? 1 : 0, msg.solo ? 1 : 0);
@@ -246,8 +287,45 @@ export class WasmEngineCore implements EngineCore {
         );
         break;
     }
-    if (e.memory.buffer !== this.memoryBuffer) this.bind();
+    // A peer's stem moved (added or removed) or memory grew: re-make the views.
+    if (msg.type === 'add-peer' || msg.type === 'remove-peer' || e.memory.buffer !== this.memoryBuffer) {
+      this.bind();
+    }
     this.statsDirty = true;
+  }
+
+  /** Keeps `slots[0..slotCount)` equal to the slots that hold a peer. */
+  private setSlot(slot: number, present: boolean): void {
+    if (!Number.isInteger(slot) || slot < 0 || slot >= this.slots.length) return;
+    let at = -1;
+    for (let i = 0; i < this.slotCount; i++) if (this.slots[i] === slot) at = i;
+    if (present && at < 0) this.slots[this.slotCount++] = slot;
+    if (!present && at >= 0) this.slots[at] = this.slots[--this.slotCount];
+  }
+
+  /** Writes this quantum's tracks into the recording ring: the mix, the input, each peer. */
+  private recordQuantum(channels: number): void {
+    const w = this.recordWriter!;
+    const t = this.recordQuanta++;
+    const s = this.trackScratch;
+    s.set(this.outLView, 0);
+    s.set(this.outRView, QUANTUM);
+    w.push(TRACK_MIX, t, this.trackBytes);
+    if (channels === 0) s.fill(0);
+    else {
+      s.set(this.inL, 0);
+      s.set(channels === 2 ? this.inR : this.inL, QUANTUM);
+    }
+    w.push(TRACK_INPUT, t, this.trackBytes);
+    for (let i = 0; i < this.slotCount; i++) {
+      const slot = this.slots[i];
+      const l = this.stemL[slot];
+      const r = this.stemR[slot];
+      if (!l || !r) continue;
+      s.set(l, 0);
+      s.set(r, QUANTUM);
+      w.push(TRACK_PEER_BASE + slot, t, this.trackBytes);
+    }
   }
 
   process(input: Float32Array[], outL: Float32Array, outR: Float32Array, nowFrames: number): void {
@@ -282,6 +360,7 @@ export class WasmEngineCore implements EngineCore {
 
     outL.set(this.outLView);
     outR.set(this.outRView);
+    if (this.recordWriter) this.recordQuantum(channels);
 
     this.quanta++;
     if (this.statsDirty || this.quanta % STATS_EVERY === 0) this.publishStats();
