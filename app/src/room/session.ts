@@ -45,6 +45,7 @@ import { createPumpHost, type PumpHost } from '../net/net-host';
 import { NP_GAP_MAX_MS, NP_GAPS_OVER_20MS, netPeerIndex } from '../net/pump';
 import { randomId, type Member } from '../net/protocol';
 import { SignalingClient } from '../net/signaling';
+import { LoopbackChannel } from '../net/loopback';
 import type {
   JoinRequest,
   Levels,
@@ -55,6 +56,10 @@ import type {
   RoomView,
   StripSettings,
 } from './types';
+
+/** The self-test's one participant: the user's own stream, back through the engine. */
+export const LOOPBACK_PEER = 'loopback';
+const LOOPBACK_NAME = 'You, through the engine';
 
 export const SAMPLE_RATE = 48000;
 /** Engine slots: more than any room the server admits by default (16). */
@@ -137,6 +142,8 @@ class Session implements RoomSession {
   constructor(
     private readonly req: JoinRequest,
     private readonly icePolicy: IcePolicy,
+    /** Self-test: no server, no network; the user's own packets come back as one participant. */
+    readonly loopback = false,
   ) {
     for (let s = MAX_PEERS - 1; s >= 0; s--) this.freeSlots.push(s);
     this.view = {
@@ -271,7 +278,7 @@ class Session implements RoomSession {
     if (reason) return this.fail('engine-unavailable', reason);
     const { audio } = this.req;
     let iceServers: RTCIceServer[] = [];
-    try {
+    if (!this.loopback) try {
       const res = await fetch('/api/config');
       if (res.ok) {
         const cfg = (await res.json()) as { iceServers?: RTCIceServer[] };
@@ -333,6 +340,20 @@ class Session implements RoomSession {
     source.connect(this.monitorGain).connect(ctx.destination);
     await ctx.resume().catch(() => {});
 
+    if (this.loopback) {
+      // The loopback channel lives on this thread: the pump must too.
+      this.pump = createPumpHost(this.engine.buffers.inbound, this.engine.buffers.outbound, MAX_PEERS, 'main');
+      this.view = { ...this.view, joined: true, signaling: 'open' };
+      this.admit({ peer: LOOPBACK_PEER, name: LOOPBACK_NAME });
+      const p = this.participants.get(LOOPBACK_PEER);
+      if (p) {
+        p.link = 'connected';
+        this.pump.add(p.slot, new LoopbackChannel().asDataChannel());
+      }
+      this.refresh();
+      this.timer = setInterval(() => this.refresh(), VIEW_EVERY_MS);
+      return;
+    }
     this.pump = createPumpHost(this.engine.buffers.inbound, this.engine.buffers.outbound, MAX_PEERS);
     const self = this.view.self.peer;
     this.signaling = new SignalingClient(
@@ -508,8 +529,11 @@ class Session implements RoomSession {
 }
 
 /** Opens a session: it starts joining at once; watch `view` for progress and errors. */
-export function openSession(req: JoinRequest, opts: { ice?: IcePolicy } = {}): RoomSession {
-  const session = new Session(req, opts.ice ?? 'all');
+export function openSession(
+  req: JoinRequest,
+  opts: { ice?: IcePolicy; loopback?: boolean } = {},
+): RoomSession {
+  const session = new Session(req, opts.ice ?? 'all', opts.loopback ?? false);
   // A handle for diagnostics from the browser console (and the end-to-end tests).
   (globalThis as { tutti?: { session: Session } }).tutti = { session };
   return session;

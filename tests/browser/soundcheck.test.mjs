@@ -1,0 +1,84 @@
+// The sound check (home page): the user's input through the whole engine and back, with no
+// server and no network: a 440 Hz tone as the microphone must come out at 440 Hz, at the level a
+// remote peer at centre pan has, with a jitter buffer that holds it and no underrun.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { DIST, launchChromium } from './lib/browser.mjs';
+import { measureOutputTones, toneMicrophone } from './lib/audio.mjs';
+import { startServer } from '../../scripts/lib/server.mjs';
+
+const TONE = 440;
+const AMPLITUDE = 0.1;
+/** A peer at centre pan: AMPLITUDE × cos(π/4). */
+const EXPECTED_DB = 20 * Math.log10(AMPLITUDE * Math.SQRT1_2);
+const LEVEL_TOL_DB = 1;
+const FLAGS = [
+  '--autoplay-policy=no-user-gesture-required',
+  '--use-fake-ui-for-media-stream',
+  '--use-fake-device-for-media-stream',
+];
+
+let server;
+let browser;
+
+before(async () => {
+  server = await startServer({ dist: DIST });
+  browser = await launchChromium(FLAGS);
+});
+
+after(async () => {
+  await browser?.close().catch(() => {});
+  await server?.stop().catch(() => {});
+  setTimeout(() => process.exit(process.exitCode ?? 0), 1000).unref();
+});
+
+/** Starts the sound check on a fresh page and waits until the tone comes back through it. */
+export async function runSoundCheck(page) {
+  await page.getByTestId('soundcheck-toggle').click();
+  const end = Date.now() + 20000;
+  let last = null;
+  while (Date.now() < end) {
+    last = await page.evaluate(() => {
+      const v = window.tutti?.session?.view;
+      const p = v?.participants[0];
+      return v ? { error: v.error, format: p?.format ?? '', bufferMs: p?.bufferMs ?? 0, peak: p?.levels.peakL ?? -Infinity } : null;
+    });
+    if (last?.error) throw new Error(`sound check failed: ${JSON.stringify(last.error)}`);
+    if (last && last.format && last.peak > -40) return last;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`the sound check did not play: ${JSON.stringify(last)}`);
+}
+
+test('sound check: a 440 Hz input comes back through the engine at 440 Hz and at level', async () => {
+  const context = await browser.newContext();
+  await context.grantPermissions(['microphone']);
+  await context.addInitScript(toneMicrophone, { freq: TONE, amplitude: AMPLITUDE });
+  const page = await context.newPage();
+  const logs = [];
+  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
+  await page.goto(server.url);
+  const state = await runSoundCheck(page);
+  // Let the adaptive buffer settle, then listen.
+  await page.waitForTimeout(2000);
+  const report = await measureOutputTones(page, 2, [TONE, 330, 550, 880]);
+  const figures = await page.evaluate(() => {
+    const s = window.tutti.session;
+    return { counters: s.counters(), view: s.view.participants[0] };
+  });
+  console.log(`sound check: ${JSON.stringify({ state, tones: Object.fromEntries(Object.entries(report.tones).map(([f, t]) => [f, +t.db.toFixed(2)])), bufferMs: figures.view.bufferMs, format: figures.view.format })}`);
+  assert.ok(Math.abs(report.tones[TONE].db - EXPECTED_DB) <= LEVEL_TOL_DB,
+    `440 Hz back at ${report.tones[TONE].db.toFixed(2)} dBFS, expected ${EXPECTED_DB.toFixed(2)} ± ${LEVEL_TOL_DB}`);
+  for (const f of [330, 550, 880]) {
+    assert.ok(report.tones[f].db < EXPECTED_DB - 50, `${f} Hz at ${report.tones[f].db.toFixed(1)} dBFS: the tone is not clean`);
+  }
+  assert.ok(figures.view.bufferMs > 0 && figures.view.bufferMs < 100, `buffer ${figures.view.bufferMs} ms`);
+  const peer = Object.values(figures.counters.perPeer)[0];
+  assert.ok(peer.received > 300, `packets through the loop: ${peer.received}`);
+  assert.equal(peer.lost, 0, 'a loopback loses nothing');
+  // Stopping releases the audio.
+  await page.getByTestId('soundcheck-toggle').click();
+  await page.waitForFunction(() => window.tutti.session.view.signaling === 'closed');
+  assert.deepEqual(logs, []);
+  await context.close();
+});
