@@ -74,7 +74,7 @@ describe('prefs', () => {
     const s = memoryStore();
     saveName('  Ada  ', s);
     expect(loadName(s)).toBe('Ada');
-    const audio = { inputDeviceId: 'mic', outputDeviceId: 'out', channels: 2, blockFrames: 64 } as const;
+    const audio = { inputDeviceId: 'mic', outputDeviceId: 'out', channels: 2, blockFrames: 64, buffer: { mode: 'adaptive' } } as const;
     saveAudio(audio, s);
     expect(loadAudio(s)).toEqual(audio);
   });

@@ -80,13 +80,25 @@ export interface AudioSettings {
   outputDeviceId: string;
   channels: 1 | 2;
   blockFrames: 32 | 64 | 128 | 256;
+  /** Jitter buffer: adaptive (follows the measured jitter) or a fixed depth in packets. */
+  buffer: BufferSetting;
 }
+
+export type BufferSetting = { mode: 'adaptive' } | { mode: 'fixed'; packets: number };
 
 export interface JoinRequest {
   room: string;
   name: string;
   password?: string;
   audio: AudioSettings;
+  /** Strips remembered for this room by participant name: a participant's strip starts from
+   * `get(name)` when they appear, and each change the user makes is passed to `set`. */
+  mixMemory?: MixMemory;
+}
+
+export interface MixMemory {
+  get(name: string): Partial<StripSettings> | undefined;
+  set(name: string, strip: StripSettings): void;
 }
 
 export interface RoomSession {

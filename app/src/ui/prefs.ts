@@ -17,6 +17,7 @@ export const DEFAULT_AUDIO: AudioSettings = {
   outputDeviceId: '',
   channels: 1,
   blockFrames: 128,
+  buffer: { mode: 'adaptive' },
 };
 
 function defaultStore(): KeyValueStore | null {
@@ -81,6 +82,7 @@ export function loadAudio(store = defaultStore()): AudioSettings {
     outputDeviceId: typeof o.outputDeviceId === 'string' ? o.outputDeviceId : DEFAULT_AUDIO.outputDeviceId,
     channels: o.channels === 2 ? 2 : o.channels === 1 ? 1 : DEFAULT_AUDIO.channels,
     blockFrames: block === 32 || block === 64 || block === 128 || block === 256 ? block : DEFAULT_AUDIO.blockFrames,
+    buffer: DEFAULT_AUDIO.buffer,
   };
 }
 
