@@ -37,6 +37,7 @@ function fixture(over: Partial<RoomView> = {}): RoomView {
     input: { levels: silent, channels: 1 },
     monitor: { on: false, gainDb: 0 },
     engine: { underruns: 0, peers: 0, sampleRate: 48000, blockFrames: 128 },
+    recording: { state: 'idle', id: null, seconds: 0, bytes: 0, error: null },
     ...over,
   };
 }
@@ -65,6 +66,8 @@ function fakeSession(view: RoomView): FakeSession {
     setMonitor: (on: boolean, db?: number) => void s.calls.push(['setMonitor', on, db]),
     retryPassword: (pw: string) => void s.calls.push(['retryPassword', pw]),
     leave: async () => void s.calls.push(['leave']),
+    startRecording: async () => void s.calls.push(['startRecording']),
+    stopRecording: async () => void s.calls.push(['stopRecording']),
     push(v) {
       s.view = v;
       for (const fn of fns) fn(v);

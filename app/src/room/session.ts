@@ -46,6 +46,7 @@ import { NP_GAP_MAX_MS, NP_GAPS_OVER_20MS, netPeerIndex } from '../net/pump';
 import { randomId, type Member } from '../net/protocol';
 import { SignalingClient } from '../net/signaling';
 import { LoopbackChannel } from '../net/loopback';
+import { SessionRecorder, trackTag } from '../record/recorder';
 import type {
   JoinRequest,
   Levels,
@@ -59,7 +60,12 @@ import type {
 
 /** The self-test's one participant: the user's own stream, back through the engine. */
 export const LOOPBACK_PEER = 'loopback';
+/** Why a room cannot be joined with no network (error code "offline"). */
+export const OFFLINE_MESSAGE =
+  'Joining a room needs the network, and this device is offline (or the Tutti server cannot be ' +
+  'reached). The sound check, the self-test and the benchmark work offline.';
 const LOOPBACK_NAME = 'You, through the engine';
+const IDLE_RECORDING: RoomView['recording'] = { state: 'idle', id: null, seconds: 0, bytes: 0, error: null };
 
 export const SAMPLE_RATE = 48000;
 /** Engine slots: more than any room the server admits by default (16). */
@@ -138,6 +144,7 @@ class Session implements RoomSession {
   private tapLoaded: Promise<void> | null = null;
   private statsShared: Float64Array | null = null;
   private refreshes = 0;
+  private recorder: SessionRecorder | null = null;
 
   constructor(
     private readonly req: JoinRequest,
@@ -157,6 +164,7 @@ class Session implements RoomSession {
       input: { levels: SILENT, channels: req.audio.channels },
       monitor: { on: false, gainDb: -6 },
       engine: { underruns: 0, peers: 0, sampleRate: SAMPLE_RATE, blockFrames: req.audio.blockFrames },
+      recording: IDLE_RECORDING,
     };
     void this.start();
   }
@@ -195,8 +203,70 @@ class Session implements RoomSession {
     this.signaling?.retry(password);
   }
 
+  async startRecording(): Promise<void> {
+    const engine = this.engine;
+    const state = this.view.recording.state;
+    if (!engine || state === 'starting' || state === 'recording' || this.ended) return;
+    this.setRecording({ ...IDLE_RECORDING, state: 'starting' });
+    const tracks: [number, { kind: 'mix' | 'input' | 'peer'; name: string; channels: 1 | 2 }][] = [
+      [trackTag('mix'), { kind: 'mix', name: 'Mix', channels: 2 }],
+      [trackTag('input'), { kind: 'input', name: this.req.name || 'Me', channels: this.req.audio.channels }],
+    ];
+    for (const p of this.participants.values()) tracks.push([trackTag('peer', p.slot), this.trackInfo(p)]);
+    try {
+      const rec = await SessionRecorder.start({
+        engine,
+        room: this.loopback ? 'sound-check' : this.req.room,
+        sampleRate: SAMPLE_RATE,
+        tracks,
+        onStatus: (st) => {
+          if (this.view.recording.id !== st.id || this.view.recording.state !== 'recording') return;
+          this.setRecording({ ...this.view.recording, seconds: st.seconds, bytes: st.bytes });
+        },
+        onError: (err) => {
+          // One recorder at a time: this is the one that failed.
+          this.recorder = null;
+          this.setRecording({ ...this.view.recording, state: 'idle', error: err.message });
+        },
+      });
+      this.recorder = rec;
+      if (this.ended) {
+        this.recorder = null;
+        await rec.stop().catch(() => {});
+        return;
+      }
+      this.setRecording({ ...IDLE_RECORDING, state: 'recording', id: rec.id });
+    } catch (err) {
+      this.setRecording({ ...IDLE_RECORDING, error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+
+  async stopRecording(): Promise<void> {
+    const rec = this.recorder;
+    if (!rec) return;
+    this.recorder = null;
+    this.setRecording({ ...this.view.recording, state: 'stopping' });
+    try {
+      const meta = await rec.stop();
+      this.setRecording({ ...this.view.recording, state: 'idle', seconds: meta.frames / SAMPLE_RATE, bytes: meta.bytes });
+    } catch (err) {
+      this.setRecording({ ...this.view.recording, state: 'idle', error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+
+  private setRecording(recording: RoomView['recording']): void {
+    this.view = { ...this.view, recording };
+    this.emit();
+  }
+
+  private trackInfo(p: Participant): { kind: 'peer'; name: string; channels: 2 } {
+    return { kind: 'peer', name: p.member.name, channels: 2 };
+  }
+
   async leave(): Promise<void> {
     if (this.ended) return;
+    // What was recorded is stored before the audio stops.
+    if (this.recorder) await this.stopRecording();
     this.ended = true;
     if (this.timer !== null) clearInterval(this.timer);
     this.signaling?.close();
@@ -278,14 +348,23 @@ class Session implements RoomSession {
     if (reason) return this.fail('engine-unavailable', reason);
     const { audio } = this.req;
     let iceServers: RTCIceServer[] = [];
-    if (!this.loopback) try {
-      const res = await fetch('/api/config');
-      if (res.ok) {
-        const cfg = (await res.json()) as { iceServers?: RTCIceServer[] };
-        if (Array.isArray(cfg.iceServers)) iceServers = cfg.iceServers;
+    if (!this.loopback) {
+      // A room needs the server (signaling) and the network: say so plainly rather than retry.
+      if (navigator.onLine === false) return this.fail('offline', OFFLINE_MESSAGE);
+      let res: Response;
+      try {
+        res = await fetch('/api/config');
+      } catch {
+        return this.fail('offline', OFFLINE_MESSAGE);
       }
-    } catch {
-      // No server config: a LAN or loopback needs no ICE servers.
+      try {
+        if (res.ok) {
+          const cfg = (await res.json()) as { iceServers?: RTCIceServer[] };
+          if (Array.isArray(cfg.iceServers)) iceServers = cfg.iceServers;
+        }
+      } catch {
+        // No usable server config: a LAN or loopback needs no ICE servers.
+      }
     }
     if (this.ended) return;
 
@@ -419,6 +498,7 @@ class Session implements RoomSession {
     } else {
       p.member = member;
     }
+    this.recorder?.setTrack(trackTag('peer', p.slot), this.trackInfo(p));
     this.mesh?.ensure(member.peer, p.slot);
     p.link = this.mesh?.state(member.peer) ?? p.link;
   }

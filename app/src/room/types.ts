@@ -71,6 +71,19 @@ export interface RoomView {
   monitor: { on: boolean; gainDb: number };
   /** Engine-wide counters. */
   engine: { underruns: number; peers: number; sampleRate: number; blockFrames: number };
+  recording: RecordingView;
+}
+
+/** The session's recorder: every participant, the user's input and the mix as separate tracks. */
+export interface RecordingView {
+  state: 'idle' | 'starting' | 'recording' | 'stopping';
+  /** The recording being made, or the last one made in this session. */
+  id: string | null;
+  /** Seconds stored so far. */
+  seconds: number;
+  bytes: number;
+  /** Why the last start or recording failed; null if it did not. */
+  error: string | null;
 }
 
 /** Everything the user picks before or while joining. */
@@ -109,6 +122,10 @@ export interface RoomSession {
   setStrip(peer: string, patch: Partial<StripSettings>): void;
   setMaster(gainDb: number): void;
   setMonitor(on: boolean, gainDb?: number): void;
+  /** Starts recording every participant, the user's input and the mix. */
+  startRecording(): Promise<void>;
+  /** Stops recording; resolves once everything recorded is stored. */
+  stopRecording(): Promise<void>;
   /** Retries the join with another password after a "wrong-password" error. */
   retryPassword(password: string): void;
   /** Leaves the room and releases microphone, audio context and connections. */
