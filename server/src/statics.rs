@@ -98,7 +98,10 @@ pub async fn serve(State(dist): State<Dist>, method: Method, uri: Uri) -> Respon
     let Ok(segments) = path_segments(raw) else {
         return text(StatusCode::BAD_REQUEST, "Bad path.\n");
     };
-    let spa = segments.is_empty() || (segments[0] == "r" && raw.starts_with("/r/"));
+    // The app's routes (route.ts): `/`, `/r/<room>` and `/recordings`.
+    let spa = segments.is_empty()
+        || (segments[0] == "r" && raw.starts_with("/r/"))
+        || (segments.len() == 1 && segments[0] == "recordings");
     let relative: PathBuf = if spa {
         PathBuf::from("index.html")
     } else {

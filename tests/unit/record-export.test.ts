@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { crc32, crc32Final, crc32Init, crc32Update } from '../../app/src/record/crc32';
 import { safeName, stamp } from '../../app/src/record/export';
+import { formatBytes, formatDuration, formatStorage } from '../../app/src/record/format';
 import { encodeWav, wavHeader, WavTooLargeError } from '../../app/src/record/wav';
 import { blobCrc32, dosDateTime, zipBlob } from '../../app/src/record/zip';
 import { crcBitwise, readWav, readZip } from './record-readers';
@@ -206,5 +207,21 @@ describe('file names', () => {
     expect(safeName('   ', 'mix')).toBe('mix');
     expect(safeName('x'.repeat(100), 'peer')).toHaveLength(40);
     expect(stamp(new Date(2026, 0, 2, 3, 4).getTime())).toBe('2026-01-02-0304');
+  });
+});
+
+describe('figures on the recordings page', () => {
+  it('durations, sizes and storage', () => {
+    expect(formatDuration(0)).toBe('0:00');
+    expect(formatDuration(59.99)).toBe('0:59');
+    expect(formatDuration(187)).toBe('3:07');
+    expect(formatDuration(3723)).toBe('1:02:03');
+    expect(formatDuration(NaN)).toBe('0:00');
+    expect(formatBytes(400_000)).toBe('0.4 MB');
+    expect(formatBytes(12_345_678)).toBe('12 MB');
+    expect(formatBytes(1.5e9)).toBe('1.5 GB');
+    expect(formatBytes(-1)).toBe('0.0 MB');
+    expect(formatStorage({ usage: 52_000_000, quota: 120e9 })).toBe('52 MB used of 120 GB available');
+    expect(formatStorage({})).toBeNull();
   });
 });

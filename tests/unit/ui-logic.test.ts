@@ -50,6 +50,9 @@ describe('routes', () => {
     expect(parseRoute('/r/%E0%A4%A')).toEqual({ kind: 'bad-room', raw: '%E0%A4%A' });
     expect(parseRoute('/r/%3Cimg%3E')).toEqual({ kind: 'bad-room', raw: '<img>' });
     expect(parseRoute('/elsewhere')).toEqual({ kind: 'not-found', path: '/elsewhere' });
+    expect(parseRoute('/recordings')).toEqual({ kind: 'recordings' });
+    expect(parseRoute('/recordings/')).toEqual({ kind: 'recordings' });
+    expect(parseRoute('/recordings/x')).toEqual({ kind: 'not-found', path: '/recordings/x' });
   });
 
   it('validates names, builds paths and share links without the query', () => {

@@ -7,6 +7,8 @@ export const ROOM_NAME = /^[A-Za-z0-9._~-]{1,64}$/;
 export type Route =
   | { kind: 'home' }
   | { kind: 'room'; room: string }
+  /** `/recordings`: the recordings kept on this device. */
+  | { kind: 'recordings' }
   /** `/r/<something>` where the something is not a valid room name; `raw` is shown as text. */
   | { kind: 'bad-room'; raw: string }
   | { kind: 'not-found'; path: string };
@@ -17,6 +19,7 @@ export function isValidRoomName(name: string): boolean {
 
 export function parseRoute(pathname: string): Route {
   if (pathname === '/' || pathname === '' || pathname === '/index.html') return { kind: 'home' };
+  if (pathname === '/recordings' || pathname === '/recordings/') return { kind: 'recordings' };
   if (pathname.startsWith('/r/')) {
     let raw = pathname.slice(3);
     if (raw.endsWith('/')) raw = raw.slice(0, -1);
