@@ -86,6 +86,29 @@ fn text(status: StatusCode, body: &'static str) -> Response {
         .into_response()
 }
 
+/// Cache-Control of a file that is revalidated on every use.
+const NO_CACHE: &str = "no-cache";
+/// Cache-Control of a content-hashed build asset: its name changes when its bytes do.
+const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+
+/// Cache-Control for a file of the dist directory, by its path segments. Only the hashed build
+/// assets under `assets/` are immutable. Everything else is revalidated: the pages, and above all
+/// the service worker (`sw.js`) and the web app manifest, whose fixed names are how browsers find a
+/// new release. A cached sw.js would keep every installed copy on the old version, so these two
+/// are never immutable, wherever they sit.
+pub fn cache_control(segments: &[String]) -> &'static str {
+    let Some(name) = segments.last() else {
+        return NO_CACHE;
+    };
+    let name = name.to_ascii_lowercase();
+    let pwa_file = name == "sw.js" || name.ends_with(".webmanifest");
+    if segments.len() > 1 && segments[0] == "assets" && !pwa_file {
+        IMMUTABLE
+    } else {
+        NO_CACHE
+    }
+}
+
 /// Serves GET and HEAD for every path no other route took.
 pub async fn serve(State(dist): State<Dist>, method: Method, uri: Uri) -> Response {
     if method != Method::GET && method != Method::HEAD {
@@ -125,10 +148,10 @@ pub async fn serve(State(dist): State<Dist>, method: Method, uri: Uri) -> Respon
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase)
         .unwrap_or_default();
-    let cache = if !spa && segments.len() > 1 && segments[0] == "assets" {
-        "public, max-age=31536000, immutable"
+    let cache = if spa {
+        NO_CACHE
     } else {
-        "no-cache"
+        cache_control(&segments)
     };
     (
         StatusCode::OK,
@@ -164,6 +187,25 @@ mod tests {
             "/C:/x",
         ] {
             assert_eq!(path_segments(bad), Err(BadPath::Invalid), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_hashed_assets_are_immutable() {
+        let seg = |p: &str| path_segments(p).expect("test path is valid");
+        for (path, cache) in [
+            ("/assets/index-B29PAUK8.js", IMMUTABLE),
+            ("/assets/tutti_wasm_bg-BtmrJKVy.wasm", IMMUTABLE),
+            ("/sw.js", NO_CACHE),
+            ("/manifest.webmanifest", NO_CACHE),
+            ("/assets/sw.js", NO_CACHE),
+            ("/assets/app.webmanifest", NO_CACHE),
+            ("/index.html", NO_CACHE),
+            ("/icons/icon-192.png", NO_CACHE),
+            ("/assets", NO_CACHE),
+            ("/", NO_CACHE),
+        ] {
+            assert_eq!(cache_control(&seg(path)), cache, "{path}");
         }
     }
 

@@ -88,6 +88,34 @@ async fn files_spa_routes_and_404_carry_headers_and_types() {
     assert_security_headers(&refused, "/ws refusal");
 }
 
+/// The service worker and the manifest are how an installed app finds a new release: they must
+/// be revalidated on every use (never the year-long caching of hashed assets), with the MIME
+/// types browsers require and the isolation headers, for GET, HEAD and with a query.
+#[tokio::test]
+async fn service_worker_and_manifest_are_revalidated() {
+    let server = TestServer::start(|_| {}).await;
+    for (path, mime, body) in [
+        ("/sw.js", "text/javascript; charset=utf-8", &b"self"[..]),
+        ("/sw.js?v=2", "text/javascript; charset=utf-8", &b"self"[..]),
+        (
+            "/manifest.webmanifest",
+            "application/manifest+json",
+            &b"{}"[..],
+        ),
+    ] {
+        for method in ["GET", "HEAD"] {
+            let r = http(server.addr, method, path).await;
+            let what = format!("{method} {path}");
+            assert_eq!(r.status, 200, "{what}");
+            assert_eq!(r.header("content-type"), Some(mime), "{what}");
+            assert_eq!(r.header("cache-control"), Some("no-cache"), "{what}");
+            assert_security_headers(&r, &what);
+            let expected: &[u8] = if method == "GET" { body } else { b"" };
+            assert_eq!(r.body, expected, "{what}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn traversal_is_refused() {
     let server = TestServer::start(|_| {}).await;
