@@ -1,18 +1,6 @@
-// The UI's pure logic: routes, stored preferences, scales, room names, the engine-support check.
+// The UI's pure logic: routes, scales, room names, the engine-support check.
 import { describe, expect, it } from 'vitest';
 import { randomRoomName } from '../../app/src/ui/names';
-import {
-  addRecent,
-  DEFAULT_AUDIO,
-  KEYS,
-  loadAudio,
-  loadName,
-  loadRecent,
-  RECENT_MAX,
-  saveAudio,
-  saveName,
-  type KeyValueStore,
-} from '../../app/src/ui/prefs';
 import { icePolicy, isValidRoomName, parseRoute, roomPath, shareLink } from '../../app/src/ui/route';
 import {
   detent,
@@ -26,15 +14,6 @@ import {
 } from '../../app/src/ui/scale';
 import { follow, HOLD_MS } from '../../app/src/ui/meter-clock';
 import { checkEngineSupport } from '../../app/src/ui/support';
-
-function memoryStore(init: Record<string, string> = {}): KeyValueStore & { data: Map<string, string> } {
-  const data = new Map(Object.entries(init));
-  return {
-    data,
-    getItem: (k) => data.get(k) ?? null,
-    setItem: (k, v) => void data.set(k, v),
-  };
-}
 
 describe('routes', () => {
   it('parses home, rooms and bad room names', () => {
@@ -69,58 +48,6 @@ describe('routes', () => {
     expect(icePolicy('?x=1&ice=loopback')).toBe('loopback');
     expect(icePolicy('')).toBe('all');
     expect(icePolicy('?ice=relay')).toBe('all');
-  });
-});
-
-describe('prefs', () => {
-  it('round-trips name, recent rooms and audio settings', () => {
-    const s = memoryStore();
-    saveName('  Ada  ', s);
-    expect(loadName(s)).toBe('Ada');
-    const audio = { inputDeviceId: 'mic', outputDeviceId: 'out', channels: 2, blockFrames: 64, buffer: { mode: 'adaptive' } } as const;
-    saveAudio(audio, s);
-    expect(loadAudio(s)).toEqual(audio);
-  });
-
-  it('keeps the last 8 recent rooms, newest first, without duplicates', () => {
-    const s = memoryStore();
-    for (let i = 0; i < 10; i++) addRecent(`room-${i}`, s);
-    addRecent('room-5', s);
-    const list = loadRecent(s);
-    expect(list).toHaveLength(RECENT_MAX);
-    expect(list[0]).toBe('room-5');
-    expect(list[1]).toBe('room-9');
-    expect(new Set(list).size).toBe(list.length);
-    expect(list).not.toContain('room-0');
-  });
-
-  it('tolerates bad stored JSON and wrong shapes', () => {
-    const s = memoryStore({
-      [KEYS.name]: '{not json',
-      [KEYS.recent]: JSON.stringify(['good', 42, 'bad name', null, 'good', 'also-good']),
-      [KEYS.audio]: JSON.stringify({ inputDeviceId: 7, channels: 3, blockFrames: 100 }),
-    });
-    expect(loadName(s)).toBe('');
-    expect(loadRecent(s)).toEqual(['good', 'also-good']);
-    expect(loadAudio(s)).toEqual(DEFAULT_AUDIO);
-    expect(loadRecent(memoryStore({ [KEYS.recent]: '"a string"' }))).toEqual([]);
-    expect(loadAudio(memoryStore({ [KEYS.audio]: 'null' }))).toEqual(DEFAULT_AUDIO);
-  });
-
-  it('works without storage and when storage throws', () => {
-    expect(loadName(null)).toBe('');
-    expect(loadRecent(null)).toEqual([]);
-    const throwing: KeyValueStore = {
-      getItem: () => {
-        throw new Error('denied');
-      },
-      setItem: () => {
-        throw new Error('quota');
-      },
-    };
-    expect(() => saveName('x', throwing)).not.toThrow();
-    expect(loadAudio(throwing)).toEqual(DEFAULT_AUDIO);
-    expect(addRecent('r', throwing)).toEqual(['r']);
   });
 });
 

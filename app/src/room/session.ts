@@ -180,6 +180,7 @@ class Session implements RoomSession {
     if (!p) return;
     p.strip = { ...p.strip, ...patch };
     this.sendStrip(p);
+    this.req.mixMemory?.set(p.member.name, p.strip);
     this.refresh();
   }
 
@@ -404,7 +405,11 @@ class Session implements RoomSession {
         maxPeers: MAX_PEERS,
         blockFrames: audio.blockFrames,
         captureChannels: audio.channels,
-        buffer: { mode: 'adaptive', floorFrames: BUFFER_FLOOR_FRAMES, ceilingFrames: BUFFER_CEILING_FRAMES },
+        // The user's choice (audio setup); adaptive unless a fixed depth was picked.
+        buffer:
+          audio.buffer?.mode === 'fixed'
+            ? { mode: 'fixed', packets: audio.buffer.packets }
+            : { mode: 'adaptive', floorFrames: BUFFER_FLOOR_FRAMES, ceilingFrames: BUFFER_CEILING_FRAMES },
       });
     } catch (err) {
       return this.fail('engine-unavailable', `The audio engine did not start: ${String(err)}`);
@@ -491,7 +496,8 @@ class Session implements RoomSession {
         console.warn(`no engine slot left for ${member.name}`);
         return;
       }
-      p = { member, slot, strip: { ...UNITY }, link: 'connecting' };
+      // A participant whose name this room remembers starts from the strip the user left them at.
+      p = { member, slot, strip: { ...UNITY, ...this.req.mixMemory?.get(member.name) }, link: 'connecting' };
       this.participants.set(member.peer, p);
       this.engine?.control({ type: 'add-peer', slot });
       this.sendStrip(p);

@@ -1,9 +1,20 @@
-// The one live session, if any. Created inside the Join click (browsers start audio only from a
-// user gesture) and left when the user leaves or navigates away from its room.
+// The one live session, if any, and what the app remembers between visits (`saved`).
+//
+// A session is created inside the Join click (browsers start audio only from a user gesture) and
+// left when the user leaves or navigates away from its room. Joining remembers the name and the
+// room, applies and records the strips remembered for the room's participants, and keeps the
+// session's history record.
+//
+// `saved` is loaded from IndexedDB once at start (a few ms); pages show once `saved.ready` is
+// true, so no default flashes before the stored value.
 
 import { openSession } from '../room/session';
-import type { JoinRequest, RoomSession } from '../room/types';
-import { addRecent, saveName } from './prefs';
+import type { AudioSettings, JoinRequest, RoomSession } from '../room/types';
+import { askPersistence, onStorageNote } from '../store/db';
+import { recentSessions, SessionLog } from '../store/history';
+import { mixMemory, recentRooms, touchRoom, type RecentRoom, type RoomMixMemory } from '../store/rooms';
+import type { SessionRecord } from '../store/schema';
+import { defaultSettings, loadSettings, saveAudio, saveName } from '../store/settings';
 import { icePolicy } from './route';
 
 export const live = $state<{ session: RoomSession | null; room: string | null }>({
@@ -11,21 +22,91 @@ export const live = $state<{ session: RoomSession | null; room: string | null }>
   room: null,
 });
 
-/** Opens a session for `req`, leaving any other first. Call from a click handler. */
-export function join(req: JoinRequest): RoomSession {
+export const saved = $state<{
+  ready: boolean;
+  name: string;
+  audio: AudioSettings;
+  recent: RecentRoom[];
+  sessions: SessionRecord[];
+  /** A sentence when settings cannot be kept on this device. */
+  note: string | null;
+}>({ ready: false, ...defaultSettings(), recent: [], sessions: [], note: null });
+
+/** Resolves once `saved` holds the stored values. */
+export const savedReady: Promise<void> = (async () => {
+  try {
+    const [settings, recent, sessions] = await Promise.all([loadSettings(), recentRooms(), recentSessions()]);
+    saved.name = settings.name;
+    saved.audio = settings.audio;
+    saved.recent = recent;
+    saved.sessions = sessions;
+  } catch (err) {
+    console.warn(`stored settings not read: ${String(err)}`);
+  }
+  saved.ready = true;
+})();
+onStorageNote((note) => (saved.note = note));
+
+/** Re-reads the lists Home shows (after a session ends). */
+async function refreshLists(): Promise<void> {
+  const [recent, sessions] = await Promise.all([recentRooms(), recentSessions()]);
+  saved.recent = recent;
+  saved.sessions = sessions;
+}
+
+/** Saves audio settings: the setup card edits `saved.audio` in place and calls this with a
+ * snapshot as the user changes them. */
+export function setAudio(audio: AudioSettings): void {
+  void saveAudio(audio);
+}
+
+let memory: RoomMixMemory | null = null;
+let log: SessionLog | null = null;
+let unsubscribe: (() => void) | null = null;
+
+/** Opens a session for `req` (its audio and mix memory are filled in here), leaving any other
+ * first. Call from a click handler. */
+export function join(req: Omit<JoinRequest, 'audio' | 'mixMemory'> & { audio?: AudioSettings }): RoomSession {
   if (live.session) void leave();
-  saveName(req.name);
-  addRecent(req.room);
-  const session = openSession(req, { ice: icePolicy(location.search) });
+  saved.name = req.name;
+  void saveName(req.name);
+  void touchRoom(req.room).then(refreshLists);
+  askPersistence();
+  memory = mixMemory(req.room);
+  log = new SessionLog(req.room);
+  const session = openSession(
+    { ...req, audio: req.audio ?? $state.snapshot(saved.audio), mixMemory: memory },
+    { ice: icePolicy(location.search) },
+  );
+  const l = log;
+  unsubscribe = session.subscribe((view) => l.observe(view));
   live.session = session;
   live.room = req.room;
   return session;
 }
 
-/** Leaves the live session (if any); resolves once microphone and connections are released. */
+/** Leaves the live session (if any); resolves once microphone and connections are released and
+ * what it remembers is written. */
 export async function leave(): Promise<void> {
   const s = live.session;
+  const m = memory;
+  const l = log;
   live.session = null;
   live.room = null;
+  memory = null;
+  log = null;
+  unsubscribe?.();
+  unsubscribe = null;
+  const ending = Promise.all([m?.flush(), l?.end()]).then(refreshLists);
   if (s) await s.leave();
+  await ending.catch((err: unknown) => console.warn(`session not saved: ${String(err)}`));
+}
+
+// A page closed mid-session cannot wait for writes; what is started here usually lands, and the
+// next start closes a record left without an end (history.ts).
+if (typeof addEventListener === 'function') {
+  addEventListener('pagehide', () => {
+    void memory?.flush();
+    void log?.flush();
+  });
 }

@@ -1,0 +1,225 @@
+// Session history: one record per time the user was in a room. The start record is written once
+// the server accepts the join, updated every UPDATE_EVERY_MS while the session runs and ended at
+// leave. A page that closes without leaving leaves a record without an end; the next start gives
+// it its last update as its end (a record updated recently may be a session running in another
+// tab, so only older ones are closed).
+
+import type { ParticipantView, RoomView } from '../room/types';
+import { db } from './db';
+import type { ParticipantSummary, SessionRecord, SessionSummary } from './schema';
+import { isRoomName, NAME_MAX, validCount } from './validate';
+
+/** Figures are sampled from the view at most this often. */
+const SAMPLE_EVERY_MS = 1000;
+/** The running session's record is rewritten this often. */
+export const UPDATE_EVERY_MS = 15_000;
+/** A record without an end and not updated for this long belongs to a page that has gone. */
+export const STALE_AFTER_MS = 4 * UPDATE_EVERY_MS;
+
+/** Records when there is no database. */
+const memory = new Map<string, SessionRecord>();
+
+function randomId(): string {
+  const b = crypto.getRandomValues(new Uint8Array(8));
+  return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+}
+
+/** What is gathered for one participant (one peer id) from the views. */
+interface Tally {
+  name: string;
+  underruns: number;
+  lossPct: number;
+  bufferSum: number;
+  bufferMax: number;
+  samples: number;
+  latencySum: number;
+  latencySamples: number;
+}
+
+/** Gathers a session's figures from RoomView snapshots and keeps its record written. */
+export class SessionLog {
+  readonly id = randomId();
+  private readonly byPeer = new Map<string, Tally>();
+  private readonly names: string[] = [];
+  private startedAt: number | null = null;
+  private lastSample = -Infinity;
+  private lastWrite = -Infinity;
+  private engineUnderruns = 0;
+  private ended = false;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(readonly room: string) {}
+
+  /** Takes a view snapshot (call with every one; sampling is rate-limited here). */
+  observe(view: RoomView, now = Date.now()): void {
+    if (this.ended) return;
+    if (this.startedAt === null) {
+      if (!view.joined) return;
+      this.startedAt = now;
+    }
+    if (now - this.lastSample < SAMPLE_EVERY_MS) return;
+    this.lastSample = now;
+    this.engineUnderruns = Math.max(this.engineUnderruns, validCount(view.engine.underruns));
+    for (const p of view.participants) this.sample(p);
+    if (now - this.lastWrite >= UPDATE_EVERY_MS) void this.write(now, null);
+  }
+
+  /** Ends the session (leave): its record gets its end. Nothing is written for a session the
+   * server never accepted. */
+  async end(now = Date.now()): Promise<void> {
+    if (this.ended) return this.writing;
+    this.ended = true;
+    if (this.startedAt === null) return this.writing;
+    return this.write(now, now);
+  }
+
+  /** Writes the record as it stands (page hiding: the last chance to save the latest figures). */
+  flush(now = Date.now()): Promise<void> {
+    if (this.ended || this.startedAt === null) return this.writing;
+    return this.write(now, null);
+  }
+
+  record(now: number, endedAt: number | null): SessionRecord {
+    return {
+      id: this.id,
+      room: this.room,
+      startedAt: this.startedAt ?? now,
+      endedAt,
+      updatedAt: now,
+      participants: [...this.names],
+      summary: this.summary(),
+    };
+  }
+
+  private sample(p: ParticipantView): void {
+    const name = p.name.slice(0, NAME_MAX);
+    if (!this.names.includes(name)) this.names.push(name);
+    let t = this.byPeer.get(p.peer);
+    if (!t) {
+      t = { name, underruns: 0, lossPct: 0, bufferSum: 0, bufferMax: 0, samples: 0, latencySum: 0, latencySamples: 0 };
+      this.byPeer.set(p.peer, t);
+    }
+    // Underruns and loss are running totals over the peer's time in the room: keep the latest.
+    t.underruns = Math.max(t.underruns, validCount(p.underruns));
+    t.lossPct = validCount(p.lossPct, t.lossPct);
+    if (p.link !== 'connected') return;
+    const buf = validCount(p.bufferMs);
+    t.bufferSum += buf;
+    t.bufferMax = Math.max(t.bufferMax, buf);
+    t.samples++;
+    if (p.latencyMs !== null && Number.isFinite(p.latencyMs)) {
+      t.latencySum += p.latencyMs;
+      t.latencySamples++;
+    }
+  }
+
+  /** Per participant name: a name seen with several peer ids (a rejoin) sums its underruns and
+   * weighs the rest by samples. */
+  private summary(): SessionSummary {
+    const byName = new Map<string, Tally[]>();
+    for (const t of this.byPeer.values()) byName.set(t.name, [...(byName.get(t.name) ?? []), t]);
+    const participants: Record<string, ParticipantSummary> = {};
+    for (const [name, ts] of byName) {
+      const samples = ts.reduce((a, t) => a + t.samples, 0);
+      const latencySamples = ts.reduce((a, t) => a + t.latencySamples, 0);
+      participants[name] = {
+        underruns: ts.reduce((a, t) => a + t.underruns, 0),
+        lossPct: samples > 0 ? ts.reduce((a, t) => a + t.lossPct * t.samples, 0) / samples : Math.max(...ts.map((t) => t.lossPct)),
+        avgBufferMs: samples > 0 ? ts.reduce((a, t) => a + t.bufferSum, 0) / samples : 0,
+        maxBufferMs: Math.max(...ts.map((t) => t.bufferMax)),
+        meanLatencyMs: latencySamples > 0 ? ts.reduce((a, t) => a + t.latencySum, 0) / latencySamples : null,
+      };
+    }
+    return { participants, engineUnderruns: this.engineUnderruns };
+  }
+
+  private write(now: number, endedAt: number | null): Promise<void> {
+    this.lastWrite = now;
+    const rec = this.record(now, endedAt);
+    this.writing = this.writing.then(() => putSession(rec));
+    return this.writing;
+  }
+}
+
+async function putSession(rec: SessionRecord): Promise<void> {
+  const conn = await db();
+  if (!conn) {
+    memory.set(rec.id, rec);
+    return;
+  }
+  try {
+    await conn.put('sessions', rec);
+  } catch (err) {
+    console.warn(`history: session not saved: ${String(err)}`);
+  }
+}
+
+function validSession(v: unknown): SessionRecord | null {
+  const o = v && typeof v === 'object' ? (v as Record<string, unknown>) : null;
+  if (!o || typeof o.id !== 'string' || !isRoomName(o.room)) return null;
+  const startedAt = validCount(o.startedAt, NaN);
+  if (Number.isNaN(startedAt)) return null;
+  const updatedAt = validCount(o.updatedAt, startedAt);
+  const endedAt = o.endedAt === null ? null : validCount(o.endedAt, updatedAt);
+  const participants = Array.isArray(o.participants)
+    ? o.participants.filter((n): n is string => typeof n === 'string').map((n) => n.slice(0, NAME_MAX))
+    : [];
+  const s = o.summary && typeof o.summary === 'object' ? (o.summary as Record<string, unknown>) : {};
+  const per = s.participants && typeof s.participants === 'object' ? (s.participants as Record<string, unknown>) : {};
+  const summary: SessionSummary = { participants: {}, engineUnderruns: validCount(s.engineUnderruns) };
+  for (const [name, raw] of Object.entries(per)) {
+    const p = raw && typeof raw === 'object' ? (raw as Record<string, unknown>) : {};
+    summary.participants[name] = {
+      underruns: validCount(p.underruns),
+      lossPct: validCount(p.lossPct),
+      avgBufferMs: validCount(p.avgBufferMs),
+      maxBufferMs: validCount(p.maxBufferMs),
+      meanLatencyMs: typeof p.meanLatencyMs === 'number' && Number.isFinite(p.meanLatencyMs) ? p.meanLatencyMs : null,
+    };
+  }
+  return { id: o.id, room: o.room, startedAt, endedAt, updatedAt, participants, summary };
+}
+
+/** Gives each record without an end, not updated for STALE_AFTER_MS, its last update as its end.
+ * Returns how many were closed. */
+export async function closeDangling(now = Date.now()): Promise<number> {
+  const conn = await db();
+  let closed = 0;
+  if (!conn) return 0;
+  try {
+    const tx = conn.transaction('sessions', 'readwrite');
+    for (let c = await tx.store.openCursor(); c; c = await c.continue()) {
+      const v = c.value as unknown;
+      const o = v && typeof v === 'object' ? (v as Record<string, unknown>) : null;
+      if (!o || o.endedAt !== null) continue;
+      const rec = validSession(v);
+      if (!rec) continue;
+      if (now - rec.updatedAt < STALE_AFTER_MS) continue;
+      await c.update({ ...rec, endedAt: rec.updatedAt });
+      closed++;
+    }
+    await tx.done;
+  } catch (err) {
+    console.warn(`history: ${String(err)}`);
+  }
+  return closed;
+}
+
+/** The latest sessions, newest first (dangling ones closed first). */
+export async function recentSessions(limit = 5, now = Date.now()): Promise<SessionRecord[]> {
+  const conn = await db();
+  if (!conn) return [...memory.values()].sort((a, b) => b.startedAt - a.startedAt).slice(0, limit);
+  await closeDangling(now);
+  const out: SessionRecord[] = [];
+  const tx = conn.transaction('sessions');
+  for (let c = await tx.store.index('startedAt').openCursor(null, 'prev'); c && out.length < limit; c = await c.continue()) {
+    const rec = validSession(c.value);
+    if (rec) out.push(rec);
+  }
+  return out;
+}
+
+/** Forgets the in-memory records (tests). */
+export function resetHistoryMemory(): void {
+  memory.clear();
+}
