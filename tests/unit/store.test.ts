@@ -4,7 +4,7 @@
 import 'fake-indexeddb/auto';
 import { IDBFactory } from 'fake-indexeddb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { closeDB, db, LEGACY_KEYS, openTutti, storageNote, type LegacyStore } from '../../app/src/store/db';
+import { closeDB, db, LEGACY_KEYS, openLimits, openTutti, storageNote, type LegacyStore } from '../../app/src/store/db';
 import { closeDangling, recentSessions, SessionLog, STALE_AFTER_MS } from '../../app/src/store/history';
 import { loadMix, mixMemory, recentRooms, resetRoomsMemory, touchRoom } from '../../app/src/store/rooms';
 import { DB_NAME, DB_VERSION } from '../../app/src/store/schema';
@@ -402,5 +402,26 @@ describe('storage unavailable or contended', () => {
     // This page's code is now the older one: it goes on in memory, and says so calmly.
     expect(await db()).toBeNull();
     expect(storageNote()).toMatch(/newer version of Tutti is open in another tab/);
+  });
+
+  it('goes on in memory when an older tab never lets go, and upgrades once it does', async () => {
+    await createV1([{ name: 'kept', lastJoined: 3 }], []);
+    // An old tab's connection that ignores versionchange.
+    const old = await done(indexedDB.open(DB_NAME, 1));
+    const limit = openLimits.blockedMs;
+    openLimits.blockedMs = 50;
+    try {
+      expect(await db()).toBeNull();
+      expect(storageNote()).toMatch(/Another Tutti tab/);
+      await saveName('Meanwhile'); // kept in memory
+      expect((await loadSettings()).name).toBe('Meanwhile');
+    } finally {
+      openLimits.blockedMs = limit;
+    }
+    old.close();
+    await closeDB();
+    // The next page load upgrades, with the room kept.
+    expect(await recentRooms()).toEqual([{ name: 'kept', lastJoined: 3 }]);
+    expect(storageNote()).toBeNull();
   });
 });

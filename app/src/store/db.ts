@@ -70,9 +70,9 @@ export interface LegacyStore {
   removeItem(key: string): void;
 }
 
-/** How long the app waits for the database before going on with defaults in memory: an open
- * blocked by another tab that does not let go must not hold the page. */
-const OPEN_TIMEOUT_MS = 4000;
+/** How long an open blocked by another tab may wait before the app goes on in memory: a tab
+ * that does not let go must not hold the page. (An open that is not blocked is waited for.) */
+export const openLimits = { blockedMs: 3000 };
 
 let opening: Promise<TuttiDB | null> | null = null;
 let note: string | null = null;
@@ -106,7 +106,7 @@ function defaultLegacy(): LegacyStore | null {
 /** Opens the database at the current version, running missing upgrade steps. Rejects when
  * storage is unavailable. Callers other than `db()` (tests) own the connection they get. */
 export async function openTutti(
-  opts: { legacy?: LegacyStore | null; onVersionChange?: () => void } = {},
+  opts: { legacy?: LegacyStore | null; onVersionChange?: () => void; onBlocked?: () => void } = {},
 ): Promise<TuttiDB> {
   if (typeof indexedDB === 'undefined') throw new Error('IndexedDB is not available');
   const conn = await openDB<TuttiSchema>(DB_NAME, DB_VERSION, {
@@ -118,6 +118,7 @@ export async function openTutti(
       // Another tab has version `current` open and has not closed it yet; ours close on
       // versionchange (below), so this resolves as soon as that tab lets go.
       console.info(`storage: waiting for another tab to close database version ${current}`);
+      opts.onBlocked?.();
     },
     blocking() {
       // Another tab wants a newer version: let it upgrade. Later calls reopen (or, if this
@@ -210,14 +211,17 @@ export function db(): Promise<TuttiDB | null> {
   if (opening) return opening;
   const attempt: Promise<TuttiDB | null> = new Promise((resolve) => {
     let settled = false;
-    const timer = setTimeout(() => {
-      settled = true;
-      setNote(describe(null));
-      resolve(null);
-    }, OPEN_TIMEOUT_MS);
+    let timer: ReturnType<typeof setTimeout> | undefined;
     openTutti({
       onVersionChange: () => {
         if (opening === attempt) opening = null;
+      },
+      onBlocked: () => {
+        timer ??= setTimeout(() => {
+          settled = true;
+          setNote('Another Tutti tab is keeping settings busy: changes made here will not be remembered until this page is reloaded.');
+          resolve(null);
+        }, openLimits.blockedMs);
       },
     }).then(
       (conn) => {
