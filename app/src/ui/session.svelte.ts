@@ -49,9 +49,13 @@ onStorageNote((note) => (saved.note = note));
 
 /** Re-reads the lists Home shows (after a session ends). */
 async function refreshLists(): Promise<void> {
-  const [recent, sessions] = await Promise.all([recentRooms(), recentSessions()]);
-  saved.recent = recent;
-  saved.sessions = sessions;
+  try {
+    const [recent, sessions] = await Promise.all([recentRooms(), recentSessions()]);
+    saved.recent = recent;
+    saved.sessions = sessions;
+  } catch (err) {
+    console.warn(`recent rooms and sessions not read: ${String(err)}`);
+  }
 }
 
 /** Saves audio settings: the setup card edits `saved.audio` in place and calls this with a
@@ -70,7 +74,7 @@ export function join(req: Omit<JoinRequest, 'audio' | 'mixMemory'> & { audio?: A
   if (live.session) void leave();
   saved.name = req.name;
   void saveName(req.name);
-  void touchRoom(req.room).then(refreshLists);
+  touchRoom(req.room).then(refreshLists, (err: unknown) => console.warn(`room not remembered: ${String(err)}`));
   askPersistence();
   memory = mixMemory(req.room);
   log = new SessionLog(req.room);
