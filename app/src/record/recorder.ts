@@ -3,6 +3,7 @@
 // The audio itself never passes through this thread.
 
 import { createRing } from '../audio/ring';
+import { askPersistence } from '../store/db';
 import type { EngineHandle } from '../audio/host';
 import type { RecordingMeta } from '../store/schema';
 import { trackTag, type TrackInfo } from './assembler';
@@ -80,6 +81,8 @@ export class SessionRecorder {
     /** A failure after the start (storage full, the worker died): the recording has stopped. */
     onError?: (err: Error) => void;
   }): Promise<SessionRecorder> {
+    // A recording is worth keeping: ask the browser not to evict this site's storage.
+    askPersistence();
     const ring = createRing(RECORD_RING_BYTES);
     let rec!: SessionRecorder;
     await new Promise<void>((resolve, reject) => {
