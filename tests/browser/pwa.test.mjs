@@ -25,13 +25,10 @@ import { after, before, test } from 'node:test';
 import { chromium } from 'playwright-core';
 import { CHROMIUM, CHROMIUM_ARGS, DIST, ROOT, launchChromium } from './lib/browser.mjs';
 import { measureOutputTones, toneMicrophone } from './lib/audio.mjs';
+import { MEDIA_FLAGS } from './lib/harness.mjs';
 import { startServer } from '../../scripts/lib/server.mjs';
 
-const FLAGS = [
-  '--autoplay-policy=no-user-gesture-required',
-  '--use-fake-ui-for-media-stream',
-  '--use-fake-device-for-media-stream',
-];
+const FLAGS = MEDIA_FLAGS;
 /** The sound check's tone and where it comes back: a peer at centre pan, AMPLITUDE × cos(π/4). */
 const TONE = 440;
 const AMPLITUDE = 0.1;

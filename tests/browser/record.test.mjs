@@ -6,12 +6,10 @@
 // is killed mid-recording (renderer crash) and the next start must offer all but at most the
 // last second of it.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { after, before, test } from 'node:test';
-import { DIST, launchChromium } from './lib/browser.mjs';
-import { toneMicrophone } from './lib/audio.mjs';
-import { parseWav, toneDbMedian, toneFrequency } from './lib/wav.mjs';
-import { startServer } from '../../scripts/lib/server.mjs';
+import { test } from 'node:test';
+import { collectLogs, download, ROOM_FLAGS, serverAndBrowser, toneContext, waitFor } from './lib/harness.mjs';
+import { parseWav } from './lib/wav.mjs';
+import { toneDbMedian, toneFrequency } from './lib/audio.mjs';
 
 const ROOM = 'e2e-recording';
 const RATE = 48000;
@@ -28,48 +26,22 @@ const PLAYERS = [
   { name: 'Bo', tone: 550 },
   { name: 'Cy', tone: 770 },
 ];
-const FLAGS = [
-  '--autoplay-policy=no-user-gesture-required',
-  '--use-fake-ui-for-media-stream',
-  '--use-fake-device-for-media-stream',
-  '--allow-loopback-in-peer-connection',
-  '--disable-features=WebRtcHideLocalIpsWithMdns',
-];
-
-let server;
-let browser;
 /** @type {{ name: string, tone: number, context: import('playwright-core').BrowserContext, page: import('playwright-core').Page, logs: string[] }[]} */
 const members = [];
+const h = serverAndBrowser(ROOM_FLAGS);
 
-before(async () => {
-  server = await startServer({ dist: DIST });
-  browser = await launchChromium(FLAGS);
-});
-
-after(async () => {
-  await browser?.close().catch(() => {});
-  await server?.stop().catch(() => {});
-  setTimeout(() => process.exit(process.exitCode ?? 0), 1000).unref();
-});
-
-async function newMemberContext(tone) {
-  const context = await browser.newContext({ acceptDownloads: true });
-  await context.grantPermissions(['microphone']);
-  await context.addInitScript(toneMicrophone, { freq: tone, amplitude: AMPLITUDE });
-  return context;
+function newMemberContext(tone) {
+  return toneContext(h.browser, { freq: tone, amplitude: AMPLITUDE }, { acceptDownloads: true });
 }
 
 function watch(page, name, logs) {
-  page.on('console', (m) => {
-    if (m.type() === 'error') logs.push(`${name} console.error: ${m.text()}`);
-  });
-  page.on('pageerror', (e) => logs.push(`${name} pageerror: ${e.message}`));
+  collectLogs(page, name, logs, { errorsOnly: true });
 }
 
 async function join(context, name, logs) {
   const page = await context.newPage();
   watch(page, name, logs);
-  await page.goto(`${server.url}r/${ROOM}?ice=loopback`);
+  await page.goto(`${h.server.url}r/${ROOM}?ice=loopback`);
   await page.getByTestId('display-name').fill(name);
   await page.getByTestId('join').click();
   // Note when recording really starts (the engine writes from then on).
@@ -85,17 +57,6 @@ async function join(context, name, logs) {
     wait();
   });
   return page;
-}
-
-async function waitFor(what, fn, timeoutMs) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    last = await fn();
-    if (last?.ok) return last;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`${what}: not reached in ${timeoutMs / 1000} s; last: ${JSON.stringify(last)}`);
 }
 
 function roomFormed() {
@@ -118,13 +79,6 @@ function recordingsInDb(page) {
       req.onerror = () => reject(req.error);
     };
   }));
-}
-
-/** Downloads what clicking `locator` saves; returns its bytes and suggested name. */
-async function download(page, locator) {
-  const [dl] = await Promise.all([page.waitForEvent('download'), locator.click()]);
-  const path = await dl.path();
-  return { name: dl.suggestedFilename(), bytes: new Uint8Array(readFileSync(path)) };
 }
 
 /** Entries of a zip (store method), read from its central directory. */
@@ -189,7 +143,7 @@ test('three pages: one records 10 s; stems match each participant, the input and
   // Export every stem from the recordings page (another tab of the same user).
   const lib = await rec.context.newPage();
   watch(lib, 'recordings', logs);
-  await lib.goto(`${server.url}recordings`);
+  await lib.goto(`${h.server.url}recordings`);
   const row = lib.locator(`[data-testid="recording"][data-id="${meta.id}"]`);
   await row.waitFor();
   const stems = new Map();
@@ -272,7 +226,7 @@ test('a page killed mid-recording: the next start offers all but at most the las
   const page = await rec.context.newPage();
   const logs = [];
   watch(page, 'after crash', logs);
-  await page.goto(server.url);
+  await page.goto(h.server.url);
   await page.getByTestId('recovery-banner').first().waitFor({ timeout: 15000 });
   const metas = await recordingsInDb(page);
   const lost = metas.find((m) => m.id !== recorded.id);
@@ -283,7 +237,7 @@ test('a page killed mid-recording: the next start offers all but at most the las
   assert.ok(seconds >= elapsedS - 1, `recovered ${seconds.toFixed(2)} s of ${elapsedS.toFixed(2)} s`);
   assert.ok(seconds <= elapsedS + 0.2, `recovered more than was recorded: ${seconds.toFixed(2)} s of ${elapsedS.toFixed(2)} s`);
   // What was recovered plays: a peer's stem holds its tone.
-  await page.goto(`${server.url}recordings`);
+  await page.goto(`${h.server.url}recordings`);
   const row = page.locator(`[data-testid="recording"][data-id="${lost.id}"]`);
   await row.waitFor();
   const bo = lost.tracks.find((t) => t.name === 'Bo');

@@ -5,12 +5,13 @@
 // and holds the same stems; delete (after its confirm) removes the recording and its chunks.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { DIST, launchChromium } from './lib/browser.mjs';
 import { parseWav } from './lib/wav.mjs';
+import { download } from './lib/harness.mjs';
 import { startServer } from '../../scripts/lib/server.mjs';
 
 const RATE = 48000;
@@ -76,10 +77,6 @@ function inDb(page, id) {
   }, id);
 }
 
-async function download(page, locator) {
-  const [dl] = await Promise.all([page.waitForEvent('download'), locator.click()]);
-  return { name: dl.suggestedFilename(), bytes: new Uint8Array(readFileSync(await dl.path())) };
-}
 
 const track = (track, kind, name, channels) => ({ track, kind, name, channels, startFrame: 0 });
 

@@ -32,9 +32,10 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { after, before, test } from 'node:test';
-import { DIST, launchChromium } from './lib/browser.mjs';
+import { test } from 'node:test';
+import { DIST } from './lib/browser.mjs';
 import { measureOutputTones, toneMicrophone } from './lib/audio.mjs';
+import { ROOM_FLAGS, serverAndBrowser, waitFor } from './lib/harness.mjs';
 import { startServer } from '../../scripts/lib/server.mjs';
 
 const TONES = [220, 330, 440, 550, 660];
@@ -72,35 +73,13 @@ const BLOCK = Number(process.env.TUTTI_ROOM_BLOCK ?? 128);
 const WARMUP_MS = Number(process.env.TUTTI_WARMUP_SECONDS ?? 30) * 1000;
 const ROOM = 'e2e-quintet';
 
-const FLAGS = [
-  '--autoplay-policy=no-user-gesture-required',
-  '--use-fake-ui-for-media-stream',
-  '--use-fake-device-for-media-stream',
-  '--allow-loopback-in-peer-connection',
-  '--disable-features=WebRtcHideLocalIpsWithMdns',
-];
-
-/** @type {Awaited<ReturnType<typeof startServer>>} */
-let server;
 /** @type {{ name: string, tone: number, page: import('playwright-core').Page, logs: string[] }[]} */
 const members = [];
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  server = await startServer({ dist: DIST });
-  browser = await launchChromium(FLAGS);
-});
-
-after(async () => {
-  await browser?.close().catch(() => {});
-  await server?.stop().catch(() => {});
-  setTimeout(() => process.exit(process.exitCode ?? 0), 1000).unref();
-});
+const h = serverAndBrowser(ROOM_FLAGS);
 
 /** Opens the room link in a fresh browser context and joins as `name`. */
 async function joinPage(name, tone, room = ROOM, password = '') {
-  const context = await browser.newContext();
+  const context = await h.browser.newContext();
   await context.grantPermissions(['microphone']);
   await context.addInitScript(toneMicrophone, { freq: tone, amplitude: AMPLITUDE });
   await context.addInitScript((blockFrames) => {
@@ -112,7 +91,7 @@ async function joinPage(name, tone, room = ROOM, password = '') {
   const logs = [];
   page.on('console', (m) => logs.push(`${name} console.${m.type()}: ${m.text()}`));
   page.on('pageerror', (e) => logs.push(`${name} pageerror: ${e.message}`));
-  await page.goto(`${server.url}r/${room}?ice=loopback`);
+  await page.goto(`${h.server.url}r/${room}?ice=loopback`);
   await page.getByTestId('display-name').fill(name);
   if (password) await page.getByTestId('password').fill(password);
   await page.getByTestId('join').click();
@@ -137,16 +116,6 @@ async function roomState(page) {
   });
 }
 
-async function waitFor(what, fn, timeoutMs) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    last = await fn();
-    if (last.ok) return last;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`${what}: not reached in ${timeoutMs / 1000} s; last: ${JSON.stringify(last)}`);
-}
 
 async function waitForRoom(list, timeoutMs = 30000) {
   return waitFor(
@@ -343,8 +312,8 @@ test('a page leaves without a gap in the others, and rejoins', { timeout: 120_00
 
 test('the server restarts mid-session: audio continues and the room re-forms', { timeout: 120_000 }, async (t) => {
   const peersBefore = await Promise.all(members.map(async (m) => (await roomState(m.page)).peers));
-  const port = server.port;
-  const code = await server.stop();
+  const port = h.server.port;
+  const code = await h.server.stop();
   const byTone = await peersByTone();
   const countersBefore = await Promise.all(members.map((m) => engineCounters(m.page)));
   let gaps = [];
@@ -357,7 +326,7 @@ test('the server restarts mid-session: audio continues and the room re-forms', {
     busy = busyPct(cpu0, cpuTimes());
     countersAfter = await Promise.all(members.map((m) => engineCounters(m.page)));
   } finally {
-    server = await startServer({ dist: DIST, port });
+    h.server = await startServer({ dist: DIST, port });
   }
   assert.equal(code, 0, 'the server exits cleanly on SIGTERM');
   await waitForRoom(members, 20000);

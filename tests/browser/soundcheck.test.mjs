@@ -2,35 +2,16 @@
 // server and no network: a 440 Hz tone as the microphone must come out at 440 Hz, at the level a
 // remote peer at centre pan has, with a jitter buffer that holds it and no underrun.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { DIST, launchChromium } from './lib/browser.mjs';
-import { measureOutputTones, toneMicrophone } from './lib/audio.mjs';
-import { startServer } from '../../scripts/lib/server.mjs';
+import { test } from 'node:test';
+import { measureOutputTones } from './lib/audio.mjs';
+import { collectLogs, MEDIA_FLAGS, serverAndBrowser, toneContext } from './lib/harness.mjs';
 
 const TONE = 440;
 const AMPLITUDE = 0.1;
 /** A peer at centre pan: AMPLITUDE × cos(π/4). */
 const EXPECTED_DB = 20 * Math.log10(AMPLITUDE * Math.SQRT1_2);
 const LEVEL_TOL_DB = 1;
-const FLAGS = [
-  '--autoplay-policy=no-user-gesture-required',
-  '--use-fake-ui-for-media-stream',
-  '--use-fake-device-for-media-stream',
-];
-
-let server;
-let browser;
-
-before(async () => {
-  server = await startServer({ dist: DIST });
-  browser = await launchChromium(FLAGS);
-});
-
-after(async () => {
-  await browser?.close().catch(() => {});
-  await server?.stop().catch(() => {});
-  setTimeout(() => process.exit(process.exitCode ?? 0), 1000).unref();
-});
+const h = serverAndBrowser(MEDIA_FLAGS);
 
 /** Starts the sound check on a fresh page and waits until the tone comes back through it. */
 export async function runSoundCheck(page) {
@@ -51,13 +32,10 @@ export async function runSoundCheck(page) {
 }
 
 test('sound check: a 440 Hz input comes back through the engine at 440 Hz and at level', async () => {
-  const context = await browser.newContext();
-  await context.grantPermissions(['microphone']);
-  await context.addInitScript(toneMicrophone, { freq: TONE, amplitude: AMPLITUDE });
+  const context = await toneContext(h.browser, { freq: TONE, amplitude: AMPLITUDE });
   const page = await context.newPage();
-  const logs = [];
-  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  await page.goto(server.url);
+  const logs = collectLogs(page, 'sound check', [], { errorsOnly: true });
+  await page.goto(h.server.url);
   const state = await runSoundCheck(page);
   // Let the adaptive buffer settle, then listen.
   await page.waitForTimeout(2000);

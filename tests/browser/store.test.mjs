@@ -10,60 +10,23 @@
 //
 // Nothing is built here: `npm test` builds dist/ and the server first.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { DIST, launchChromium } from './lib/browser.mjs';
-import { toneMicrophone } from './lib/audio.mjs';
-import { startServer } from '../../scripts/lib/server.mjs';
+import { test } from 'node:test';
+import { collectLogs, ROOM_FLAGS, serverAndBrowser, toneContext, waitFor } from './lib/harness.mjs';
 
-const FLAGS = [
-  '--autoplay-policy=no-user-gesture-required',
-  '--use-fake-ui-for-media-stream',
-  '--use-fake-device-for-media-stream',
-  '--allow-loopback-in-peer-connection',
-  '--disable-features=WebRtcHideLocalIpsWithMdns',
-];
 /** Fixed depth 6 at 64-frame blocks, ms at 48 kHz. */
 const FIXED_TARGET_MS = (6 * 64 * 1000) / 48000;
 
-let server;
-let browser;
+const h = serverAndBrowser(ROOM_FLAGS);
 
-before(async () => {
-  server = await startServer({ dist: DIST });
-  browser = await launchChromium(FLAGS);
-});
-
-after(async () => {
-  await browser?.close().catch(() => {});
-  await server?.stop().catch(() => {});
-  setTimeout(() => process.exit(process.exitCode ?? 0), 1000).unref();
-});
-
-async function newContext() {
-  const context = await browser.newContext();
-  await context.grantPermissions(['microphone']);
-  await context.addInitScript(toneMicrophone, { freq: 440, amplitude: 0.1 });
-  return context;
+function newContext() {
+  return toneContext(h.browser, { freq: 440, amplitude: 0.1 });
 }
 
 async function newPage(context, label) {
   const page = await context.newPage();
-  const logs = [];
-  page.on('console', (m) => logs.push(`${label} console.${m.type()}: ${m.text()}`));
-  page.on('pageerror', (e) => logs.push(`${label} pageerror: ${e.message}`));
-  return { page, logs };
+  return { page, logs: collectLogs(page, label, []) };
 }
 
-async function waitFor(what, fn, timeoutMs = 30000) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    last = await fn();
-    if (last.ok) return last;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`${what}: not reached in ${timeoutMs / 1000} s; last: ${JSON.stringify(last)}`);
-}
 
 /** The session's view as the page has it (window.tutti, set by the session for diagnostics). */
 function sessionView(page) {
@@ -111,7 +74,7 @@ function readDatabase(page) {
 }
 
 async function joinFromLink(page, room, name) {
-  await page.goto(`${server.url}r/${room}?ice=loopback`);
+  await page.goto(`${h.server.url}r/${room}?ice=loopback`);
   await page.getByTestId('display-name').fill(name);
   await page.getByTestId('join').click();
 }
@@ -127,7 +90,7 @@ test('name, audio settings and the recent room survive a reload; the session use
   const { page, logs } = await newPage(context, 'solo');
   t.after(() => context.close());
   try {
-    await page.goto(`${server.url}?ice=loopback`);
+    await page.goto(`${h.server.url}?ice=loopback`);
     await page.getByTestId('display-name').fill('Ada');
     await page.getByLabel('Stereo').check();
     await page.locator('input[name="block"][value="64"]').check();
@@ -190,7 +153,7 @@ test('a participant\'s strip is remembered per room and name; the fixed buffer h
   const b = await newPage(ctxB, 'Ben');
   // Both pages send 64-frame blocks with a fixed buffer of 6 packets (set through the setup card).
   for (const { page } of [a, b]) {
-    await page.goto(`${server.url}?ice=loopback`);
+    await page.goto(`${h.server.url}?ice=loopback`);
     await page.locator('input[name="block"][value="64"]').check();
     await page.getByTestId('buffer-fixed').check();
     await page.getByTestId('buffer-packets').fill('6');
@@ -252,7 +215,7 @@ test('a version 1 database made before the app opens is upgraded with its values
   t.after(() => context.close());
   try {
     // Same origin, a page that does not open the database.
-    await page.goto(`${server.url}bench.html`);
+    await page.goto(`${h.server.url}bench.html`);
     await page.evaluate(
       () =>
         new Promise((resolve, reject) => {
@@ -280,7 +243,7 @@ test('a version 1 database made before the app opens is upgraded with its values
           };
         }),
     );
-    await page.goto(server.url);
+    await page.goto(h.server.url);
     await page.getByTestId('display-name').waitFor();
     assert.equal(await page.getByTestId('display-name').inputValue(), 'Vera');
     assert.equal(await page.getByLabel('Stereo').isChecked(), true);
@@ -303,7 +266,7 @@ test('the localStorage era\'s values are imported once, and the old keys removed
   const { page, logs } = await newPage(context, 'import');
   t.after(() => context.close());
   try {
-    await page.goto(`${server.url}bench.html`);
+    await page.goto(`${h.server.url}bench.html`);
     await page.evaluate(() => {
       localStorage.setItem('tutti.name', JSON.stringify('Lou'));
       localStorage.setItem('tutti.recent', JSON.stringify(['first-room', 'not a room', 'second-room']));
@@ -312,7 +275,7 @@ test('the localStorage era\'s values are imported once, and the old keys removed
         JSON.stringify({ inputDeviceId: '', outputDeviceId: '', channels: 2, blockFrames: 32 }),
       );
     });
-    await page.goto(server.url);
+    await page.goto(h.server.url);
     await page.getByTestId('display-name').waitFor();
     assert.equal(await page.getByTestId('display-name').inputValue(), 'Lou');
     assert.equal(await page.locator('input[name="block"][value="32"]').isChecked(), true);

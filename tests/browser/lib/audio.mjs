@@ -39,43 +39,74 @@ export function toneMicrophone({ freq, amplitude }) {
  * more, from leaking into it.
  */
 export async function measureOutputTones(page, seconds, tones) {
-  return page.evaluate(
-    async ({ seconds, tones }) => {
-      const cap = await window.tutti.session.captureOutput(seconds);
-      const x = cap.left;
-      const rate = cap.sampleRate;
-      const fit = (f, from, len) => {
-        let sc = 0, ss = 0, cc = 0, xs = 0, xc = 0;
-        const w = (2 * Math.PI * f) / rate;
-        for (let i = 0; i < len; i++) {
-          const h = 0.5 - 0.5 * Math.cos((2 * Math.PI * (i + 0.5)) / len);
-          const n = from + i;
-          const s = Math.sin(w * n), c = Math.cos(w * n);
-          sc += h * s * c; ss += h * s * s; cc += h * c * c; xs += h * x[n] * s; xc += h * x[n] * c;
-        }
-        const det = ss * cc - sc * sc;
-        const a = (xs * cc - xc * sc) / det;
-        const b = (xc * ss - xs * sc) / det;
-        const amp = Math.hypot(a, b);
-        return amp > 0 ? 20 * Math.log10(amp) : -Infinity;
-      };
-      const long = Math.round(rate * 0.1);
-      const short = Math.round(rate * 0.02);
-      const hop = Math.round(rate * 0.01);
-      const out = {};
-      for (const f of tones) {
-        const levels = [];
-        for (let at = 0; at + long <= x.length; at += long) levels.push(fit(f, at, long));
-        levels.sort((p, q) => p - q);
-        const windows = [];
-        for (let at = 0; at + short <= x.length; at += hop) windows.push(fit(f, at, short));
-        out[f] = { db: levels[Math.floor(levels.length / 2)], windows };
-      }
-      let peak = 0;
-      for (let i = 0; i < x.length; i++) peak = Math.max(peak, Math.abs(x[i]));
-      return { frames: x.length, tones: out, peak };
-    },
-    { seconds, tones },
-  );
+  const cap = await page.evaluate(async (s) => {
+    const c = await window.tutti.session.captureOutput(s);
+    return { left: Array.from(c.left), rate: c.sampleRate };
+  }, seconds);
+  const x = Float32Array.from(cap.left);
+  const rate = cap.rate;
+  const short = Math.round(rate * 0.02);
+  const hop = Math.round(rate * 0.01);
+  const out = {};
+  for (const f of tones) {
+    const windows = [];
+    for (let at = 0; at + short <= x.length; at += hop) windows.push(toneDb(x, f, rate, at, short));
+    out[f] = { db: toneDbMedian(x, f, rate, 0.1), windows };
+  }
+  let peak = 0;
+  for (let i = 0; i < x.length; i++) peak = Math.max(peak, Math.abs(x[i]));
+  return { frames: x.length, tones: out, peak };
 }
 
+/**
+ * Level in dBFS of a sine of `freq` Hz in `x[from, from + len)`: a Hann-weighted least-squares
+ * fit of sine and cosine at that exact frequency.
+ */
+export function toneDb(x, freq, rate, from = 0, len = x.length - from) {
+  let sc = 0, ss = 0, cc = 0, xs = 0, xc = 0;
+  const w = (2 * Math.PI * freq) / rate;
+  for (let i = 0; i < len; i++) {
+    const h = 0.5 - 0.5 * Math.cos((2 * Math.PI * (i + 0.5)) / len);
+    const n = from + i;
+    const s = Math.sin(w * n), c = Math.cos(w * n);
+    sc += h * s * c; ss += h * s * s; cc += h * c * c; xs += h * x[n] * s; xc += h * x[n] * c;
+  }
+  const det = ss * cc - sc * sc;
+  const a = (xs * cc - xc * sc) / det;
+  const b = (xc * ss - xs * sc) / det;
+  const amp = Math.hypot(a, b);
+  return amp > 0 ? 20 * Math.log10(amp) : -Infinity;
+}
+
+/**
+ * Median level in dBFS of a sine of `freq` Hz over windows of `windowS` seconds: short windows
+ * keep a drift-corrected stream's tiny frequency offset (tens of ppm) from lowering the fit.
+ */
+export function toneDbMedian(x, freq, rate, windowS = 0.1) {
+  const len = Math.round(rate * windowS);
+  const levels = [];
+  for (let at = 0; at + len <= x.length; at += len) levels.push(toneDb(x, freq, rate, at, len));
+  levels.sort((a, b) => a - b);
+  return levels[Math.floor(levels.length / 2)];
+}
+
+/**
+ * The frequency of the strongest sine near `guess` (± `span` Hz) in `x`, to ~0.01 Hz: the level
+ * fit scanned on a grid, then refined around its peak.
+ */
+export function toneFrequency(x, guess, rate, span = 20) {
+  let best = guess;
+  let bestDb = -Infinity;
+  for (let step = 1; step >= 0.01; step /= 10) {
+    const from = best - (step === 1 ? span : step * 10);
+    const to = best + (step === 1 ? span : step * 10);
+    for (let f = from; f <= to + 1e-9; f += step) {
+      const db = toneDb(x, f, rate);
+      if (db > bestDb) {
+        bestDb = db;
+        best = f;
+      }
+    }
+  }
+  return best;
+}

@@ -1,0 +1,92 @@
+// What most browser test files set up the same way: the Chromium flags for fake media and
+// one-machine WebRTC, the real server on the built app plus one browser for the file's tests,
+// a page's logs, polling for a state, and downloads.
+import { readFileSync } from 'node:fs';
+import { after, before } from 'node:test';
+import { DIST, launchChromium } from './browser.mjs';
+import { toneMicrophone } from './audio.mjs';
+import { startServer } from '../../../scripts/lib/server.mjs';
+
+/** Audio plays without a gesture; getUserMedia gets a fake device without asking. */
+export const MEDIA_FLAGS = [
+  '--autoplay-policy=no-user-gesture-required',
+  '--use-fake-ui-for-media-stream',
+  '--use-fake-device-for-media-stream',
+];
+/** MEDIA_FLAGS plus WebRTC on 127.0.0.1 (pages join with `?ice=loopback`). */
+export const ROOM_FLAGS = [
+  ...MEDIA_FLAGS,
+  '--allow-loopback-in-peer-connection',
+  '--disable-features=WebRtcHideLocalIpsWithMdns',
+];
+
+/**
+ * Starts the real server on the built app and one headless Chromium before the file's tests,
+ * and stops both after them (ending the process: a harness that keeps handles would hang).
+ * @param {string[]} flags
+ * @returns {{ server: Awaited<ReturnType<typeof startServer>>, browser: import('playwright-core').Browser }}
+ *   filled in once the tests run.
+ */
+export function serverAndBrowser(flags) {
+  const h = /** @type {any} */ ({ server: null, browser: null });
+  before(async () => {
+    h.server = await startServer({ dist: DIST });
+    h.browser = await launchChromium(flags);
+  });
+  after(async () => {
+    await h.browser?.close().catch(() => {});
+    await h.server?.stop().catch(() => {});
+    setTimeout(() => process.exit(process.exitCode ?? 0), 1000).unref();
+  });
+  return h;
+}
+
+/**
+ * A fresh browser context whose microphone is a sine of `freq` Hz at `amplitude`.
+ * @param {import('playwright-core').Browser} browser
+ * @param {{ freq: number, amplitude: number }} tone
+ * @param {import('playwright-core').BrowserContextOptions} [options]
+ */
+export async function toneContext(browser, tone, options = {}) {
+  const context = await browser.newContext(options);
+  await context.grantPermissions(['microphone']);
+  await context.addInitScript(toneMicrophone, tone);
+  return context;
+}
+
+/**
+ * Keeps a page's errors (and, unless `errorsOnly`, all its console output) in `logs`.
+ * @param {import('playwright-core').Page} page
+ * @param {string} label
+ * @param {string[]} logs
+ */
+export function collectLogs(page, label, logs, { errorsOnly = false } = {}) {
+  page.on('console', (m) => {
+    if (!errorsOnly || m.type() === 'error') logs.push(`${label} console.${m.type()}: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => logs.push(`${label} pageerror: ${e.message}`));
+  return logs;
+}
+
+/**
+ * Calls `fn` until it returns `{ ok: true, ... }`; throws with the last state after `timeoutMs`.
+ * @template {{ ok: boolean }} T
+ * @param {string} what
+ * @param {() => Promise<T>} fn
+ */
+export async function waitFor(what, fn, timeoutMs = 30000, everyMs = 200) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    last = await fn();
+    if (last?.ok) return last;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`${what}: not reached in ${timeoutMs / 1000} s; last: ${JSON.stringify(last)}`);
+}
+
+/** Clicks `locator` and returns the file it downloads: suggested name and bytes. */
+export async function download(page, locator) {
+  const [dl] = await Promise.all([page.waitForEvent('download'), locator.click()]);
+  return { name: dl.suggestedFilename(), bytes: new Uint8Array(readFileSync(await dl.path())) };
+}
