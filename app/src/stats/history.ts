@@ -1,0 +1,82 @@
+// A session's stats over time: one sample per peer per second, kept in memory for the stats view
+// and the export. Bounded (the oldest samples go first), so an all-day session stays small.
+
+/** One peer's figures at one moment. */
+export interface PeerSample {
+  /** Seconds since the history started. */
+  t: number;
+  bufferMs: number;
+  targetMs: number;
+  /** Estimated one-way mouth-to-ear latency, ms; NaN when not measured. */
+  latencyMs: number;
+  rttMs: number;
+  /** Counters, cumulative since the peer joined. */
+  received: number;
+  lost: number;
+  late: number;
+  concealed: number;
+  discarded: number;
+  underruns: number;
+  driftPpm: number;
+}
+
+export interface PeerSeries {
+  peer: string;
+  name: string;
+  samples: PeerSample[];
+}
+
+/** About an hour at one sample a second. */
+export const MAX_SAMPLES = 3600;
+
+export class StatsHistory {
+  private readonly series = new Map<string, PeerSeries>();
+  readonly startedAt: number;
+
+  constructor(
+    startedAt = Date.now(),
+    private readonly maxSamples = MAX_SAMPLES,
+  ) {
+    this.startedAt = startedAt;
+  }
+
+  /** Adds a sample of `peer` (named `name`) taken at `at` (ms since 1970). */
+  add(peer: string, name: string, at: number, s: Omit<PeerSample, 't'>): void {
+    let ser = this.series.get(peer);
+    if (!ser) {
+      ser = { peer, name, samples: [] };
+      this.series.set(peer, ser);
+    }
+    ser.name = name;
+    ser.samples.push({ t: (at - this.startedAt) / 1000, ...s });
+    if (ser.samples.length > this.maxSamples) ser.samples.splice(0, ser.samples.length - this.maxSamples);
+  }
+
+  peers(): PeerSeries[] {
+    return [...this.series.values()];
+  }
+
+  get(peer: string): PeerSeries | undefined {
+    return this.series.get(peer);
+  }
+
+  /**
+   * Loss in percent over the last `seconds` (lost / (received + lost) between the first and the
+   * last sample of that window), and underruns over the same window.
+   */
+  recent(peer: string, seconds = 60): { lossPct: number; underruns: number } {
+    const s = this.series.get(peer)?.samples;
+    if (!s || s.length === 0) return { lossPct: 0, underruns: 0 };
+    const last = s[s.length - 1];
+    let i = s.length - 1;
+    while (i > 0 && last.t - s[i - 1].t <= seconds) i--;
+    const first = i === s.length - 1 && s.length > 1 ? s[s.length - 2] : s[i];
+    const lost = last.lost - first.lost;
+    const got = last.received - first.received;
+    const expected = lost + got;
+    return {
+      lossPct: expected > 0 ? (100 * Math.max(0, lost)) / expected : 0,
+      underruns: Math.max(0, last.underruns - first.underruns),
+    };
+  }
+}
