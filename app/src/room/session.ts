@@ -25,6 +25,10 @@ import {
   P_BUFFERED_FRAMES,
   P_CHANNELS,
   P_CONCEALED,
+  P_DISCARDED,
+  P_DRIFT_PPM,
+  P_DUPLICATES,
+  P_JITTER_FRAMES,
   P_LATE,
   P_LOST,
   P_PEAK_L,
@@ -103,11 +107,17 @@ export interface PeerCounters {
   received: number;
   lost: number;
   late: number;
+  duplicates: number;
+  discarded: number;
   concealed: number;
   underruns: number;
   resets: number;
   bufferedMs: number;
   targetMs: number;
+  /** The arrival jitter the adaptive buffer measures, ms. */
+  jitterMs: number;
+  /** The sender's clock against ours, ppm (the drift loop's estimate). */
+  driftPpm: number;
   /** Longest time between two of the peer's packets at the pump, ms. */
   gapMaxMs: number;
   gapsOver20Ms: number;
@@ -327,11 +337,15 @@ class Session implements RoomSession {
         received: at(P_RECEIVED),
         lost: at(P_LOST),
         late: at(P_LATE),
+        duplicates: at(P_DUPLICATES),
+        discarded: at(P_DISCARDED),
         concealed: at(P_CONCEALED),
         underruns: at(P_UNDERRUNS),
         resets: at(P_RESETS),
         bufferedMs: (at(P_BUFFERED_FRAMES) / SAMPLE_RATE) * 1000,
         targetMs: (at(P_TARGET_FRAMES) / SAMPLE_RATE) * 1000,
+        jitterMs: (at(P_JITTER_FRAMES) / SAMPLE_RATE) * 1000,
+        driftPpm: at(P_DRIFT_PPM),
         gapMaxMs: nat(NP_GAP_MAX_MS),
         gapsOver20Ms: nat(NP_GAPS_OVER_20MS),
       };
