@@ -103,3 +103,32 @@ describe('export', () => {
     ]);
   });
 });
+
+describe('StatsCollector', async () => {
+  const { StatsCollector } = await import('../../app/src/stats/collector');
+  it('turns the counters into rows with percentages of the packets expected, and a verdict', () => {
+    let t = 0;
+    const counters = {
+      underruns: 0,
+      quanta: 0,
+      perPeer: {
+        p1: { received: 990, lost: 10, late: 5, duplicates: 0, discarded: 2, concealed: 12, underruns: 1, resets: 0, bufferedMs: 10, targetMs: 12, jitterMs: 3, driftPpm: -4, gapMaxMs: 0, gapsOver20Ms: 0 },
+      },
+    };
+    const view = {
+      room: 'r',
+      engine: { sampleRate: 48000, blockFrames: 128, underruns: 0, peers: 1 },
+      participants: [{ peer: 'p1', name: 'Ana', format: 'PCM16 mono 128', latencyMs: 22, rttMs: 1.5 }],
+    };
+    const c = new StatsCollector({ view: view as never, counters: () => counters }, () => (t += 1000));
+    c.sample();
+    counters.perPeer.p1.bufferedMs = 20;
+    c.sample();
+    const [row] = c.current;
+    expect(row).toMatchObject({ name: 'Ana', received: 990, lost: 10, lostPct: 1, latePct: 0.5, concealedPct: 1.2, discardedPct: 0.2, bufferMs: 20, bufferAvgMs: 15, rttMs: 1.5, driftPpm: -4 });
+    // No loss and no underrun between the two samples: the recent window is clean.
+    expect(row.verdict.grade).toBe('good');
+    const e = c.export();
+    expect(e.peers[0].samples.map((s) => s.bufferMs)).toEqual([10, 20]);
+  });
+});

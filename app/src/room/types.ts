@@ -122,6 +122,8 @@ export interface RoomSession {
   setStrip(peer: string, patch: Partial<StripSettings>): void;
   setMaster(gainDb: number): void;
   setMonitor(on: boolean, gainDb?: number): void;
+  /** Per-peer engine and network counters (the stats view samples them every second). */
+  counters?(): import('./session').SessionCounters;
   /** Starts recording every participant, the user's input and the mix. */
   startRecording(): Promise<void>;
   /** Stops recording; resolves once everything recorded is stored. */
