@@ -3,14 +3,36 @@
 //! One [`Engine`] serves every remote peer of a client. Per 128-frame quantum the host (the
 //! worklet, or a test, or a native hub) calls, in order:
 //!
-//! 1. [`Engine::begin_quantum`] with the local time in frames;
+//! 1. [`Engine::begin_quantum`] with the local time in frames, or [`Engine::begin_quantum_at`]
+//!    with the host's wall clock too (it times the capture interval);
 //! 2. [`Engine::drain`] with the inbound ring's bytes (every received packet is parsed, checked
-//!    and placed in its peer's jitter buffer), or [`Engine::push_packet`] per packet;
+//!    and placed in its peer's jitter buffer), or [`Engine::push_packet`] (or
+//!    [`Engine::push_packet_at`], with its arrival time) per packet;
 //! 3. [`Engine::capture`] with the local input quantum, which encodes it into outgoing packets
 //!    handed to a sink (the outbound ring);
 //! 4. [`Engine::render`], which plays every peer (jitter buffer → decode → drift correction →
 //!    gain/pan → mix) into the output quantum and runs the master (gain, limiter, meters);
-//! 5. now and then [`Engine::write_stats`] into the shared stats block.
+//! 5. now and then [`Engine::write_stats`] into the shared stats block, and more rarely
+//!    [`Engine::write_histograms`] into the histogram block.
+//!
+//! # Latency stages
+//!
+//! The engine keeps [`Histogram`]s (see [`crate::latency`]), cumulative since a peer joined or
+//! since [`Engine::reset_latency`]:
+//!
+//! - **jitter-buffer wait**, per peer, per packet played: from its arrival (the `now` of the
+//!   quantum that pushed it) to the local frame at which its first frame is played, which is
+//!   the quantum's `now` plus what the resampler already holds ahead of the output when the
+//!   block is popped. Exact to the frame for 48 kHz senders, within a frame or two of the
+//!   interpolator's look-ahead otherwise; well within one block.
+//! - **network one-way**, per peer, per packet pushed with [`Engine::push_packet_at`]:
+//!   `arrival_us − timestamp` (both wall clocks, low 32 bits, wrapping) minus the peer's clock
+//!   offset ([`Engine::set_clock_offset`]). Nothing is recorded while the offset is unknown; a
+//!   result outside 0..10 s is counted as out of range instead.
+//! - **capture interval**, local: the wall-clock time between consecutive quanta given to
+//!   [`Engine::begin_quantum_at`]. In the browser the worklet's only wall clock is `Date.now()`,
+//!   whole milliseconds: single intervals are quantised to 1 ms (a steady 2.667 ms cadence reads
+//!   as a mix of 2 and 3 ms), their mean and the bursts are what it shows reliably.
 //!
 //! All of these are real-time safe: they never allocate, lock or log, and no input can make them
 //! panic. Joining peers are built with [`Peer::new`] (which allocates) off the render path and
@@ -43,6 +65,7 @@
 
 use crate::clock::{DriftController, Resampler};
 use crate::jitter::{BufferMode, JitterBuffer, JitterConfig, PopKind};
+use crate::latency::{self, Histogram, CAPTURE_AT, HIST_LEN, SLOTS_AT, STAGES};
 use crate::mix::{solo_audible, Master, Strip};
 use crate::packet::{self, Header, PacketError, SampleFormat, SampleRate, MAX_FRAMES};
 use crate::ring;
@@ -56,6 +79,8 @@ pub const LOCAL_RATE: u32 = 48_000;
 pub const JITTER_CAPACITY_FRAMES: u32 = 8192;
 /// Resampler staging per peer, in frames.
 pub const STAGING_FRAMES: usize = 1024;
+/// Largest network one-way delay recorded, µs; beyond it the clock offset is taken to be wrong.
+pub const MAX_ONE_WAY_US: i64 = 10_000_000;
 
 /// How a session is set up. Plain numbers, so it crosses the WASM boundary unchanged.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -131,6 +156,12 @@ pub struct Peer {
     drift: DriftController,
     strip: Strip,
     malformed: u64,
+    /// Jitter-buffer wait per packet played, µs.
+    wait: Histogram,
+    /// Network one-way delay per packet, µs.
+    network: Histogram,
+    /// Our wall clock − this peer's, µs (`None`: unknown, no one-way delay is recorded).
+    clock_offset_us: Option<i64>,
     /// The last quantum as it left the jitter buffer and drift correction, before the strip
     /// (pre-fader): what a recording keeps of this peer. Written only while recording.
     stem_l: [f32; QUANTUM],
@@ -151,6 +182,9 @@ impl Peer {
             drift: DriftController::new(QUANTUM as u32, LOCAL_RATE),
             strip: Strip::new(),
             malformed: 0,
+            wait: Histogram::new(),
+            network: Histogram::new(),
+            clock_offset_us: None,
             stem_l: [0.0; QUANTUM],
             stem_r: [0.0; QUANTUM],
         })
@@ -161,14 +195,46 @@ impl Peer {
         &self.strip
     }
 
-    /// Plays one quantum of this peer into the bus `bus_l`/`bus_r` (added, through the strip,
+    /// Jitter-buffer wait of the packets played so far, µs.
+    pub fn jitter_wait(&self) -> &Histogram {
+        &self.wait
+    }
+
+    /// Network one-way delay of the packets received with a known clock offset, µs.
+    pub fn network_one_way(&self) -> &Histogram {
+        &self.network
+    }
+
+    /// The clock offset in force (our wall clock − the peer's), µs.
+    pub fn clock_offset_us(&self) -> Option<i64> {
+        self.clock_offset_us
+    }
+
+    /// Records the network one-way delay of a packet stamped `timestamp` (the sender's wall
+    /// clock, µs) that arrived at `arrival_us` (ours, low 32 bits).
+    fn record_one_way(&mut self, timestamp: u64, arrival_us: u32) {
+        let Some(offset) = self.clock_offset_us else {
+            return;
+        };
+        let raw = i64::from(arrival_us.wrapping_sub(timestamp as u32) as i32);
+        let one_way = raw.saturating_sub(offset);
+        if (0..=MAX_ONE_WAY_US).contains(&one_way) {
+            self.network.record(one_way as f64);
+        } else {
+            self.network.reject();
+        }
+    }
+
+    /// Plays one quantum of this peer, the quantum starting at local frame `now`, into the bus `bus_l`/`bus_r` (added, through the strip,
     /// which meters it), `audible` being the strip's [`solo_audible`] state. A 48 kHz peer is
     /// interpolated, metered and mixed in one pass; a peer nobody hears is metered from its
     /// staged input without interpolating; anything else (44.1 kHz peers, a short staging) goes
     /// through `tmp_l`/`tmp_r` (scratch, as long as the bus). With `record`, every peer takes
     /// that last path and its pre-fader signal is kept in its stem. Real-time safe.
+    #[allow(clippy::too_many_arguments)]
     fn play(
         &mut self,
+        now: u64,
         bus_l: &mut [f32],
         bus_r: &mut [f32],
         tmp_l: &mut [f32],
@@ -197,11 +263,18 @@ impl Peer {
         let mut need = self.resampler.frames_needed(frames, ratio);
         let mut playing = true;
         while need > 0 {
+            // What the resampler holds ahead of the output plays before this block does.
+            let ahead = self.resampler.buffered_frames();
             let (l, r) = self.resampler.append_slots(block);
             if l.len() < block {
                 break;
             }
             let pop = self.jitter.pop_block(l, r);
+            if let Some(arrival) = self.jitter.take_played_arrival() {
+                let ahead_local = if ratio > 0.0 { ahead / ratio } else { ahead };
+                let wait = now as f64 + ahead_local.max(0.0) - arrival as f64;
+                self.wait.record(wait * 1_000_000.0 / f64::from(LOCAL_RATE));
+            }
             if pop.kind == PopKind::Silence {
                 playing = false;
             }
@@ -272,6 +345,10 @@ pub struct Engine {
     counters: EngineCounters,
     capture: Capture,
     recording: bool,
+    /// Interval between consecutive quanta on the host's wall clock, µs.
+    capture_interval: Histogram,
+    /// Wall clock of the last quantum, µs (`None` before the first, or after a bad value).
+    last_wall_us: Option<f64>,
 }
 
 impl Engine {
@@ -305,6 +382,8 @@ impl Engine {
             counters: EngineCounters::default(),
             capture: Capture::new(&config),
             recording: false,
+            capture_interval: Histogram::new(),
+            last_wall_us: None,
         }
     }
 
@@ -392,9 +471,73 @@ impl Engine {
         self.now = now;
     }
 
+    /// [`Engine::begin_quantum`], with the host's wall clock `wall_us` (µs, any origin) at which
+    /// this quantum's input reached the engine: the interval since the previous such call is
+    /// recorded as the capture interval. A non-finite time is ignored and restarts the
+    /// intervals; a clock that went back is counted as rejected. Real-time safe.
+    pub fn begin_quantum_at(&mut self, now: u64, wall_us: f64) {
+        self.now = now;
+        if !wall_us.is_finite() {
+            self.last_wall_us = None;
+            return;
+        }
+        if let Some(last) = self.last_wall_us {
+            self.capture_interval.record(wall_us - last);
+        }
+        self.last_wall_us = Some(wall_us);
+    }
+
+    /// The capture intervals recorded so far, µs.
+    pub fn capture_interval(&self) -> &Histogram {
+        &self.capture_interval
+    }
+
+    /// Sets the clock offset of the peer in `slot`: our wall clock − the peer's, µs, as the net
+    /// side estimates it (`None`: unknown; one-way delays stop being recorded). Real-time safe.
+    pub fn set_clock_offset(
+        &mut self,
+        slot: usize,
+        offset_us: Option<i64>,
+    ) -> Result<(), EngineError> {
+        let peer = self
+            .peers
+            .get_mut(slot)
+            .and_then(|p| p.as_deref_mut())
+            .ok_or(EngineError::NoSuchSlot(slot))?;
+        peer.clock_offset_us = offset_us;
+        Ok(())
+    }
+
+    /// Empties every latency histogram (every peer's stages and the capture interval); they
+    /// fill again from the next packet. Real-time safe.
+    pub fn reset_latency(&mut self) {
+        for peer in self.peers.iter_mut().flatten() {
+            peer.wait.reset();
+            peer.network.reset();
+        }
+        self.capture_interval.reset();
+        self.last_wall_us = None;
+    }
+
     /// Places one received packet for the peer in `slot`. Bad input is counted and dropped: it
     /// never touches another peer. Real-time safe.
     pub fn push_packet(&mut self, slot: u16, bytes: &[u8]) -> Result<(), DropReason> {
+        self.push(slot, bytes, None)
+    }
+
+    /// [`Engine::push_packet`] for a packet that arrived at `arrival_us` on our wall clock
+    /// (µs since 1970, low 32 bits): also records its network one-way delay once the peer's
+    /// clock offset is known. Real-time safe.
+    pub fn push_packet_at(
+        &mut self,
+        slot: u16,
+        bytes: &[u8],
+        arrival_us: u32,
+    ) -> Result<(), DropReason> {
+        self.push(slot, bytes, Some(arrival_us))
+    }
+
+    fn push(&mut self, slot: u16, bytes: &[u8], arrival_us: Option<u32>) -> Result<(), DropReason> {
         let Some(peer) = self
             .peers
             .get_mut(usize::from(slot))
@@ -406,6 +549,9 @@ impl Engine {
         match packet::parse(bytes) {
             Ok(pkt) => {
                 peer.jitter.push(&pkt, self.now);
+                if let Some(arrival) = arrival_us {
+                    peer.record_one_way(pkt.header.timestamp, arrival);
+                }
                 Ok(())
             }
             Err(e) => {
@@ -417,7 +563,8 @@ impl Engine {
     }
 
     /// Reads every record of an inbound ring between the counters `read` and `write` from its
-    /// data area `data` (a record's tag is the peer slot, its payload the packet) and returns the
+    /// data area `data` (a record's tag is the peer slot, its time the arrival on our wall clock
+    /// as for [`Engine::push_packet_at`], its payload the packet) and returns the
     /// new read counter. A corrupt ring is resynchronised (everything up to `write` is skipped and
     /// counted). Real-time safe.
     pub fn drain(&mut self, data: &[u8], mut read: u32, write: u32) -> u32 {
@@ -426,7 +573,7 @@ impl Engine {
                 Ok(Some((record, next))) => {
                     self.counters.records_read += 1;
                     // A drop is already counted; the other peers are unaffected.
-                    let _ = self.push_packet(record.tag, record.payload);
+                    let _ = self.push_packet_at(record.tag, record.payload, record.time);
                     read = next;
                 }
                 Ok(None) => return read,
@@ -456,9 +603,10 @@ impl Engine {
         right.fill(0.0);
         let any_solo = self.solos > 0;
         let (tmp_l, tmp_r) = (&mut self.scratch_l[..frames], &mut self.scratch_r[..frames]);
+        let now = self.now;
         for peer in self.peers.iter_mut().flatten() {
             let audible = solo_audible(any_solo, peer.strip.solo(), peer.strip.mute());
-            peer.play(left, right, tmp_l, tmp_r, audible, self.recording);
+            peer.play(now, left, right, tmp_l, tmp_r, audible, self.recording);
         }
         self.master.process(left, right);
         self.counters.quanta += 1;
@@ -534,7 +682,13 @@ impl Engine {
             row[P_BITS] = f64::from(peer.jitter.bits());
             row[P_JITTER_FRAMES] = f64::from(peer.jitter.jitter_frames());
             row[P_RESETS] = j.resets as f64;
+            row[P_WAIT_P50_MS..=P_WAIT_COUNT].copy_from_slice(&peer.wait.summary_ms());
+            row[P_NET_P50_MS..=P_NET_COUNT].copy_from_slice(&peer.network.summary_ms());
+            row[P_NET_OUT_OF_RANGE] = peer.network.rejected() as f64;
+            row[P_CLOCK_OFFSET_US] = peer.clock_offset_us.map_or(f64::NAN, |o| o as f64);
         }
+        out[G_CAPTURE_P50_MS..=G_CAPTURE_COUNT]
+            .copy_from_slice(&self.capture_interval.summary_ms());
         out[G_QUANTA] = c.quanta as f64;
         out[G_NOW_FRAMES] = self.now as f64;
         out[G_PEERS] = self.active as f64;
@@ -553,6 +707,42 @@ impl Engine {
         out[G_INPUT_RMS] = f64::from(input.1);
         out[G_NONFINITE] = self.master.nonfinite_blocks() as f64;
         out[G_UNDERRUNS] = underruns as f64;
+    }
+
+    /// Values of the histogram block this engine writes: the globals, the capture histogram
+    /// and one row of stages per slot.
+    pub fn histograms_len(&self) -> usize {
+        SLOTS_AT + self.peers.len() * STAGES * HIST_LEN
+    }
+
+    /// Fills the first [`Engine::histograms_len`] values of a histogram block (layout in
+    /// [`crate::latency`]) except the sequence word, which the publisher owns. An empty slot's
+    /// records are zeros. Shorter blocks are left alone. Real-time safe.
+    pub fn write_histograms(&self, out: &mut [f64]) {
+        if out.len() < self.histograms_len() {
+            return;
+        }
+        out[latency::HB_SLOTS] = self.peers.len() as f64;
+        out[latency::HB_STAGES] = STAGES as f64;
+        out[latency::HB_BINS] = latency::BINS as f64;
+        self.capture_interval
+            .write_record(&mut out[CAPTURE_AT..CAPTURE_AT + HIST_LEN]);
+        for (slot, place) in self.peers.iter().enumerate() {
+            let wait_at = latency::hist_index(slot, latency::STAGE_JITTER_WAIT);
+            let net_at = latency::hist_index(slot, latency::STAGE_NETWORK);
+            match place {
+                Some(peer) => {
+                    peer.wait
+                        .write_record(&mut out[wait_at..wait_at + HIST_LEN]);
+                    peer.network
+                        .write_record(&mut out[net_at..net_at + HIST_LEN]);
+                }
+                None => {
+                    out[wait_at..wait_at + HIST_LEN].fill(0.0);
+                    out[net_at..net_at + HIST_LEN].fill(0.0);
+                }
+            }
+        }
     }
 }
 

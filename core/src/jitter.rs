@@ -748,6 +748,8 @@ impl Store {
 struct Slot {
     ext: u64,
     buf: u32,
+    /// Local time (frames) of the quantum the packet arrived in.
+    arrival: u64,
 }
 
 /// The measurements the target was last computed from: it is recomputed only when one of them
@@ -797,6 +799,8 @@ pub struct JitterBuffer {
     t_base: u64,
     s_base: u64,
     last_arrival: u64,
+    /// Arrival time (local frames) of the last packet played as audio, until taken.
+    played_arrival: Option<u64>,
     /// Current segment of the loss accounting.
     seg_active: bool,
     seg_lowest: u64,
@@ -849,7 +853,14 @@ impl JitterBuffer {
             cfg,
             cap,
             store: Store::new(cap),
-            slots: vec![Slot { ext: EMPTY, buf: 0 }; cap / MIN_BLOCK],
+            slots: vec![
+                Slot {
+                    ext: EMPTY,
+                    buf: 0,
+                    arrival: 0,
+                };
+                cap / MIN_BLOCK
+            ],
             merge_l: vec![0.0; MAX_FRAMES],
             merge_r: vec![0.0; MAX_FRAMES],
             block: 0,
@@ -873,6 +884,7 @@ impl JitterBuffer {
             t_base: 0,
             s_base: 0,
             last_arrival: 0,
+            played_arrival: None,
             delay: 0,
             lat: Lateness::new(),
             target_local: 0,
@@ -1082,7 +1094,7 @@ impl JitterBuffer {
             self.counters.late += 1;
             return outcome;
         }
-        self.store(ext, pkt.payload, pkt.header.format);
+        self.store(ext, pkt.payload, pkt.header.format, now);
         self.delay = self.elapsed(now) - self.nominal(self.play);
         if self.state == StreamState::Playing {
             self.check_depth(now);
@@ -1150,7 +1162,7 @@ impl JitterBuffer {
     }
 
     /// Copies a payload into the slot of `ext`.
-    fn store(&mut self, ext: u64, payload: &[u8], format: SampleFormat) {
+    fn store(&mut self, ext: u64, payload: &[u8], format: SampleFormat, now: u64) {
         let i = self.slot_of(ext);
         if self.slots[i].ext == EMPTY {
             // Slots hold at most `n_slots` buffers and the concealer keeps at most
@@ -1168,6 +1180,7 @@ impl JitterBuffer {
         }
         self.store.write(self.slots[i].buf, payload, format);
         self.slots[i].ext = ext;
+        self.slots[i].arrival = now;
     }
 
     /// Empties slot `i` and frees its buffer.
@@ -1292,6 +1305,7 @@ impl JitterBuffer {
             return self.fade(l, r);
         }
         let buf = self.slots[i].buf;
+        self.played_arrival = Some(self.slots[i].arrival);
         self.store.decode(buf, l, r);
         let next = self.slot_of(self.play + 1);
         let merge = self.skip_pending > 0 && self.slots[next].ext == self.play + 1;
@@ -1328,6 +1342,13 @@ impl JitterBuffer {
             kind: PopKind::Audio,
             frames: b,
         }
+    }
+
+    /// The arrival time (the `now` it was pushed with, local frames) of the last packet a pop
+    /// played as audio since the last call, taken once: the start of its jitter-buffer wait. A
+    /// catch-up merge reports the first of the two blocks it consumed. Real-time safe.
+    pub fn take_played_arrival(&mut self) -> Option<u64> {
+        self.played_arrival.take()
     }
 
     /// Concealment (or its faded-out silence) into `l`/`r`.

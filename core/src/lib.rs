@@ -16,6 +16,7 @@
 //! | [`conceal`] | filling a missing block without a click |
 //! | [`clock`] | drift correction: a buffer-fill-driven resampling ratio and its interpolator |
 //! | [`mix`] | gain, pan, mute, solo, meters, master limiter |
+//! | [`latency`] | fixed-size latency histograms per stage and the shared histogram block |
 //! | [`stats`] | the shared stats block's layout |
 //! | [`engine`] | the multi-peer session that ties them together |
 //!
@@ -30,6 +31,7 @@ pub mod clock;
 pub mod conceal;
 pub mod engine;
 pub mod jitter;
+pub mod latency;
 pub mod mix;
 pub mod packet;
 pub mod ring;

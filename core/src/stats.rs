@@ -20,7 +20,7 @@
 /// Values before the first peer row.
 pub const GLOBAL_LEN: usize = 32;
 /// Values per peer row.
-pub const PEER_LEN: usize = 32;
+pub const PEER_LEN: usize = 48;
 /// Peer slots the block has rows for.
 pub const MAX_PEERS: usize = 256;
 /// Total `f64` values in the block.
@@ -64,6 +64,20 @@ pub const G_INPUT_RMS: usize = 16;
 pub const G_NONFINITE: usize = 17;
 /// Total underruns over all peers.
 pub const G_UNDERRUNS: usize = 18;
+/// Capture interval (between consecutive input quanta reaching the engine, host wall clock):
+/// median, ms. The capture fields summarise the histogram of [`crate::latency`]; they are 0
+/// while its count is 0.
+pub const G_CAPTURE_P50_MS: usize = 19;
+/// Capture interval, 95th percentile, ms.
+pub const G_CAPTURE_P95_MS: usize = 20;
+/// Capture interval, 99th percentile, ms.
+pub const G_CAPTURE_P99_MS: usize = 21;
+/// Capture interval, maximum, ms.
+pub const G_CAPTURE_MAX_MS: usize = 22;
+/// Capture interval, mean, ms.
+pub const G_CAPTURE_MEAN_MS: usize = 23;
+/// Capture intervals recorded.
+pub const G_CAPTURE_COUNT: usize = 24;
 
 /// 1 when the slot holds a peer, else 0.
 pub const P_ACTIVE: usize = 0;
@@ -109,6 +123,37 @@ pub const P_BITS: usize = 19;
 pub const P_JITTER_FRAMES: usize = 20;
 /// Stream resets (format changes, long gaps).
 pub const P_RESETS: usize = 21;
+/// Jitter-buffer wait (arrival to the local frame its first frame plays), median, ms. The
+/// latency fields summarise the histograms of [`crate::latency`] since the peer joined (or the
+/// last reset); they are 0 while their count is 0.
+pub const P_WAIT_P50_MS: usize = 22;
+/// Jitter-buffer wait, 95th percentile, ms.
+pub const P_WAIT_P95_MS: usize = 23;
+/// Jitter-buffer wait, 99th percentile, ms.
+pub const P_WAIT_P99_MS: usize = 24;
+/// Jitter-buffer wait, maximum, ms.
+pub const P_WAIT_MAX_MS: usize = 25;
+/// Jitter-buffer wait, mean, ms.
+pub const P_WAIT_MEAN_MS: usize = 26;
+/// Packets whose jitter-buffer wait was recorded.
+pub const P_WAIT_COUNT: usize = 27;
+/// Network one-way delay (sender's wall clock at sending to ours at arrival, corrected by the
+/// clock offset), median, ms.
+pub const P_NET_P50_MS: usize = 28;
+/// Network one-way delay, 95th percentile, ms.
+pub const P_NET_P95_MS: usize = 29;
+/// Network one-way delay, 99th percentile, ms.
+pub const P_NET_P99_MS: usize = 30;
+/// Network one-way delay, maximum, ms.
+pub const P_NET_MAX_MS: usize = 31;
+/// Network one-way delay, mean, ms.
+pub const P_NET_MEAN_MS: usize = 32;
+/// Packets whose one-way delay was recorded (none until the clock offset is known).
+pub const P_NET_COUNT: usize = 33;
+/// One-way delays measured outside 0..10 s (clock offset wrong or stale), not recorded.
+pub const P_NET_OUT_OF_RANGE: usize = 34;
+/// The clock offset in force (our wall clock − the peer's), µs; NaN while unknown.
+pub const P_CLOCK_OFFSET_US: usize = 35;
 
 /// Index of value `field` of peer `slot`.
 pub const fn peer_index(slot: usize, field: usize) -> usize {
@@ -147,6 +192,12 @@ mod tests {
             ("G_INPUT_RMS", G_INPUT_RMS),
             ("G_NONFINITE", G_NONFINITE),
             ("G_UNDERRUNS", G_UNDERRUNS),
+            ("G_CAPTURE_P50_MS", G_CAPTURE_P50_MS),
+            ("G_CAPTURE_P95_MS", G_CAPTURE_P95_MS),
+            ("G_CAPTURE_P99_MS", G_CAPTURE_P99_MS),
+            ("G_CAPTURE_MAX_MS", G_CAPTURE_MAX_MS),
+            ("G_CAPTURE_MEAN_MS", G_CAPTURE_MEAN_MS),
+            ("G_CAPTURE_COUNT", G_CAPTURE_COUNT),
             ("P_ACTIVE", P_ACTIVE),
             ("P_RECEIVED", P_RECEIVED),
             ("P_LOST", P_LOST),
@@ -169,6 +220,20 @@ mod tests {
             ("P_BITS", P_BITS),
             ("P_JITTER_FRAMES", P_JITTER_FRAMES),
             ("P_RESETS", P_RESETS),
+            ("P_WAIT_P50_MS", P_WAIT_P50_MS),
+            ("P_WAIT_P95_MS", P_WAIT_P95_MS),
+            ("P_WAIT_P99_MS", P_WAIT_P99_MS),
+            ("P_WAIT_MAX_MS", P_WAIT_MAX_MS),
+            ("P_WAIT_MEAN_MS", P_WAIT_MEAN_MS),
+            ("P_WAIT_COUNT", P_WAIT_COUNT),
+            ("P_NET_P50_MS", P_NET_P50_MS),
+            ("P_NET_P95_MS", P_NET_P95_MS),
+            ("P_NET_P99_MS", P_NET_P99_MS),
+            ("P_NET_MAX_MS", P_NET_MAX_MS),
+            ("P_NET_MEAN_MS", P_NET_MEAN_MS),
+            ("P_NET_COUNT", P_NET_COUNT),
+            ("P_NET_OUT_OF_RANGE", P_NET_OUT_OF_RANGE),
+            ("P_CLOCK_OFFSET_US", P_CLOCK_OFFSET_US),
         ];
         let mut seen = 0;
         for line in ts.lines() {
@@ -194,7 +259,7 @@ mod tests {
     }
 
     // Fields fit their rows; checked when the crate compiles.
-    const _: () = assert!(G_UNDERRUNS < GLOBAL_LEN && P_RESETS < PEER_LEN);
+    const _: () = assert!(G_CAPTURE_COUNT < GLOBAL_LEN && P_CLOCK_OFFSET_US < PEER_LEN);
 
     #[test]
     fn last_peer_row_ends_the_block() {

@@ -2,9 +2,9 @@
 // Every value is an f64; index 0 is a seqlock word (odd while the engine writes the block).
 
 export const GLOBAL_LEN = 32;
-export const PEER_LEN = 32;
+export const PEER_LEN = 48;
 export const MAX_PEERS = 256;
-export const BLOCK_LEN = 8224;
+export const BLOCK_LEN = 12320;
 export const G_SEQUENCE = 0;
 export const G_QUANTA = 1;
 export const G_NOW_FRAMES = 2;
@@ -24,6 +24,14 @@ export const G_INPUT_PEAK = 15;
 export const G_INPUT_RMS = 16;
 export const G_NONFINITE = 17;
 export const G_UNDERRUNS = 18;
+// Capture interval (host wall clock between input quanta; in the worklet Date.now(), so 1 ms
+// resolution): ms, 0 while the count is 0.
+export const G_CAPTURE_P50_MS = 19;
+export const G_CAPTURE_P95_MS = 20;
+export const G_CAPTURE_P99_MS = 21;
+export const G_CAPTURE_MAX_MS = 22;
+export const G_CAPTURE_MEAN_MS = 23;
+export const G_CAPTURE_COUNT = 24;
 export const P_ACTIVE = 0;
 export const P_RECEIVED = 1;
 export const P_LOST = 2;
@@ -46,6 +54,25 @@ export const P_CHANNELS = 18;
 export const P_BITS = 19;
 export const P_JITTER_FRAMES = 20;
 export const P_RESETS = 21;
+// Jitter-buffer wait (arrival to playout) since the peer joined or the last reset-latency: ms,
+// 0 while the count is 0.
+export const P_WAIT_P50_MS = 22;
+export const P_WAIT_P95_MS = 23;
+export const P_WAIT_P99_MS = 24;
+export const P_WAIT_MAX_MS = 25;
+export const P_WAIT_MEAN_MS = 26;
+export const P_WAIT_COUNT = 27;
+// Network one-way delay (needs the clock offset; nothing is recorded until it is known): ms.
+export const P_NET_P50_MS = 28;
+export const P_NET_P95_MS = 29;
+export const P_NET_P99_MS = 30;
+export const P_NET_MAX_MS = 31;
+export const P_NET_MEAN_MS = 32;
+export const P_NET_COUNT = 33;
+/** One-way delays outside 0..10 s (offset wrong or stale): counted, not recorded. */
+export const P_NET_OUT_OF_RANGE = 34;
+/** Clock offset in force (our wall clock − the peer's), µs; NaN while unknown. */
+export const P_CLOCK_OFFSET_US = 35;
 
 /** Index of value `field` of peer `slot`. */
 export function peerIndex(slot: number, field: number): number {

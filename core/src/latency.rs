@@ -1,0 +1,549 @@
+//! Latency histograms: fixed-size, log-spaced, allocation-free distributions of the delays a
+//! packet meets on its way from a peer's microphone to our speaker, and the shared block that
+//! carries them to the UI.
+//!
+//! # Bins
+//!
+//! A [`Histogram`] counts values in microseconds into [`BINS`] bins held inline (no heap):
+//!
+//! ```text
+//! bin 0                 underflow   [0, 10 µs)
+//! bin b, 1..=160        regular     [edge(b − 1), edge(b))
+//! bin 161               overflow    [edge(160), ∞)          edge(160) ≈ 10.49 s
+//! edge(k) = 10 µs × 2^(k / 8)
+//! ```
+//!
+//! Eight bins per octave: each regular bin is 2^(1/8) ≈ 1.0905 times as wide as the one below,
+//! so every bin spans about 9 % of its values. [`bin_edge_us`] is the one formula; the TypeScript
+//! reader (`app/src/audio/latency.ts`) computes the same edges, and both sides' tests check the
+//! same known values.
+//!
+//! # Quantiles and their error
+//!
+//! [`Histogram::quantile`] finds the bin in which the cumulative count reaches `q × count` and
+//! interpolates linearly inside it, taking the bins that hold the smallest and the largest value
+//! seen to end there (so the overflow bin spans its lower edge..the maximum). The sample
+//! of rank ⌈q·n⌉ lies in that same bin, so the estimate is off by less than one bin width:
+//!
+//! - for values of 10 µs..10.49 s, by less than 2^(1/8) − 1 ≈ **9.05 % of the true value**
+//!   ([`MAX_RELATIVE_ERROR`]); evenly spread values come out much closer, since the
+//!   interpolation assumes exactly that;
+//! - below 10 µs, by less than 10 µs; above 10.49 s, by less than the span up to the maximum.
+//!
+//! Count, mean, minimum and maximum are exact.
+//!
+//! # The histogram block
+//!
+//! Like the stats block ([`crate::stats`]), a fixed layout of `f64` that the engine fills with
+//! [`crate::engine::Engine::write_histograms`] and the worklet publishes about once a second into
+//! a `SharedArrayBuffer` under the same seqlock (index 0 odd while it is being written). Times in
+//! it are milliseconds.
+//!
+//! ```text
+//! index                                   value
+//! 0                                       sequence (seqlock: odd while writing)
+//! 1..HB_GLOBAL_LEN                        HB_* globals
+//! CAPTURE_AT .. + HIST_LEN                the capture-interval histogram
+//! hist_index(slot, stage) .. + HIST_LEN   stage `stage` (STAGE_*) of peer slot `slot`
+//! ```
+//!
+//! One histogram record is [`HIST_LEN`] values: the `H_*` summary (count, mean, min, max,
+//! p50/p95/p99, rejected) followed by the [`BINS`] counts from index [`H_BINS_AT`]. An empty
+//! histogram has count 0 and zeros for its times.
+//!
+//! Everything here is real-time safe: no allocation, no lock, no panic on any input.
+
+/// Lower edge of the first regular bin, microseconds.
+pub const MIN_US: f64 = 10.0;
+/// Regular bins per doubling of the value.
+pub const BINS_PER_OCTAVE: usize = 8;
+/// Regular bins: 20 octaves, 10 µs .. about 10.49 s.
+pub const REGULAR_BINS: usize = 160;
+/// All bins: underflow, the regular ones, overflow.
+pub const BINS: usize = REGULAR_BINS + 2;
+/// Index of the underflow bin (values below [`MIN_US`]).
+pub const UNDERFLOW: usize = 0;
+/// Index of the overflow bin (values from `bin_edge_us(REGULAR_BINS)` up).
+pub const OVERFLOW: usize = BINS - 1;
+/// Largest relative error of a quantile inside the regular range: 2^(1/8) − 1.
+pub const MAX_RELATIVE_ERROR: f64 = 0.090_507_732_665_257_66;
+
+/// Edge `k` (0..=[`REGULAR_BINS`]) of the regular bins in microseconds: `10 × 2^(k/8)`. Regular
+/// bin `b` (1..=160) spans `[bin_edge_us(b − 1), bin_edge_us(b))`.
+pub fn bin_edge_us(k: usize) -> f64 {
+    MIN_US * (k as f64 / BINS_PER_OCTAVE as f64).exp2()
+}
+
+/// The span `[low, high)` of bin `b` in microseconds; the overflow bin reaches to infinity.
+pub fn bin_bounds_us(b: usize) -> (f64, f64) {
+    match b {
+        UNDERFLOW => (0.0, MIN_US),
+        b if b >= OVERFLOW => (bin_edge_us(REGULAR_BINS), f64::INFINITY),
+        b => (bin_edge_us(b - 1), bin_edge_us(b)),
+    }
+}
+
+/// The bin a value (µs, finite, not negative) falls in.
+pub fn bin_of(us: f64) -> usize {
+    if us.is_nan() || us < MIN_US {
+        return UNDERFLOW;
+    }
+    if us >= bin_edge_us(REGULAR_BINS) {
+        return OVERFLOW;
+    }
+    let guess = ((us / MIN_US).log2() * BINS_PER_OCTAVE as f64).floor();
+    let mut k = (guess.max(0.0) as usize).min(REGULAR_BINS - 1);
+    // `log2` may round across an edge: settle on the edge formula itself.
+    if k > 0 && us < bin_edge_us(k) {
+        k -= 1;
+    } else if k + 1 < REGULAR_BINS && us >= bin_edge_us(k + 1) {
+        k += 1;
+    }
+    k + 1
+}
+
+/// A fixed-size latency histogram (see the module docs). Real-time safe; no heap.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    counts: [u64; BINS],
+    count: u64,
+    sum_us: f64,
+    min_us: f64,
+    max_us: f64,
+    rejected: u64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram::new()
+    }
+}
+
+impl Histogram {
+    /// An empty histogram.
+    pub const fn new() -> Histogram {
+        Histogram {
+            counts: [0; BINS],
+            count: 0,
+            sum_us: 0.0,
+            min_us: f64::INFINITY,
+            max_us: 0.0,
+            rejected: 0,
+        }
+    }
+
+    /// Counts one value in microseconds. A negative or non-finite value is not a latency: it is
+    /// counted in [`Histogram::rejected`] and otherwise ignored.
+    pub fn record(&mut self, us: f64) {
+        if !us.is_finite() || us < 0.0 {
+            self.rejected += 1;
+            return;
+        }
+        self.counts[bin_of(us)] += 1;
+        self.count += 1;
+        self.sum_us += us;
+        self.min_us = self.min_us.min(us);
+        self.max_us = self.max_us.max(us);
+    }
+
+    /// Counts a value that was measured but lies outside what this histogram accepts (for
+    /// example a one-way delay outside 0..10 s).
+    pub fn reject(&mut self) {
+        self.rejected += 1;
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Values refused (negative, non-finite, or out of range as the recorder judged).
+    pub fn rejected(&self) -> u64 {
+        self.rejected
+    }
+
+    /// Mean of the values recorded, µs (`None` when empty).
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum_us / self.count as f64)
+    }
+
+    /// Smallest value recorded, µs.
+    pub fn min(&self) -> Option<f64> {
+        (self.count > 0).then_some(self.min_us)
+    }
+
+    /// Largest value recorded, µs.
+    pub fn max(&self) -> Option<f64> {
+        (self.count > 0).then_some(self.max_us)
+    }
+
+    /// The bin counts, bin 0 (underflow) to [`OVERFLOW`].
+    pub fn counts(&self) -> &[u64; BINS] {
+        &self.counts
+    }
+
+    /// The `q`-quantile (0..=1, clamped), µs, interpolated inside its bin; `None` when empty. See
+    /// the module docs for its error bound.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        self.quantiles([q]).map(|[v]| v)
+    }
+
+    /// Several quantiles in one pass over the bins; `qs` must be ascending (an out-of-order one
+    /// is answered from where the pass stands, never wrongly indexed). `None` when empty.
+    pub fn quantiles<const N: usize>(&self, qs: [f64; N]) -> Option<[f64; N]> {
+        if self.count == 0 {
+            return None;
+        }
+        let mut out = [0.0; N];
+        let n = self.count as f64;
+        let mut bin = 0;
+        let mut before = 0u64;
+        for (k, &q) in qs.iter().enumerate() {
+            let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
+            let target = q * n;
+            // Advance to the first non-empty bin whose cumulative count reaches the target.
+            while bin < OVERFLOW
+                && (self.counts[bin] == 0 || ((before + self.counts[bin]) as f64) < target)
+            {
+                before += self.counts[bin];
+                bin += 1;
+            }
+            let c = self.counts[bin];
+            // The bins that hold the extremes are filled only up to them.
+            let (low, high) = bin_bounds_us(bin);
+            let (low, high) = (low.max(self.min_us), high.min(self.max_us));
+            let frac = if c == 0 {
+                1.0
+            } else {
+                ((target - before as f64) / c as f64).clamp(0.0, 1.0)
+            };
+            out[k] = (low + frac * (high - low)).clamp(self.min_us, self.max_us);
+        }
+        Some(out)
+    }
+
+    /// Empties the histogram.
+    pub fn reset(&mut self) {
+        *self = Histogram::new();
+    }
+
+    /// Writes this histogram as one record of the histogram block (`out` at least
+    /// [`HIST_LEN`] values; shorter is left alone). Times in milliseconds.
+    pub fn write_record(&self, out: &mut [f64]) {
+        let Some(out) = out.get_mut(..HIST_LEN) else {
+            return;
+        };
+        let ms = |us: f64| us / 1000.0;
+        let [p50, p95, p99] = self.quantiles([0.5, 0.95, 0.99]).unwrap_or([0.0; 3]);
+        out[H_COUNT] = self.count as f64;
+        out[H_MEAN_MS] = ms(self.mean().unwrap_or(0.0));
+        out[H_MIN_MS] = ms(self.min().unwrap_or(0.0));
+        out[H_MAX_MS] = ms(self.max().unwrap_or(0.0));
+        out[H_P50_MS] = ms(p50);
+        out[H_P95_MS] = ms(p95);
+        out[H_P99_MS] = ms(p99);
+        out[H_REJECTED] = self.rejected as f64;
+        for (o, &c) in out[H_BINS_AT..].iter_mut().zip(self.counts.iter()) {
+            *o = c as f64;
+        }
+    }
+
+    /// The summary the stats block carries: p50, p95, p99, max, mean (ms) and count; zeros when
+    /// empty.
+    pub fn summary_ms(&self) -> [f64; 6] {
+        let [p50, p95, p99] = self.quantiles([0.5, 0.95, 0.99]).unwrap_or([0.0; 3]);
+        let max = self.max().unwrap_or(0.0);
+        let mean = self.mean().unwrap_or(0.0);
+        [
+            p50 / 1000.0,
+            p95 / 1000.0,
+            p99 / 1000.0,
+            max / 1000.0,
+            mean / 1000.0,
+            self.count as f64,
+        ]
+    }
+}
+
+// ----- the histogram block ------------------------------------------------------------------
+
+/// Record field: values recorded.
+pub const H_COUNT: usize = 0;
+/// Record field: mean, ms.
+pub const H_MEAN_MS: usize = 1;
+/// Record field: minimum, ms.
+pub const H_MIN_MS: usize = 2;
+/// Record field: maximum, ms.
+pub const H_MAX_MS: usize = 3;
+/// Record field: median, ms.
+pub const H_P50_MS: usize = 4;
+/// Record field: 95th percentile, ms.
+pub const H_P95_MS: usize = 5;
+/// Record field: 99th percentile, ms.
+pub const H_P99_MS: usize = 6;
+/// Record field: values refused (negative, non-finite, out of range).
+pub const H_REJECTED: usize = 7;
+/// Record field: the first of the [`BINS`] bin counts.
+pub const H_BINS_AT: usize = 8;
+/// Values per histogram record.
+pub const HIST_LEN: usize = H_BINS_AT + BINS;
+
+/// Per-peer stage: jitter-buffer wait, from a packet's arrival to the local frame at which its
+/// first frame plays.
+pub const STAGE_JITTER_WAIT: usize = 0;
+/// Per-peer stage: network one-way delay, from the sender's wall clock at sending to ours at
+/// arrival, corrected by the clock offset.
+pub const STAGE_NETWORK: usize = 1;
+/// Stages per peer.
+pub const STAGES: usize = 2;
+
+/// Block global: the seqlock word.
+pub const HB_SEQUENCE: usize = 0;
+/// Block global: peer slots the engine writes rows for.
+pub const HB_SLOTS: usize = 1;
+/// Block global: stages per peer ([`STAGES`]).
+pub const HB_STAGES: usize = 2;
+/// Block global: bins per histogram ([`BINS`]).
+pub const HB_BINS: usize = 3;
+/// Values before the capture histogram.
+pub const HB_GLOBAL_LEN: usize = 8;
+/// Start of the capture-interval histogram record.
+pub const CAPTURE_AT: usize = HB_GLOBAL_LEN;
+/// Start of the first peer's records.
+pub const SLOTS_AT: usize = CAPTURE_AT + HIST_LEN;
+/// Peer slots the block has rows for (as the stats block).
+pub const HB_MAX_PEERS: usize = crate::stats::MAX_PEERS;
+/// Total `f64` values in the block.
+pub const HB_BLOCK_LEN: usize = SLOTS_AT + HB_MAX_PEERS * STAGES * HIST_LEN;
+
+/// Start of the record of stage `stage` of peer `slot`.
+pub const fn hist_index(slot: usize, stage: usize) -> usize {
+    SLOTS_AT + (slot * STAGES + stage) * HIST_LEN
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The known edges both this crate and the TypeScript reader check.
+    #[test]
+    fn edges_known_values() {
+        assert_eq!(bin_edge_us(0), 10.0);
+        assert_eq!(bin_edge_us(8), 20.0);
+        assert_eq!(bin_edge_us(80), 10_240.0);
+        assert_eq!(bin_edge_us(160), 10_485_760.0);
+        assert!((bin_edge_us(1) - 10.905_077_326_652_577).abs() < 1e-9);
+        assert!((bin_edge_us(1) / bin_edge_us(0) - 1.0 - MAX_RELATIVE_ERROR).abs() < 1e-15);
+        assert_eq!(bin_bounds_us(0), (0.0, 10.0));
+        assert_eq!(bin_bounds_us(1), (10.0, bin_edge_us(1)));
+        assert_eq!(bin_bounds_us(OVERFLOW).1, f64::INFINITY);
+    }
+
+    #[test]
+    fn every_value_falls_in_its_bin() {
+        for b in 1..=REGULAR_BINS {
+            let (low, high) = bin_bounds_us(b);
+            assert_eq!(bin_of(low), b, "lower edge of bin {b}");
+            assert_eq!(bin_of(low * 1.000_001), b);
+            assert_eq!(bin_of(high * 0.999_999), b);
+        }
+        assert_eq!(bin_of(0.0), UNDERFLOW);
+        assert_eq!(bin_of(9.999), UNDERFLOW);
+        assert_eq!(bin_of(10.0), 1);
+        assert_eq!(bin_of(bin_edge_us(160)), OVERFLOW);
+        assert_eq!(bin_of(1e12), OVERFLOW);
+        // A sweep: the bin found always contains the value.
+        let mut us = 0.5;
+        while us < 2e7 {
+            let (low, high) = bin_bounds_us(bin_of(us));
+            assert!(low <= us && us < high, "{us} in [{low}, {high})");
+            us *= 1.0137;
+        }
+    }
+
+    #[test]
+    fn empty_histogram_reports_nothing() {
+        let h = Histogram::new();
+        assert_eq!(h.count(), 0);
+        assert_eq!(h.quantile(0.5), None);
+        assert_eq!(h.mean(), None);
+        assert_eq!(h.summary_ms(), [0.0; 6]);
+    }
+
+    #[test]
+    fn constant_input_every_quantile_within_its_bin() {
+        for &v in &[12.0, 480.0, 2_667.0, 5_000.0, 123_456.0, 9_000_000.0] {
+            let mut h = Histogram::new();
+            for _ in 0..1000 {
+                h.record(v);
+            }
+            let (low, high) = bin_bounds_us(bin_of(v));
+            for q in [0.0, 0.01, 0.5, 0.95, 0.99, 1.0] {
+                let e = h.quantile(q).unwrap();
+                assert!(low <= e && e < high, "q{q} of constant {v}: {e}");
+                // Clamped to the exact extremes, a constant comes out exact.
+                assert_eq!(e, v);
+            }
+            assert_eq!(h.mean(), Some(v));
+            assert_eq!((h.min(), h.max()), (Some(v), Some(v)));
+        }
+    }
+
+    #[test]
+    fn uniform_1_to_100_ms_known_quantiles() {
+        // Every 10 µs from 1 ms to 100 ms.
+        let mut h = Histogram::new();
+        let mut us = 1000;
+        while us <= 100_000 {
+            h.record(us as f64);
+            us += 10;
+        }
+        let n = h.count() as f64;
+        assert_eq!(n, 9901.0);
+        let cases = [(0.5, 50_500.0), (0.95, 95_050.0), (0.99, 99_010.0)];
+        for (q, want) in cases {
+            let got = h.quantile(q).unwrap();
+            let err = (got - want).abs() / want;
+            assert!(err < MAX_RELATIVE_ERROR, "q{q}: {got} vs {want}");
+            // Evenly spread values interpolate far better than the bound.
+            assert!(err < 0.005, "q{q}: {got} vs {want}");
+        }
+        assert!((h.mean().unwrap() - 50_500.0).abs() < 1e-6);
+        assert_eq!(h.max(), Some(100_000.0));
+        assert_eq!(h.min(), Some(1000.0));
+    }
+
+    #[test]
+    fn quantile_error_within_bound_on_skewed_input() {
+        // Exponentially spread values: the interpolation's assumption is wrong inside each bin,
+        // so this exercises the bound itself.
+        let mut values: Vec<f64> = (0..5000)
+            .map(|i| 50.0 * (i as f64 * 0.0023).exp())
+            .collect();
+        let mut h = Histogram::new();
+        for &v in &values {
+            h.record(v);
+        }
+        values.sort_by(f64::total_cmp);
+        for q in [0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99] {
+            let rank = ((q * values.len() as f64).ceil() as usize).max(1) - 1;
+            let truth = values[rank];
+            let got = h.quantile(q).unwrap();
+            assert!(
+                (got - truth).abs() <= MAX_RELATIVE_ERROR * truth,
+                "q{q}: {got} vs {truth}"
+            );
+        }
+    }
+
+    #[test]
+    fn underflow_overflow_and_rejects_are_counted() {
+        let mut h = Histogram::new();
+        h.record(0.0);
+        h.record(3.0);
+        h.record(20e6);
+        h.record(-1.0);
+        h.record(f64::NAN);
+        h.record(f64::INFINITY);
+        h.reject();
+        assert_eq!(h.counts()[UNDERFLOW], 2);
+        assert_eq!(h.counts()[OVERFLOW], 1);
+        assert_eq!(h.count(), 3);
+        assert_eq!(h.rejected(), 4);
+        assert_eq!(h.max(), Some(20e6));
+        assert_eq!(h.min(), Some(0.0));
+        let p99 = h.quantile(0.99).unwrap();
+        assert!(p99 >= bin_edge_us(REGULAR_BINS) && p99 <= 20e6);
+        assert!(h.quantile(0.3).unwrap() < MIN_US);
+        h.reset();
+        assert_eq!(h, Histogram::new());
+    }
+
+    #[test]
+    fn quantiles_in_one_pass_agree_with_single_ones() {
+        let mut h = Histogram::new();
+        for i in 0..777 {
+            h.record((i * i) as f64 * 3.1);
+        }
+        let many = h.quantiles([0.0, 0.5, 0.95, 0.99, 1.0]).unwrap();
+        for (k, q) in [0.0, 0.5, 0.95, 0.99, 1.0].into_iter().enumerate() {
+            assert_eq!(many[k], h.quantile(q).unwrap());
+        }
+        assert_eq!(many[0], 0.0);
+        assert_eq!(many[4], h.max().unwrap());
+    }
+
+    #[test]
+    fn record_layout() {
+        let mut h = Histogram::new();
+        for _ in 0..4 {
+            h.record(2_000.0);
+        }
+        let mut out = [f64::NAN; HIST_LEN + 3];
+        h.write_record(&mut out);
+        assert_eq!(out[H_COUNT], 4.0);
+        assert_eq!(out[H_MEAN_MS], 2.0);
+        assert_eq!(out[H_P50_MS], 2.0);
+        assert_eq!(out[H_BINS_AT + bin_of(2_000.0)], 4.0);
+        assert_eq!(out[H_BINS_AT..HIST_LEN].iter().sum::<f64>(), 4.0);
+        assert!(out[HIST_LEN].is_nan(), "nothing past the record");
+        assert_eq!(
+            hist_index(HB_MAX_PEERS - 1, STAGES - 1) + HIST_LEN,
+            HB_BLOCK_LEN
+        );
+    }
+
+    /// Every `export const NAME = value;` in the TypeScript reader must equal the Rust constant.
+    #[test]
+    fn typescript_mirror_agrees() {
+        let ts = include_str!("../../app/src/audio/latency.ts");
+        let rust: &[(&str, f64)] = &[
+            ("MIN_US", MIN_US),
+            ("BINS_PER_OCTAVE", BINS_PER_OCTAVE as f64),
+            ("REGULAR_BINS", REGULAR_BINS as f64),
+            ("BINS", BINS as f64),
+            ("H_COUNT", H_COUNT as f64),
+            ("H_MEAN_MS", H_MEAN_MS as f64),
+            ("H_MIN_MS", H_MIN_MS as f64),
+            ("H_MAX_MS", H_MAX_MS as f64),
+            ("H_P50_MS", H_P50_MS as f64),
+            ("H_P95_MS", H_P95_MS as f64),
+            ("H_P99_MS", H_P99_MS as f64),
+            ("H_REJECTED", H_REJECTED as f64),
+            ("H_BINS_AT", H_BINS_AT as f64),
+            ("HIST_LEN", HIST_LEN as f64),
+            ("STAGE_JITTER_WAIT", STAGE_JITTER_WAIT as f64),
+            ("STAGE_NETWORK", STAGE_NETWORK as f64),
+            ("STAGES", STAGES as f64),
+            ("HB_SEQUENCE", HB_SEQUENCE as f64),
+            ("HB_SLOTS", HB_SLOTS as f64),
+            ("HB_STAGES", HB_STAGES as f64),
+            ("HB_BINS", HB_BINS as f64),
+            ("HB_GLOBAL_LEN", HB_GLOBAL_LEN as f64),
+            ("CAPTURE_AT", CAPTURE_AT as f64),
+            ("SLOTS_AT", SLOTS_AT as f64),
+            ("HB_MAX_PEERS", HB_MAX_PEERS as f64),
+            ("HB_BLOCK_LEN", HB_BLOCK_LEN as f64),
+        ];
+        let mut seen = 0;
+        for line in ts.lines() {
+            let Some(rest) = line.trim().strip_prefix("export const ") else {
+                continue;
+            };
+            let Some((name, value)) = rest.split_once(" = ") else {
+                continue;
+            };
+            let Ok(value) = value.trim_end_matches(';').parse::<f64>() else {
+                continue;
+            };
+            let expected = rust.iter().find(|(n, _)| *n == name);
+            assert_eq!(expected.map(|e| e.1), Some(value), "{name} in latency.ts");
+            seen += 1;
+        }
+        assert_eq!(
+            seen,
+            rust.len(),
+            "latency.ts must define every constant as a plain number"
+        );
+    }
+}
