@@ -1,5 +1,6 @@
 //! The render path allocates nothing: a counting global allocator watches thousands of quanta
-//! of push, drain, capture, render and stats, with peers joining and leaving. Peers are built and
+//! of push, drain, capture, render, stats and latency histograms (every stage recorded), with
+//! peers joining and leaving. Peers are built and
 //! freed outside the watched region, as the worklet's message handler does.
 
 mod common;
@@ -10,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::{sine_packet, Rng};
 use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
+use tutti_core::latency::HB_BLOCK_LEN;
 use tutti_core::ring;
 use tutti_core::stats::BLOCK_LEN;
 
@@ -67,6 +69,7 @@ fn render_path_never_allocates() {
     let (mut in_write, mut in_read) = (0u32, 0u32);
     let (mut out_write, out_read) = (0u32, 0u32);
     let mut stats = vec![0.0; BLOCK_LEN];
+    let mut histograms = vec![0.0; HB_BLOCK_LEN];
     let input = [0.25f32; QUANTUM];
     let (mut l, mut r) = ([0f32; QUANTUM], [0f32; QUANTUM]);
     let mut seqs = [0u64; 16];
@@ -83,6 +86,12 @@ fn render_path_never_allocates() {
                 let peer = Peer::new(&config);
                 let displaced = watched(|| engine.insert_peer(slot, peer));
                 drop(displaced);
+                let offset = if slot < 8 {
+                    Some(-50_000)
+                } else {
+                    Some(1 << 40)
+                };
+                watched(|| engine.set_clock_offset(slot, offset)).unwrap();
                 seqs[slot] = 0;
             }
         }
@@ -90,7 +99,11 @@ fn render_path_never_allocates() {
         for slot in 0..16u16 {
             let seq = &mut seqs[usize::from(slot)];
             let bytes = &packets[(*seq % 64) as usize];
-            if let Ok(w) = ring::write_record(&mut inbound, in_write, in_read, slot, 0, bytes) {
+            // Arrival times that give every packet a one-way delay in range for slot 0..8 and out
+            // of range for the rest (their offsets below), so both paths are exercised.
+            let arrival = (q * 2_667 + rng.below(3_000)) as u32;
+            if let Ok(w) = ring::write_record(&mut inbound, in_write, in_read, slot, arrival, bytes)
+            {
                 in_write = w;
             }
             *seq += 1;
@@ -98,9 +111,12 @@ fn render_path_never_allocates() {
         watched(|| {
             // Recording on for the middle third: stems are kept without allocating.
             engine.set_recording((quanta / 3..2 * quanta / 3).contains(&q));
-            engine.begin_quantum(q * QUANTUM as u64);
+            // A host clock with a burst now and then.
+            let wall = (q - q % 3) as f64 * 2_666.67;
+            engine.begin_quantum_at(q * QUANTUM as u64, wall);
             in_read = engine.drain(&inbound, in_read, in_write);
             engine.push_packet(3, &packets[0][..10]).ok();
+            engine.push_packet_at(5, &packets[1], 77).ok();
             let mut sink = |bytes: &[u8]| match ring::write_record(
                 &mut outbound,
                 out_write,
@@ -123,6 +139,12 @@ fn render_path_never_allocates() {
             if q % 8 == 0 {
                 engine.write_stats(&mut stats);
             }
+            if q % 375 == 0 {
+                engine.write_histograms(&mut histograms);
+            }
+            if q == quanta / 2 {
+                engine.reset_latency();
+            }
         });
     }
     assert_eq!(
@@ -132,4 +154,11 @@ fn render_path_never_allocates() {
     );
     assert!(engine.counters().records_read > 10_000);
     assert!(engine.counters().packets_sent > 0);
+    // Every stage was recorded on the way.
+    assert!(engine.capture_interval().count() > 1000);
+    let peers: Vec<_> = (0..16).filter_map(|s| engine.peer(s)).collect();
+    // (The packets' sequence numbers repeat every 64, so playout restarts often: few play.)
+    assert!(peers.iter().any(|p| p.jitter_wait().count() > 10));
+    assert!(peers.iter().any(|p| p.network_one_way().count() > 100));
+    assert!(peers.iter().any(|p| p.network_one_way().rejected() > 100));
 }
