@@ -118,7 +118,7 @@ function report(t, r) {
     t.diagnostic(
       `peer ${l.slot}: engine/injected received ${s.received}/${l.received}, lost ${s.lost}/${l.lost}, ` +
         `late ${s.late}/${l.late}, duplicates ${s.duplicates}/${l.duplicates} (reordered ${l.reordered}); ` +
-        `malformed ${s.malformed}; while streaming: concealed ${e.concealed}, underruns ${e.underruns}, ` +
+        `malformed ${s.malformed}; while streaming: concealed ${e.concealed}, underruns ${e.underruns}, discarded ${e.discarded}, ` +
         `target ${(e.targetFrames / 48).toFixed(1)} ms, jitter ${(e.jitterFrames / 48).toFixed(1)} ms, ` +
         `drift ${e.driftPpm.toFixed(0)} ppm at the end, ${maxDrift(r, l.slot).toFixed(0)} ppm at most`,
     );
@@ -149,6 +149,12 @@ function assertCommon(r, tol) {
     false,
     `the machine was too busy in all ${r.attempt} runs: the audio clock ran ${f2(r.clockPpm)} ppm ` +
       `against the sender's, so the audio thread was starved`,
+  );
+  assert.equal(
+    r.disturbed.skippedBlocks,
+    0,
+    `the machine was too busy in all ${r.attempt} runs: the audio thread stalled and caught up, and the ` +
+      `jitter buffers skipped ${r.disturbed.skippedBlocks} blocks to come back to their target`,
   );
   assert.deepEqual(r.engineErrors, [], 'the engine reported no error');
   assert.equal(

@@ -169,7 +169,7 @@ async function runAll(): Promise<void> {
         const prefix = `${sc.spec.name}${attempt > 1 ? ` (run ${attempt}: the last one was disturbed by a busy machine)` : ''}`;
         r = await runScenario(sc, (msg) => (statusEl.textContent = `${prefix}: ${msg}…`), keep);
         r.attempt = attempt;
-        const disturbed = r.disturbed.packets > 0 || r.disturbed.renderStarved;
+        const disturbed = r.disturbed.packets > 0 || r.disturbed.renderStarved || r.disturbed.skippedBlocks > 0;
         if (!disturbed || attempt >= MAX_ATTEMPTS) break;
       }
       state.scenarios.push(r);
