@@ -7,9 +7,12 @@
 //! The worklet creates one host with [`tutti_create`], then asks for the addresses of the buffers
 //! it shares with the engine through linear memory: the inbound and outbound ring mirrors (the
 //! data areas of the SharedArrayBuffer rings, copied in and out by the worklet), the input and
-//! output quanta, the stats block, and the I/O words (ring counters passed in and out). Per
-//! quantum it copies new inbound bytes into the mirror, writes the counters and input, calls
-//! [`tutti_process`], and copies the output and any new outbound bytes back.
+//! output quanta, the stats block, the histogram block, and the I/O words (ring counters passed
+//! in and out). Per quantum it copies new inbound bytes into the mirror, writes the counters and
+//! input, calls [`tutti_process`] (with the wall clock, for the capture interval), and copies the
+//! output and any new outbound bytes back. Every few quanta it has the stats block filled
+//! ([`tutti_write_stats`]), about once a second the histogram block ([`tutti_write_histograms`]),
+//! and copies them into their SharedArrayBuffers.
 //!
 //! Peer join ([`tutti_add_peer`]) allocates and is meant for the worklet's message handler, not
 //! its `process()`; everything called from `process()` is allocation-free.
@@ -55,6 +58,7 @@ pub struct Host {
     output_l: [f32; QUANTUM],
     output_r: [f32; QUANTUM],
     stats: Vec<f64>,
+    histograms: Vec<f64>,
     io: [u32; IO_LEN],
 }
 
@@ -114,6 +118,7 @@ pub fn tutti_create(
     }
     let engine = Engine::new(config);
     let stats = vec![0.0; engine.stats_len()];
+    let histograms = vec![0.0; engine.histograms_len()];
     let host = Box::new(Host {
         engine,
         inbound: vec![0; inbound_bytes as usize],
@@ -123,6 +128,7 @@ pub fn tutti_create(
         output_l: [0.0; QUANTUM],
         output_r: [0.0; QUANTUM],
         stats,
+        histograms,
         io: [0; IO_LEN],
     });
     Box::into_raw(host) as usize as u32
@@ -171,6 +177,45 @@ pub fn tutti_output_ptr(handle: u32, channel: u32) -> u32 {
 #[wasm_bindgen]
 pub fn tutti_stats_ptr(handle: u32) -> u32 {
     host(handle).map_or(0, |h| h.stats.as_ptr() as usize as u32)
+}
+
+/// Address of the histogram block (`tutti_histograms_len` f64, layout in
+/// `tutti_core::latency`).
+#[wasm_bindgen]
+pub fn tutti_histograms_ptr(handle: u32) -> u32 {
+    host(handle).map_or(0, |h| h.histograms.as_ptr() as usize as u32)
+}
+
+/// Values of the histogram block this engine writes (globals, capture, one row per slot).
+#[wasm_bindgen]
+pub fn tutti_histograms_len(handle: u32) -> u32 {
+    host(handle).map_or(0, |h| h.engine.histograms_len() as u32)
+}
+
+/// Fills the histogram block from the engine's latency histograms (the worklet then copies it
+/// out). Real-time safe; costs a pass over every slot's bins, so about once a second.
+#[wasm_bindgen]
+pub fn tutti_write_histograms(handle: u32) {
+    if let Some(h) = host(handle) {
+        h.engine.write_histograms(&mut h.histograms);
+    }
+}
+
+/// Sets the clock offset of the peer in `slot` (our wall clock − the peer's, µs; NaN or any
+/// non-finite value: unknown). Returns 1, or 0 if no peer sits in `slot`.
+#[wasm_bindgen]
+pub fn tutti_set_clock_offset(handle: u32, slot: u32, offset_us: f64) -> u32 {
+    let Some(h) = host(handle) else { return 0 };
+    let offset = offset_us.is_finite().then(|| offset_us.round() as i64);
+    u32::from(h.engine.set_clock_offset(slot as usize, offset).is_ok())
+}
+
+/// Empties every latency histogram (each peer's stages and the capture interval).
+#[wasm_bindgen]
+pub fn tutti_reset_latency(handle: u32) {
+    if let Some(h) = host(handle) {
+        h.engine.reset_latency();
+    }
 }
 
 /// Address of the I/O words (`IO_LEN` u32: ring counters in and out).
@@ -257,11 +302,12 @@ pub fn tutti_set_buffer(handle: u32, fixed: u32, floor: u32, ceiling: u32, packe
     }
 }
 
-/// Runs one quantum at local time `now` (frames): drains the inbound mirror between the I/O
-/// counters, captures `input_channels` (0: no input, 1: mono in input 0, 2: stereo) into the
+/// Runs one quantum at local time `now` (frames) whose input reached the engine at `wall_us` on
+/// the host's wall clock (µs; NaN when there is none: no capture interval is recorded): drains
+/// the inbound mirror between the I/O counters (each record's time is its arrival), captures `input_channels` (0: no input, 1: mono in input 0, 2: stereo) into the
 /// outbound mirror, and renders the output. Real-time safe.
 #[wasm_bindgen]
-pub fn tutti_process(handle: u32, now: f64, input_channels: u32) {
+pub fn tutti_process(handle: u32, now: f64, wall_us: f64, input_channels: u32) {
     let Some(h) = host(handle) else { return };
     let Host {
         engine,
@@ -274,11 +320,16 @@ pub fn tutti_process(handle: u32, now: f64, input_channels: u32) {
         io,
         ..
     } = h;
-    engine.begin_quantum(if now.is_finite() && now > 0.0 {
+    let now = if now.is_finite() && now > 0.0 {
         now as u64
     } else {
         0
-    });
+    };
+    if wall_us.is_finite() {
+        engine.begin_quantum_at(now, wall_us);
+    } else {
+        engine.begin_quantum(now);
+    }
     let before = *engine.counters();
     io[IO_IN_READ] = engine.drain(inbound, io[IO_IN_READ], io[IO_IN_WRITE]);
     let after = *engine.counters();

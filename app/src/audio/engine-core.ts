@@ -6,11 +6,14 @@
 //
 // Per quantum, process() copies new inbound ring bytes into the engine's mirror in linear memory,
 // runs the engine, copies its output quantum out and any new outbound bytes into the outbound
-// ring, and publishes the ring counters. It allocates nothing: every typed-array view is made in
+// ring, and publishes the ring counters. Every few quanta it publishes the stats block, and about
+// once a second the latency histogram block (latency.ts), each under its seqlock. It allocates
+// nothing: every typed-array view is made in
 // the constructor (and re-made only if linear memory grew, which happens only when a peer joins).
 
 import { DATA_OFFSET, RingMirror, RingWriter } from './ring';
 import { G_SEQUENCE, STATS_BYTES } from './stats';
+import { HB_SEQUENCE, HISTOGRAM_BYTES } from './latency';
 
 export interface EngineConfig {
   /** Peer slots, at most 256 (the stats block's rows). */
@@ -34,6 +37,11 @@ export interface EngineBuffers {
   outbound: SharedArrayBuffer;
   /** The stats block (stats.ts), published every few quanta. */
   stats: SharedArrayBuffer;
+  /**
+   * The latency histogram block (latency.ts), published about once a second (HISTOGRAMS_EVERY
+   * quanta). createBuffers always makes it; without it the histograms are not published.
+   */
+  histograms?: SharedArrayBuffer;
 }
 
 export type Control =
@@ -47,6 +55,13 @@ export type Control =
    */
   | { type: 'record'; on: true; ring: SharedArrayBuffer }
   | { type: 'record'; on: false }
+  /**
+   * The clock offset of the peer in `slot`: our wall clock − that peer's, µs, from the net side's
+   * ping/pong (NaN: unknown). The network one-way stage is recorded only while it is known.
+   */
+  | { type: 'clock-offset'; slot: number; offsetUs: number }
+  /** Empties every latency histogram (each peer's stages and the capture interval). */
+  | { type: 'reset-latency' }
   | {
       type: 'buffer';
       mode: 'adaptive' | 'fixed';
@@ -58,8 +73,18 @@ export type Control =
 export interface EngineCore {
   /** Applies a control message. Called from the port's message handler, never from process(). */
   control(msg: Control): void;
-  /** Renders one 128-frame quantum; `input` holds 0, 1 or 2 channels of local input. */
-  process(input: Float32Array[], outL: Float32Array, outR: Float32Array, nowFrames: number): void;
+  /**
+   * Renders one 128-frame quantum; `input` holds 0, 1 or 2 channels of local input. `wallUs` is
+   * the wall clock (µs) at which this quantum reached the engine, for the capture-interval stage;
+   * in a worklet that is Date.now() × 1000, whole milliseconds. Omitted: not recorded.
+   */
+  process(
+    input: Float32Array[],
+    outL: Float32Array,
+    outR: Float32Array,
+    nowFrames: number,
+    wallUs?: number,
+  ): void;
 }
 
 export const DEFAULT_CONFIG: EngineConfig = {
@@ -75,6 +100,8 @@ export const INBOUND_BYTES = 1 << 20;
 export const OUTBOUND_BYTES = 1 << 16;
 /** Quanta between two publications of the stats block (~21 ms). */
 export const STATS_EVERY = 8;
+/** Quanta between two publications of the histogram block (1 s at 48 kHz). */
+export const HISTOGRAMS_EVERY = 375;
 const QUANTUM = 128;
 
 // Recording ring records: tag = track, time = quanta since the recording started, payload = one
@@ -93,6 +120,7 @@ export function createBuffers(
     inbound: new SharedArrayBuffer(DATA_OFFSET + (opts.inboundBytes ?? INBOUND_BYTES)),
     outbound: new SharedArrayBuffer(DATA_OFFSET + (opts.outboundBytes ?? OUTBOUND_BYTES)),
     stats: new SharedArrayBuffer(STATS_BYTES),
+    histograms: new SharedArrayBuffer(HISTOGRAM_BYTES),
   };
 }
 
@@ -114,6 +142,11 @@ interface TuttiExports {
   tutti_output_ptr(h: number, ch: number): number;
   tutti_stats_ptr(h: number): number;
   tutti_io_ptr(h: number): number;
+  tutti_histograms_ptr(h: number): number;
+  tutti_histograms_len(h: number): number;
+  tutti_write_histograms(h: number): void;
+  tutti_set_clock_offset(h: number, slot: number, offsetUs: number): number;
+  tutti_reset_latency(h: number): void;
   tutti_add_peer(h: number, slot: number): number;
   tutti_remove_peer(h: number, slot: number): number;
   tutti_set_strip(
@@ -128,7 +161,7 @@ interface TuttiExports {
   tutti_set_recording(h: number, on: number): void;
   tutti_stem_ptr(h: number, slot: number, channel: number): number;
   tutti_set_buffer(h: number, fixed: number, floor: number, ceiling: number, packets: number): void;
-  tutti_process(h: number, now: number, inputChannels: number): void;
+  tutti_process(h: number, now: number, wallUs: number, inputChannels: number): void;
   tutti_write_stats(h: number): void;
   tutti_stats_len(h: number): number;
 }
@@ -177,8 +210,11 @@ export class WasmEngineCore implements EngineCore {
   private outLView!: Float32Array;
   private outRView!: Float32Array;
   private statsView!: Float64Array;
+  private readonly histogramsShared: Float64Array | null;
+  private histogramsView!: Float64Array;
   private quanta = 0;
   private statsDirty = true;
+  private histogramsDirty = true;
   /** Recording: the ring, the quantum count since it started, the slots that hold a peer. */
   private recordWriter: RingWriter | null = null;
   private recordQuanta = 0;
@@ -213,6 +249,11 @@ export class WasmEngineCore implements EngineCore {
     }
     // Only the globals and this engine's rows are published; rows past maxPeers stay zero.
     this.statsShared = new Float64Array(buffers.stats, 0, e.tutti_stats_len(this.handle));
+    const histogramsLen = e.tutti_histograms_len(this.handle);
+    this.histogramsShared =
+      buffers.histograms && buffers.histograms.byteLength >= histogramsLen * 8
+        ? new Float64Array(buffers.histograms, 0, histogramsLen)
+        : null;
     this.inboundMirror = new RingMirror(buffers.inbound, this.memoryView(e.tutti_inbound_ptr, inCap));
     this.outboundMirror = new RingMirror(
       buffers.outbound,
@@ -243,6 +284,11 @@ export class WasmEngineCore implements EngineCore {
     this.outLView = new Float32Array(buf, e.tutti_output_ptr(h, 0), QUANTUM);
     this.outRView = new Float32Array(buf, e.tutti_output_ptr(h, 1), QUANTUM);
     this.statsView = new Float64Array(buf, e.tutti_stats_ptr(h), e.tutti_stats_len(h));
+    this.histogramsView = new Float64Array(
+      buf,
+      e.tutti_histograms_ptr(h),
+      e.tutti_histograms_len(h),
+    );
     this.stemL = [];
     this.stemR = [];
     for (let i = 0; i < this.slots.length; i++) {
@@ -277,6 +323,14 @@ export class WasmEngineCore implements EngineCore {
       case 'master':
         e.tutti_set_master(h, msg.gain);
         break;
+      case 'clock-offset':
+        // NaN (unknown) and any other non-finite value clear the offset in the engine.
+        e.tutti_set_clock_offset(h, msg.slot, Number(msg.offsetUs));
+        break;
+      case 'reset-latency':
+        e.tutti_reset_latency(h);
+        this.histogramsDirty = true;
+        break;
       case 'buffer':
         e.tutti_set_buffer(
           h,
@@ -291,6 +345,8 @@ export class WasmEngineCore implements EngineCore {
     if (msg.type === 'add-peer' || msg.type === 'remove-peer' || e.memory.buffer !== this.memoryBuffer) {
       this.bind();
     }
+    // A slot's histograms appear or go: publish them with the next quantum.
+    if (msg.type === 'add-peer' || msg.type === 'remove-peer') this.histogramsDirty = true;
     this.statsDirty = true;
   }
 
@@ -328,7 +384,13 @@ export class WasmEngineCore implements EngineCore {
     }
   }
 
-  process(input: Float32Array[], outL: Float32Array, outR: Float32Array, nowFrames: number): void {
+  process(
+    input: Float32Array[],
+    outL: Float32Array,
+    outR: Float32Array,
+    nowFrames: number,
+    wallUs = NaN,
+  ): void {
     const e = this.exports;
     if (e.memory.buffer !== this.memoryBuffer) this.bind();
     const io = this.io;
@@ -349,7 +411,7 @@ export class WasmEngineCore implements EngineCore {
       }
     }
 
-    e.tutti_process(this.handle, nowFrames, channels);
+    e.tutti_process(this.handle, nowFrames, wallUs, channels);
 
     this.inboundMirror.commitRead(io[IO_IN_READ], io[IO_RECORDS], io[IO_RESYNCS]);
     if (io[IO_OUT_WRITE] !== outWriteBefore) {
@@ -364,6 +426,7 @@ export class WasmEngineCore implements EngineCore {
 
     this.quanta++;
     if (this.statsDirty || this.quanta % STATS_EVERY === 0) this.publishStats();
+    if (this.histogramsDirty || this.quanta % HISTOGRAMS_EVERY === 0) this.publishHistograms();
   }
 
   /** Copies the engine's stats into the shared block under the seqlock. */
@@ -377,6 +440,19 @@ export class WasmEngineCore implements EngineCore {
     shared.set(this.statsView);
     shared[G_SEQUENCE] = seq + 2;
     this.statsDirty = false;
+  }
+
+  /** Copies the engine's latency histograms into the shared histogram block under its seqlock. */
+  publishHistograms(): void {
+    this.histogramsDirty = false;
+    const shared = this.histogramsShared;
+    if (!shared) return;
+    this.exports.tutti_write_histograms(this.handle);
+    const seq = shared[HB_SEQUENCE];
+    shared[HB_SEQUENCE] = seq + 1;
+    this.histogramsView[HB_SEQUENCE] = seq + 1;
+    shared.set(this.histogramsView);
+    shared[HB_SEQUENCE] = seq + 2;
   }
 
   /** Frees the engine. */

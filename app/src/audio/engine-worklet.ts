@@ -41,7 +41,9 @@ class EngineProcessor extends AudioWorkletProcessor {
     if (!this.core || !out || out.length === 0) return true;
     const left = out[0];
     const right = out.length > 1 ? out[1] : out[0];
-    this.core.process(inputs[0] ?? NO_INPUT, left, right, currentFrame);
+    // Date.now() is the only wall clock in AudioWorkletGlobalScope (no performance): whole
+    // milliseconds, so single capture intervals are quantised to 1 ms (see core/src/engine.rs).
+    this.core.process(inputs[0] ?? NO_INPUT, left, right, currentFrame, Date.now() * 1000);
     return true;
   }
 }
