@@ -8,6 +8,7 @@ import { createBuffers, WasmEngineCore, DEFAULT_CONFIG } from '../../app/src/aud
 import { encodePacket, newPacketInfo, parsePacket } from '../../app/src/audio/packet';
 import { RingReader, RingWriter } from '../../app/src/audio/ring';
 import * as S from '../../app/src/audio/stats';
+import { readLatency } from '../../app/src/audio/latency';
 
 const WASM = new URL('../../wasm/pkg/tutti_wasm_bg.wasm', import.meta.url);
 
@@ -110,6 +111,80 @@ describe('WasmEngineCore with the real WASM', () => {
     expect(snap[S.G_MALFORMED]).toBe(50);
     expect(snap[S.G_UNKNOWN_PEER]).toBe(50);
     expect(snap[S.peerIndex(0, S.P_MALFORMED)]).toBe(50);
+    core.destroy();
+  });
+
+  it('records the latency stages and publishes them in both blocks', () => {
+    const buffers = createBuffers({ inboundBytes: 1 << 16, outboundBytes: 1 << 16 });
+    const core = new WasmEngineCore(module, buffers, {
+      ...DEFAULT_CONFIG,
+      maxPeers: 4,
+      buffer: { mode: 'fixed', packets: 3 },
+    });
+    core.control({ type: 'add-peer', slot: 1 });
+    const writer = new RingWriter(buffers.inbound);
+    const packet = new Uint8Array(2048);
+    const outL = new Float32Array(128);
+    const outR = new Float32Array(128);
+    const period = (128 / 48000) * 1e6;
+    // The sender's wall clock (µs since 1970) and ours, 2.5 s ahead of it; 5 ms on the way.
+    const sentAt = (q: number): number => 1_795_000_000_000_000 + Math.round(q * period);
+    const offsetUs = 2_500_000;
+    const run = (from: number, to: number): void => {
+      for (let q = from; q < to; q++) {
+        const block = sineBlock(q, 440, 0.2);
+        const ts = sentAt(q);
+        const len = encodePacket(
+          { timestamp: BigInt(ts), seq: q & 0xffff, frames: 128, rateCode: 3, bits: 16, channelsIn: 2, channelsOut: 2 },
+          null,
+          [block, block],
+          packet,
+        );
+        const arrival = (ts + offsetUs + 5000) % 2 ** 32;
+        expect(writer.push(1, arrival, packet, 0, len)).toBe(true);
+        core.process([], outL, outR, q * 128, 1e12 + q * period);
+      }
+    };
+    // No clock offset yet: the network stage stays empty.
+    run(0, 400);
+    core.publishHistograms();
+    let snap = readLatency(new Float64Array(buffers.histograms!))!;
+    expect(snap.peers.map((p) => p.slot)).toEqual([1]);
+    expect(snap.peers[0].network.count).toBe(0);
+    expect(snap.peers[0].jitterWait.count).toBeGreaterThan(350);
+
+    core.control({ type: 'clock-offset', slot: 1, offsetUs });
+    run(400, 1200);
+    core.publishHistograms();
+    core.publishStats();
+    snap = readLatency(new Float64Array(buffers.histograms!))!;
+    const peer = snap.peers[0];
+    expect(peer.network.count).toBe(800);
+    expect(Math.abs(peer.network.p50 - 5)).toBeLessThan(0.05);
+    expect(Math.abs(peer.network.max - 5)).toBeLessThan(0.05);
+    // A fixed buffer of 3 blocks of 128 frames waits 8 ms, within a block (2.667 ms).
+    expect(Math.abs(peer.jitterWait.p50 - 8)).toBeLessThan(2.667);
+    expect(peer.jitterWait.counts.reduce((a, b) => a + b, 0)).toBe(peer.jitterWait.count);
+    expect(snap.capture.count).toBe(1199);
+    expect(Math.abs(snap.capture.p50 - 2.6667)).toBeLessThan(0.001);
+
+    const stats = new Float64Array(S.BLOCK_LEN);
+    expect(S.readStats(new Float64Array(buffers.stats), stats)).toBe(true);
+    expect(stats[S.peerIndex(1, S.P_NET_P50_MS)]).toBe(peer.network.p50);
+    expect(stats[S.peerIndex(1, S.P_NET_COUNT)]).toBe(800);
+    expect(stats[S.peerIndex(1, S.P_WAIT_P50_MS)]).toBe(peer.jitterWait.p50);
+    expect(stats[S.peerIndex(1, S.P_CLOCK_OFFSET_US)]).toBe(offsetUs);
+    expect(Math.abs(stats[S.G_CAPTURE_P50_MS] - 2.6667)).toBeLessThan(0.001);
+
+    // Unknown again (NaN), then a reset: everything starts over and the network stays empty.
+    core.control({ type: 'clock-offset', slot: 1, offsetUs: NaN });
+    core.control({ type: 'reset-latency' });
+    run(1200, 1300);
+    core.publishHistograms();
+    snap = readLatency(new Float64Array(buffers.histograms!))!;
+    expect(snap.peers[0].network.count).toBe(0);
+    expect(snap.peers[0].jitterWait.count).toBeGreaterThan(90);
+    expect(snap.capture.count).toBe(99);
     core.destroy();
   });
 });
