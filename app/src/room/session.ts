@@ -51,6 +51,7 @@ import { randomId, type Member } from '../net/protocol';
 import { SignalingClient } from '../net/signaling';
 import { LoopbackChannel } from '../net/loopback';
 import { SessionRecorder, trackTag } from '../record/recorder';
+import { HB_BLOCK_LEN, readLatency, type StageHistogram } from '../audio/latency';
 import type {
   JoinRequest,
   Levels,
@@ -155,6 +156,7 @@ class Session implements RoomSession {
   private statsShared: Float64Array | null = null;
   private refreshes = 0;
   private recorder: SessionRecorder | null = null;
+  private readonly latencyScratch = new Float64Array(HB_BLOCK_LEN);
 
   constructor(
     private readonly req: JoinRequest,
@@ -351,6 +353,23 @@ class Session implements RoomSession {
       };
     }
     return { underruns: s[G_UNDERRUNS], quanta: s[G_QUANTA], perPeer };
+  }
+
+  /**
+   * The engine's per-stage latency distributions: per participant (by peer id) the jitter-buffer
+   * wait and the network one-way delay, and the local capture interval. Empty until published.
+   */
+  latencyStages(): { peers: Record<string, Record<string, StageHistogram>>; local: Record<string, StageHistogram> } {
+    const shared = this.engine?.buffers.histograms;
+    const snap = shared ? readLatency(new Float64Array(shared), this.latencyScratch) : null;
+    if (!snap) return { peers: {}, local: {} };
+    const bySlot = new Map(snap.peers.map((p) => [p.slot, p]));
+    const peers: Record<string, Record<string, StageHistogram>> = {};
+    for (const [peer, p] of this.participants) {
+      const l = bySlot.get(p.slot);
+      if (l) peers[peer] = { jitterWait: l.jitterWait, network: l.network };
+    }
+    return { peers, local: { capture: snap.capture } };
   }
 
   /** Where the packet pump runs. */

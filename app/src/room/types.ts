@@ -124,6 +124,8 @@ export interface RoomSession {
   setMonitor(on: boolean, gainDb?: number): void;
   /** Per-peer engine and network counters (the stats view samples them every second). */
   counters?(): import('./session').SessionCounters;
+  /** Per-stage latency histograms, when the engine provides them. */
+  latencyStages?(): ReturnType<import('./session').Session['latencyStages']>;
   /** Starts recording every participant, the user's input and the mix. */
   startRecording(): Promise<void>;
   /** Stops recording; resolves once everything recorded is stored. */
