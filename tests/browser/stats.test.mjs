@@ -13,8 +13,16 @@ const PLAYERS = [
 ];
 const h = serverAndBrowser(ROOM_FLAGS);
 
-async function join(p, logs) {
+/** The page that watches the stats plays with a fixed buffer: a depth that stays put to compare with. */
+const FIXED_PACKETS = 8;
+const FIXED_MS = (FIXED_PACKETS * 128 * 1000) / 48000;
+
+async function join(p, logs, audio = null) {
   const context = await toneContext(h.browser, { freq: p.tone, amplitude: 0.1 }, { acceptDownloads: true });
+  if (audio) {
+    // The previous release's settings key, imported once by the app's store.
+    await context.addInitScript((a) => localStorage.setItem('tutti.audio', JSON.stringify(a)), audio);
+  }
   const page = await context.newPage();
   collectLogs(page, p.name, logs, { errorsOnly: true });
   await page.goto(`${h.server.url}r/${ROOM}?ice=loopback`);
@@ -42,7 +50,12 @@ function parseCsv(text) {
 test('the stats view fills every second and exports JSON and CSV', { timeout: 120_000 }, async () => {
   const logs = [];
   const pages = [];
-  for (const p of PLAYERS) pages.push(await join(p, logs));
+  for (const p of PLAYERS) {
+    const fixed = pages.length === 0
+      ? { inputDeviceId: '', outputDeviceId: '', channels: 1, blockFrames: 128, buffer: { mode: 'fixed', packets: FIXED_PACKETS } }
+      : null;
+    pages.push(await join(p, logs, fixed));
+  }
   await waitFor('room of 3', async () => {
     const n = await Promise.all(pages.map((page) => page.evaluate(() =>
       window.tutti?.session?.view.participants.filter((p) => p.link === 'connected' && p.format).length ?? 0)));
@@ -64,6 +77,47 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 12
   for (const id of ['plot-buffer', 'plot-latency', 'plot-loss']) {
     assert.equal(await page.getByTestId(id).locator('canvas').count(), 1, `${id} draws`);
   }
+
+  // Per-stage histograms: they fill, and the jitter-buffer wait matches the buffer's depth within
+  // one block (128 frames = 2.67 ms).
+  const BLOCK_MS = (128 / 48000) * 1000;
+  // Start the histograms afresh once the room has settled, and let them fill.
+  await page.evaluate(() => window.tutti.session.resetLatency());
+  await page.waitForTimeout(6000);
+  const stages = await page.evaluate(() => {
+    const s = window.tutti.session;
+    const st = s.latencyStages();
+    const c = s.counters();
+    const peers = {};
+    for (const p of s.view.participants) {
+      peers[p.name] = {
+        wait: st.peers[p.peer]?.jitterWait ?? null,
+        network: st.peers[p.peer]?.network ?? null,
+        bufferMs: c.perPeer[p.peer].bufferedMs,
+        targetMs: c.perPeer[p.peer].targetMs,
+        rttMs: p.rttMs,
+      };
+    }
+    return { peers, capture: st.local.capture ?? null };
+  });
+  const summary = Object.fromEntries(Object.entries(stages.peers).map(([n, v]) => [n, {
+    wait: v.wait && { count: v.wait.count, p50: +v.wait.p50.toFixed(2), mean: +v.wait.mean.toFixed(2), p99: +v.wait.p99.toFixed(2) },
+    network: v.network && { count: v.network.count, p50: +v.network.p50.toFixed(3) },
+    bufferMs: +v.bufferMs.toFixed(2), targetMs: +v.targetMs.toFixed(2), rttMs: v.rttMs,
+  }]));
+  console.log(`stages (fixed buffer ${FIXED_MS.toFixed(2)} ms): ${JSON.stringify(summary)}; capture p50 ${stages.capture?.p50} ms over ${stages.capture?.count}`);
+  assert.ok(stages.capture && stages.capture.count > 1000, 'the capture interval histogram fills');
+  for (const [name, v] of Object.entries(stages.peers)) {
+    assert.ok(v.wait && v.wait.count > 1000, `${name}: the jitter-wait histogram fills`);
+    assert.ok(v.wait.count < 6.5 * 375, `${name}: the histogram restarted at the reset (${v.wait.count} packets)`);
+    assert.ok(Math.abs(v.targetMs - FIXED_MS) < 0.01, `${name}: the fixed depth is ${v.targetMs} ms`);
+    // The depth counts from the earliest arrivals: the earliest packets wait the whole depth,
+    // later ones less (by their lateness). So the top of the wait distribution is the depth.
+    assert.ok(Math.abs(v.wait.p99 - v.targetMs) <= BLOCK_MS,
+      `${name}: jitter-buffer wait p99 ${v.wait.p99.toFixed(2)} ms, buffer target ${v.targetMs.toFixed(2)} ms (within one block, ${BLOCK_MS.toFixed(2)} ms)`);
+    assert.ok(v.wait.mean <= v.targetMs + BLOCK_MS, `${name}: mean wait ${v.wait.mean.toFixed(2)} ms`);
+  }
+  await page.getByTestId('stage-histograms').waitFor();
 
   const json = JSON.parse(Buffer.from((await download(page, page.getByTestId('stats-export-json'))).bytes).toString('utf8'));
   assert.equal(json.format, 'tutti-stats');

@@ -372,6 +372,11 @@ class Session implements RoomSession {
     return { peers, local: { capture: snap.capture } };
   }
 
+  /** Starts the latency histograms afresh (e.g. once the buffers have settled). */
+  resetLatency(): void {
+    this.engine?.control({ type: 'reset-latency' });
+  }
+
   /** Where the packet pump runs. */
   get pumpThread(): 'worker' | 'main' | null {
     return this.pump?.where ?? null;
