@@ -43,6 +43,7 @@ export const THRESHOLDS = {
 } as const;
 
 const RANK: Record<Grade, number> = { good: 0, fair: 1, poor: 2 };
+const WIRED = 'Use a wired network connection (Wi-Fi adds jitter).';
 
 function grade(value: number, t: { good: number; fair: number }, strictGood = false): Grade {
   if (strictGood ? value < t.good : value <= t.good) return 'good';
@@ -64,18 +65,19 @@ export function verdict(q: QualityInput): Verdict {
       grade(q.oneWayMs, THRESHOLDS.oneWayMs),
       `latency ${q.oneWayMs.toFixed(0)} ms one way (in time up to ${THRESHOLDS.oneWayMs.good} ms)`,
       ...(q.blockFrames > 64 ? ['Try a smaller block size.'] : []),
-      'Use a wired network connection.',
+      WIRED,
     );
   }
   note(
     grade(q.jitterMs, THRESHOLDS.jitterMs),
     `jitter ${q.jitterMs.toFixed(1)} ms`,
-    'Use a wired network connection (Wi-Fi adds jitter).',
+    WIRED,
   );
   note(
     grade(q.lossPct, THRESHOLDS.lossPct, true),
     `${q.lossPct.toFixed(1)} % of packets lost`,
-    'Use a wired network connection, and close other uploads and downloads.',
+    WIRED,
+    'Close other uploads and downloads.',
   );
   note(
     grade(q.underrunsPerMinute, THRESHOLDS.underrunsPerMinute),
