@@ -5,31 +5,17 @@
 
 mod common;
 
-use common::sine_packet;
+use common::{sine_packet, stereo_packet};
 use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
 use tutti_core::jitter::BufferMode;
 use tutti_core::latency::{self, bin_of, HIST_LEN, H_BINS_AT, H_COUNT, H_P50_MS};
-use tutti_core::packet::{encode, Header, SampleFormat, SampleRate, MAX_PACKET_LEN};
 use tutti_core::stats::*;
 
 const FRAME_US: f64 = 1_000_000.0 / 48_000.0;
 
 /// A silent stereo PCM16 packet of `frames` frames stamped `timestamp` (µs).
 fn stamped_packet(seq: u64, frames: usize, timestamp: u64) -> Vec<u8> {
-    let l = vec![0.1f32; frames];
-    let header = Header {
-        timestamp,
-        seq: seq as u16,
-        frames: frames as u16,
-        rate: SampleRate::Hz48000,
-        format: SampleFormat::Pcm16,
-        channels_in: 2,
-        channels_out: 2,
-    };
-    let mut out = vec![0u8; MAX_PACKET_LEN];
-    let len = encode(&header, None, &[&l, &l], &mut out).expect("valid test packet");
-    out.truncate(len);
-    out
+    stereo_packet(seq, &vec![0.1f32; frames], timestamp)
 }
 
 fn engine_with_peer(buffer: BufferMode) -> Engine {
@@ -301,20 +287,7 @@ fn histogram_block_carries_every_stage() {
 
 /// A packet whose every frame holds a level that names its sequence number (modulo 40).
 fn level_packet(seq: u64, frames: usize) -> Vec<u8> {
-    let l = vec![level_of(seq); frames];
-    let header = Header {
-        timestamp: 0,
-        seq: seq as u16,
-        frames: frames as u16,
-        rate: SampleRate::Hz48000,
-        format: SampleFormat::Pcm16,
-        channels_in: 2,
-        channels_out: 2,
-    };
-    let mut out = vec![0u8; MAX_PACKET_LEN];
-    let len = encode(&header, None, &[&l, &l], &mut out).expect("valid test packet");
-    out.truncate(len);
-    out
+    stereo_packet(seq, &vec![level_of(seq); frames], 0)
 }
 
 fn level_of(seq: u64) -> f32 {

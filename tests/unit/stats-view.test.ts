@@ -67,7 +67,7 @@ function parseCsv(text: string): string[][] {
 }
 
 describe('export', () => {
-  const hist: StageHistogram = { edgesMs: [1, 2, 4, 8], counts: [0, 5, 1], p50: 2.8, p95: 4.5, p99: 4.9, max: 5, mean: 3, count: 6 };
+  const hist: StageHistogram = { edgesMs: [1, 2, 4, 8], counts: [0, 5, 1], p50: 2.8, p95: 4.5, p99: 4.9, max: 5, min: 1.5, mean: 3, count: 6, rejected: 0 };
   const h = new StatsHistory(Date.UTC(2026, 10, 21, 18, 0, 0));
   h.add('p1', 'Bo, "the drummer"', Date.UTC(2026, 10, 21, 18, 0, 1), {
     bufferMs: 12.5, targetMs: 13, latencyMs: NaN, rttMs: 0.8, received: 375, lost: 1, late: 0, concealed: 1, discarded: 0, underruns: 0, driftPpm: -3.5,

@@ -1,19 +1,10 @@
 // A session's stats as files: JSON (everything, nested) and CSV (one table: time-series rows and
 // histogram rows, told apart by the first column), for a spreadsheet or a script.
 
+import type { StageHistogram } from '../audio/latency';
 import type { PeerSample, PeerSeries } from './history';
 
-/** One stage's latency distribution. `edgesMs` has counts.length + 1 bin edges. */
-export interface StageHistogram {
-  edgesMs: number[];
-  counts: number[];
-  p50: number;
-  p95: number;
-  p99: number;
-  max: number;
-  mean: number;
-  count: number;
-}
+export type { StageHistogram };
 
 export interface StatsExport {
   format: 'tutti-stats';

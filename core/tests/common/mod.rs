@@ -35,17 +35,22 @@ pub fn sine_packet(seq: u64, frames: usize, freq: f64, amp: f64) -> Vec<u8> {
         let n = seq as f64 * frames as f64 + i as f64;
         *x = (amp * (2.0 * std::f64::consts::PI * freq * n / 48_000.0).sin()) as f32;
     }
+    stereo_packet(seq, &l, seq * frames as u64)
+}
+
+/// Block `seq` holding `samples` on both channels, as a stereo PCM16 packet stamped `timestamp`.
+pub fn stereo_packet(seq: u64, samples: &[f32], timestamp: u64) -> Vec<u8> {
     let header = Header {
-        timestamp: seq * frames as u64,
+        timestamp,
         seq: seq as u16,
-        frames: frames as u16,
+        frames: samples.len() as u16,
         rate: SampleRate::Hz48000,
         format: SampleFormat::Pcm16,
         channels_in: 2,
         channels_out: 2,
     };
     let mut out = vec![0u8; MAX_PACKET_LEN];
-    let len = encode(&header, None, &[&l, &l], &mut out).expect("valid test packet");
+    let len = encode(&header, None, &[samples, samples], &mut out).expect("valid test packet");
     out.truncate(len);
     out
 }
