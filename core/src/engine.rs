@@ -420,6 +420,13 @@ impl Engine {
         self.peers.get(slot).and_then(|p| p.as_deref())
     }
 
+    fn peer_mut(&mut self, slot: usize) -> Result<&mut Peer, EngineError> {
+        self.peers
+            .get_mut(slot)
+            .and_then(|p| p.as_deref_mut())
+            .ok_or(EngineError::NoSuchSlot(slot))
+    }
+
     /// Sets a peer's gain (linear), pan (−1 left … 1 right), mute and solo. Real-time safe.
     pub fn set_strip(
         &mut self,
@@ -429,11 +436,7 @@ impl Engine {
         mute: bool,
         solo: bool,
     ) -> Result<(), EngineError> {
-        let peer = self
-            .peers
-            .get_mut(slot)
-            .and_then(|p| p.as_deref_mut())
-            .ok_or(EngineError::NoSuchSlot(slot))?;
+        let peer = self.peer_mut(slot)?;
         peer.strip.set_gain(gain);
         peer.strip.set_pan(pan);
         peer.strip.set_mute(mute);
@@ -499,11 +502,7 @@ impl Engine {
         slot: usize,
         offset_us: Option<i64>,
     ) -> Result<(), EngineError> {
-        let peer = self
-            .peers
-            .get_mut(slot)
-            .and_then(|p| p.as_deref_mut())
-            .ok_or(EngineError::NoSuchSlot(slot))?;
+        let peer = self.peer_mut(slot)?;
         peer.clock_offset_us = offset_us;
         Ok(())
     }

@@ -525,23 +525,13 @@ mod tests {
             ("HB_MAX_PEERS", HB_MAX_PEERS as f64),
             ("HB_BLOCK_LEN", HB_BLOCK_LEN as f64),
         ];
-        let mut seen = 0;
-        for line in ts.lines() {
-            let Some(rest) = line.trim().strip_prefix("export const ") else {
-                continue;
-            };
-            let Some((name, value)) = rest.split_once(" = ") else {
-                continue;
-            };
-            let Ok(value) = value.trim_end_matches(';').parse::<f64>() else {
-                continue;
-            };
-            let expected = rust.iter().find(|(n, _)| *n == name);
-            assert_eq!(expected.map(|e| e.1), Some(value), "{name} in latency.ts");
-            seen += 1;
+        let found = crate::testing::ts_numeric_constants(ts);
+        for (name, value) in &found {
+            let expected = rust.iter().find(|(n, _)| n == name);
+            assert_eq!(expected.map(|e| e.1), Some(*value), "{name} in latency.ts");
         }
         assert_eq!(
-            seen,
+            found.len(),
             rust.len(),
             "latency.ts must define every constant as a plain number"
         );

@@ -235,24 +235,17 @@ mod tests {
             ("P_NET_OUT_OF_RANGE", P_NET_OUT_OF_RANGE),
             ("P_CLOCK_OFFSET_US", P_CLOCK_OFFSET_US),
         ];
-        let mut seen = 0;
-        for line in ts.lines() {
-            let Some(rest) = line.trim().strip_prefix("export const ") else {
-                continue;
-            };
-            let Some((name, value)) = rest.split_once(" = ") else {
-                continue;
-            };
-            let value = value.trim_end_matches(';');
-            let Ok(value) = value.parse::<usize>() else {
-                continue;
-            };
-            let expected = rust.iter().find(|(n, _)| *n == name);
-            assert_eq!(expected.map(|e| e.1), Some(value), "{name} in stats.ts");
-            seen += 1;
+        let found = crate::testing::ts_numeric_constants(ts);
+        for (name, value) in &found {
+            let expected = rust.iter().find(|(n, _)| n == name);
+            assert_eq!(
+                expected.map(|e| e.1 as f64),
+                Some(*value),
+                "{name} in stats.ts"
+            );
         }
         assert_eq!(
-            seen,
+            found.len(),
             rust.len(),
             "stats.ts must define every constant as a plain number"
         );

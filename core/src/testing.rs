@@ -22,3 +22,16 @@ impl XorShift64 {
         self.next() as u8
     }
 }
+
+/// Every `export const NAME = <number>;` line of a TypeScript mirror (layout constants), as
+/// (name, value); lines whose value is not a plain decimal number are skipped.
+pub(crate) fn ts_numeric_constants(src: &str) -> Vec<(String, f64)> {
+    src.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("export const ")?;
+            let (name, value) = rest.split_once(" = ")?;
+            let value = value.trim_end_matches(';').parse::<f64>().ok()?;
+            Some((name.to_string(), value))
+        })
+        .collect()
+}
