@@ -236,6 +236,16 @@ describe('history', () => {
     });
   });
 
+  it('counts a participant met within the last second before leaving', async () => {
+    const log = new SessionLog('quick');
+    log.observe(view(true, []), 1000); // sampled: nobody yet
+    log.observe(view(true, [participant('p1', 'Dan', { bufferMs: 12 })]), 1400); // not sampled yet
+    await log.end(1600);
+    const [rec] = await recentSessions(5, 2000);
+    expect(rec.participants).toEqual(['Dan']);
+    expect(rec.summary.participants.Dan.avgBufferMs).toBe(12);
+  });
+
   it('ends a session left without an end at its last update, unless it is recent', async () => {
     const log = new SessionLog('band');
     log.observe(view(true, [participant('p1', 'Bea')]), 10_000);

@@ -47,6 +47,8 @@ export class SessionLog {
   private engineUnderruns = 0;
   private ended = false;
   private writing: Promise<void> = Promise.resolve();
+  /** The latest snapshot not sampled yet (sampling is once a second). */
+  private pending: RoomView | null = null;
 
   constructor(readonly room: string) {}
 
@@ -57,7 +59,11 @@ export class SessionLog {
       if (!view.joined) return;
       this.startedAt = now;
     }
-    if (now - this.lastSample < SAMPLE_EVERY_MS) return;
+    if (now - this.lastSample < SAMPLE_EVERY_MS) {
+      this.pending = view;
+      return;
+    }
+    this.pending = null;
     this.lastSample = now;
     this.engineUnderruns = Math.max(this.engineUnderruns, validCount(view.engine.underruns));
     for (const p of view.participants) this.sample(p);
@@ -70,6 +76,9 @@ export class SessionLog {
     if (this.ended) return this.writing;
     this.ended = true;
     if (this.startedAt === null) return this.writing;
+    // A participant met in the last second (or a visit shorter than a second) still counts.
+    if (this.pending) for (const p of this.pending.participants) this.sample(p);
+    this.pending = null;
     return this.write(now, now);
   }
 
