@@ -1,6 +1,7 @@
 // The net side's pure parts: the signaling protocol's parsers, and the packet pump's ring
 // handling with a stand-in for RTCDataChannel (the real channels run in tests/browser/room).
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { LoopbackChannel } from '../../app/src/net/loopback';
 import { MIN_CAPACITY, RingReader, RingWriter, createRing } from '../../app/src/audio/ring';
 import { parsePeerSignal, parseServerMessage, randomId, PEER_ID } from '../../app/src/net/protocol';
 import {
@@ -10,6 +11,12 @@ import {
   NP_RX_PACKETS,
   NP_TX_PACKETS,
   NP_TX_SKIPPED,
+  NP_EXCHANGES,
+  NP_OFFSET_US,
+  NP_PINGS,
+  NP_RTT_MS,
+  NP_SEND_QUEUE_MS,
+  NP_CTL_BAD,
   PacketPump,
   SEND_QUEUE_LIMIT,
   netPeerIndex,
@@ -61,8 +68,8 @@ class FakeChannel {
   onmessage: ((ev: { data: unknown }) => void) | null = null;
   onopen: (() => void) | null = null;
   onclose: (() => void) | null = null;
-  send(buf: Uint8Array): void {
-    this.sent.push(buf.slice());
+  send(buf: Uint8Array | ArrayBuffer): void {
+    this.sent.push(buf instanceof ArrayBuffer ? new Uint8Array(buf.slice(0)) : buf.slice());
   }
   close(): void {
     this.closed = true;
@@ -123,8 +130,9 @@ describe('packet pump', () => {
     const packets = [bytes(1040, 7), bytes(523, 9), bytes(1040, 11)];
     for (const p of packets) expect(t.out.push(0xffff, 0, p)).toBe(true);
     expect(t.pump.drainOutbound()).toBe(3);
-    expect(chans[0].sent.map((s) => [...s])).toEqual(packets.map((p) => [...p]));
-    expect(chans[1].sent.map((s) => [...s])).toEqual(packets.map((p) => [...p]));
+    // Byte for byte past the header's timestamp (bytes 0..8, the pump's send time).
+    expect(chans[0].sent.map((s) => [...s.subarray(8)])).toEqual(packets.map((p) => [...p.subarray(8)]));
+    expect(chans[1].sent.map((s) => [...s.subarray(8)])).toEqual(packets.map((p) => [...p.subarray(8)]));
     expect(chans[2].sent).toEqual([]);
     expect(t.stats[N_OUT_PACKETS]).toBe(3);
     // The channel opens: from then on it gets packets too.
@@ -158,5 +166,133 @@ describe('packet pump', () => {
     t.pump.drainOutbound();
     expect(a.sent).toEqual([]);
     expect(() => t.pump.add(4, a as unknown as RTCDataChannel)).toThrow(RangeError);
+  });
+});
+
+/** A PCM16 stereo 128-frame packet at 48 kHz: header with its format, audio bytes of `fill`. */
+function audioPacket(fill: number): Uint8Array {
+  const b = new Uint8Array(16 + 128 * 2 * 2).fill(fill);
+  for (let i = 0; i < 8; i++) b[i] = 0xee; // the engine's own timestamp: must be overwritten
+  b[8] = 1; b[9] = 0; // seq
+  b[10] = 128; b[11] = 0; // frames
+  b[12] = 3; // 48 kHz
+  b[13] = 16;
+  b[14] = 2; b[15] = 2;
+  return b;
+}
+
+function u64(b: Uint8Array): number {
+  const dv = new DataView(b.buffer, b.byteOffset, 8);
+  return dv.getUint32(4, true) * 2 ** 32 + dv.getUint32(0, true);
+}
+
+describe('packet pump times and clock', () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  /** Makes performance.now() return `ms` (the time origin stays the real one). */
+  function fakeNow(ms: number): void {
+    vi.spyOn(performance, 'now').mockReturnValue(ms);
+  }
+
+  it('writes the arrival time as the wall clock, µs since 1970, low 32 bits', () => {
+    fakeNow(1234.5678);
+    const t = setup();
+    const a = new FakeChannel();
+    t.pump.add(0, a as unknown as RTCDataChannel);
+    a.deliver(audioPacket(1).buffer);
+    const wall = Math.round((performance.timeOrigin + 1234.5678) * 1000);
+    let time = -1;
+    t.in.pop((_b, _o, _l, _tag, tm) => { time = tm; });
+    expect(wall).toBeGreaterThan(2 ** 50); // really absolute: not relative to the time origin
+    expect(time).toBe(wall % 2 ** 32);
+  });
+
+  it('stamps the outgoing copy with the send time, leaving the rest and exit signals alone', () => {
+    fakeNow(500.25);
+    const t = setup();
+    const a = new FakeChannel();
+    t.pump.add(0, a as unknown as RTCDataChannel);
+    const p = audioPacket(7);
+    t.out.push(0xffff, 0, p);
+    const exit = new Uint8Array(63).fill(0xff);
+    t.out.push(0xffff, 0, exit);
+    t.pump.drainOutbound();
+    const sent = a.sent[0];
+    expect(u64(sent)).toBe(Math.round((performance.timeOrigin + 500.25) * 1000));
+    expect([...sent.subarray(8)]).toEqual([...p.subarray(8)]);
+    expect([...a.sent[1]]).toEqual([...exit]);
+  });
+
+  it('turns the send queue into time with the stream rate from the packet', () => {
+    const t = setup();
+    const a = new FakeChannel();
+    t.pump.add(0, a as unknown as RTCDataChannel);
+    // 528-byte packets, 375 a second (48000 / 128): 198000 B/s; 19800 bytes queued = 100 ms.
+    a.bufferedAmount = 19800;
+    t.out.push(0xffff, 0, audioPacket(3));
+    t.pump.drainOutbound();
+    expect(t.stats[netPeerIndex(0, NP_SEND_QUEUE_MS)]).toBeCloseTo(100, 9);
+  });
+
+  it('pings, answers pings and publishes RTT and offset from the pongs', () => {
+    const t = setup();
+    const audio = new FakeChannel();
+    const ctl = new FakeChannel();
+    t.pump.add(1, audio as unknown as RTCDataChannel, ctl as unknown as RTCDataChannel);
+    expect(t.stats[netPeerIndex(1, NP_OFFSET_US)]).toBeNaN();
+    fakeNow(1000);
+    t.pump.tickClock(1000);
+    expect(ctl.sent.length).toBe(1);
+    const ping = new DataView(ctl.sent[0].buffer);
+    expect(ping.getUint8(0)).toBe(1);
+    const t1 = ping.getFloat64(8, true);
+    expect(t1).toBe((performance.timeOrigin + 1000) * 1000);
+    // Not due again until the burst's spacing has passed.
+    t.pump.tickClock(1050);
+    expect(ctl.sent.length).toBe(1);
+    // The peer, 3.2 ms behind us, answers: 400 µs each way, 30 µs to turn around.
+    const t2 = t1 + 400 - 3200;
+    const pong = new DataView(new ArrayBuffer(32));
+    pong.setUint8(0, 2);
+    pong.setFloat64(8, t1, true);
+    pong.setFloat64(16, t2, true);
+    pong.setFloat64(24, t2 + 30, true);
+    fakeNow(1000 + 0.83); // t4 = t1 + 830 µs on our clock
+    ctl.deliver(pong.buffer);
+    expect(t.stats[netPeerIndex(1, NP_EXCHANGES)]).toBe(1);
+    expect(t.stats[netPeerIndex(1, NP_RTT_MS)]).toBeCloseTo(0.8, 3);
+    expect(Math.abs(t.stats[netPeerIndex(1, NP_OFFSET_US)] - 3200)).toBeLessThan(1);
+    // A ping from the peer is answered with t1 echoed and our receive and send times.
+    const theirs = new DataView(new ArrayBuffer(16));
+    theirs.setUint8(0, 1);
+    theirs.setFloat64(8, 42e12, true);
+    fakeNow(2000);
+    ctl.deliver(theirs.buffer);
+    const answer = new DataView(ctl.sent[1].buffer);
+    expect(answer.getUint8(0)).toBe(2);
+    expect(answer.getFloat64(8, true)).toBe(42e12);
+    expect(answer.getFloat64(16, true)).toBe((performance.timeOrigin + 2000) * 1000);
+    // Malformed control messages are counted and dropped.
+    ctl.deliver('ping');
+    ctl.deliver(new ArrayBuffer(5));
+    expect(t.stats[netPeerIndex(1, NP_CTL_BAD)]).toBe(2);
+    expect(t.stats[netPeerIndex(1, NP_PINGS)]).toBe(1);
+  });
+
+  it('on a loopback link, carries packets back and measures an offset of 0', () => {
+    const t = setup();
+    const audio = new LoopbackChannel();
+    const ctl = new LoopbackChannel();
+    t.pump.add(2, audio.asDataChannel(), ctl.asDataChannel());
+    for (let i = 0; i < 3; i++) t.pump.tickClock(1e9 + i * 2000);
+    expect(t.stats[netPeerIndex(2, NP_EXCHANGES)]).toBe(3);
+    expect(Math.abs(t.stats[netPeerIndex(2, NP_OFFSET_US)])).toBeLessThan(1000);
+    expect(t.stats[netPeerIndex(2, NP_RTT_MS)]).toBeGreaterThanOrEqual(0);
+    const p = audioPacket(5);
+    t.out.push(0xffff, 0, p);
+    t.pump.drainOutbound();
+    let got: number[] = [];
+    t.in.pop((b, o, l) => { got = [...b.subarray(o, o + l)]; });
+    expect(got.slice(8)).toEqual([...p.subarray(8)]);
   });
 });

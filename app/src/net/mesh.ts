@@ -1,10 +1,11 @@
 // The mesh: one RTCPeerConnection per remote peer, each carrying one unordered, never
-// retransmitted data channel for audio (a late packet is worth nothing to a musician).
+// retransmitted data channel for audio (a late packet is worth nothing to a musician), and
+// beside it a control channel of the same kind for the clock's ping/pong (clock.ts).
 //
 // - Who offers: the peer with the smaller id, so two peers never offer to each other at once.
-// - The channel is negotiated (both ends create it with id 0), so it exists from the start and is
-//   handed to the packet pump before any event fires: that is what lets the pump take it into
-//   its worker.
+// - The channels are negotiated (both ends create them, audio with id 0, control with id 1), so
+//   they exist from the start and are handed to the packet pump before any event fires: that is
+//   what lets the pump take them into its worker.
 // - Every negotiation has an epoch chosen by the offerer; signals of an older epoch are dropped.
 //   A link that fails, or stays unconnected for CONNECT_TIMEOUT_MS (e.g. signals lost while the
 //   server was down), is renegotiated by its offerer with the next epoch.
@@ -175,7 +176,17 @@ export class Mesh {
       ordered: false,
       maxRetransmits: 0,
     });
-    this.opts.pump.add(slot, channel);
+    // The control channel (clock pings, clock.ts) is unordered and never retransmitted too: an
+    // exchange must see the path the audio sees. A retransmitted or head-of-line-blocked ping
+    // would only add a late sample, which the min-RTT filter throws away anyway; a lost one is
+    // one sample fewer, and the next comes a second later.
+    const control = pc.createDataChannel('tutti-ctl', {
+      negotiated: true,
+      id: 1,
+      ordered: false,
+      maxRetransmits: 0,
+    });
+    this.opts.pump.add(slot, channel, control);
     const link: Link = {
       peer,
       slot,

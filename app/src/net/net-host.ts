@@ -9,8 +9,11 @@ export interface PumpHost {
   readonly where: 'worker' | 'main';
   /** The pump's counters (layout in pump.ts). */
   readonly stats: Float64Array;
-  /** Hands a freshly created channel (no event handled yet) to the pump for `slot`. */
-  add(slot: number, channel: RTCDataChannel): void;
+  /**
+   * Hands freshly created channels (no event handled yet) to the pump for `slot`: the audio
+   * channel and, if any, the control channel (clock pings).
+   */
+  add(slot: number, channel: RTCDataChannel, control?: RTCDataChannel): void;
   remove(slot: number): void;
   stop(): void;
 }
@@ -51,8 +54,13 @@ export function createPumpHost(
     return {
       where: 'worker',
       stats,
-      add: (slot, channel) =>
-        post({ type: 'add', slot, channel }, [channel as unknown as Transferable]),
+      add: (slot, channel, control) =>
+        post(
+          { type: 'add', slot, channel, control: control ?? null },
+          control
+            ? [channel as unknown as Transferable, control as unknown as Transferable]
+            : [channel as unknown as Transferable],
+        ),
       remove: (slot) => post({ type: 'remove', slot }),
       stop: () => {
         post({ type: 'stop' });
@@ -65,7 +73,7 @@ export function createPumpHost(
   return {
     where: 'main',
     stats,
-    add: (slot, channel) => pump.add(slot, channel),
+    add: (slot, channel, control) => pump.add(slot, channel, control ?? null),
     remove: (slot) => pump.remove(slot),
     stop: () => pump.stop(),
   };

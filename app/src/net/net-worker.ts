@@ -3,7 +3,7 @@
 // here transferred from the main thread, right after they are created.
 //
 // in:  { type: 'init', inbound, outbound, netStats, maxPeers }
-//      { type: 'add', slot, channel }   (channel transferred)
+//      { type: 'add', slot, channel, control }   (both channels transferred; control may be null)
 //      { type: 'remove', slot }
 //      { type: 'stop' }
 // out: { type: 'error', message } when a message could not be applied.
@@ -18,7 +18,7 @@ export type NetWorkerMessage =
       netStats: SharedArrayBuffer;
       maxPeers: number;
     }
-  | { type: 'add'; slot: number; channel: RTCDataChannel }
+  | { type: 'add'; slot: number; channel: RTCDataChannel; control: RTCDataChannel | null }
   | { type: 'remove'; slot: number }
   | { type: 'stop' };
 
@@ -40,7 +40,7 @@ scope.onmessage = (ev: MessageEvent<NetWorkerMessage>) => {
         break;
       case 'add':
         if (!pump) throw new Error('add before init');
-        pump.add(msg.slot, msg.channel);
+        pump.add(msg.slot, msg.channel, msg.control);
         break;
       case 'remove':
         pump?.remove(msg.slot);

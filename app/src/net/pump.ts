@@ -14,19 +14,45 @@
 // path) skips packets rather than queueing audio that would arrive too late to play; skips are
 // counted per peer.
 //
+// Each link may also carry a control channel (clock.ts): the pump answers the peer's pings at
+// once and pings the peer itself (a burst when the link opens, then once a second), so that the
+// clock offset and RTT it publishes are measured where the audio goes, on the pump's thread.
+//
+// Times on packets, all wall clock (µs since 1970, performance.timeOrigin + performance.now()):
+// - inbound, the ring record's `time` is the arrival time at the pump, low 32 bits;
+// - outbound, the packet header's u64 timestamp (bytes 0..8, little-endian) is overwritten in the
+//   pump's own copy with the time it is handed to the channels. The engine writes its audio
+//   clock there; the wire carries the send time, which the receiver's core turns into the
+//   one-way delay with the clock offset.
+//
 // Counters go to a shared Float64Array (layout below) that the main thread reads when it likes.
 
 import { HEADER_WORDS, RingReader, RingWriter, WRITE_WORD } from './../audio/ring';
-import { MAX_PACKET_LEN } from '../audio/packet';
+import { CONTROL_PACKET_LEN, HEADER_LEN, MAX_PACKET_LEN, SAMPLE_RATES_HZ } from '../audio/packet';
+import {
+  CTL_PING,
+  CTL_PONG,
+  ClockEstimator,
+  PING_LEN,
+  PONG_LEN,
+  newControlMessage,
+  nextPingAt,
+  parseControl,
+  writePing,
+  writePong,
+} from './clock';
 
 /** Send-queue bytes beyond which a channel skips packets (~30 PCM16 stereo 128-frame packets). */
 export const SEND_QUEUE_LIMIT = 64 * 1024;
 /** Longest the outbound loop sleeps when the engine is quiet, ms. */
 const IDLE_WAIT_MS = 200;
+/** How often the pump looks for pings due (the burst's pings are 100 ms apart). */
+const CLOCK_TICK_MS = 50;
+const TWO_32 = 4294967296;
 
 // Net stats block: NET_GLOBAL_LEN globals, then NET_PEER_LEN values per slot.
 export const NET_GLOBAL_LEN = 8;
-export const NET_PEER_LEN = 10;
+export const NET_PEER_LEN = 17;
 export const N_WAKEUPS = 0;
 export const N_OUT_PACKETS = 1;
 export const N_IN_PACKETS = 2;
@@ -41,6 +67,17 @@ export const NP_BUFFERED = 6; // bufferedAmount at the last send, bytes
 export const NP_LAST_RX_MS = 7; // performance.now() of the last packet (pump's clock)
 export const NP_GAP_MAX_MS = 8; // longest time between two packets, ms
 export const NP_GAPS_OVER_20MS = 9; // times between two packets over 20 ms
+export const NP_RTT_MS = 10; // median RTT of the last exchanges on the control channel; NaN: none yet
+export const NP_OFFSET_US = 11; // our wall clock − the peer's, µs (min-RTT exchange); NaN: unknown
+/** bufferedAmount at the last send as time: bytes queued / the stream's bytes per second, the
+ * latter computed from the packet itself (length × sample rate / frames per packet). */
+export const NP_SEND_QUEUE_MS = 12;
+export const NP_CTL_BAD = 13; // control messages malformed (or refused as exchanges): dropped
+export const NP_PINGS = 14; // pings sent
+export const NP_EXCHANGES = 15; // pongs taken as clock samples
+/** The last packet's arrival time − the send time in its header, ms: the one-way delay plus the
+ * clock offset (a diagnostic; NaN until a packet with a header arrives). */
+export const NP_STAMP_LAG_MS = 16;
 
 /** Atomics.waitAsync (ES2024; in every browser the engine runs in). */
 interface AtomicsWaitAsync {
@@ -65,7 +102,12 @@ export function netPeerIndex(slot: number, field: number): number {
 interface Link {
   slot: number;
   channel: RTCDataChannel;
+  control: RTCDataChannel | null;
   base: number;
+  clock: ClockEstimator;
+  pingsSent: number;
+  /** performance.now() of the last ping. */
+  lastPingMs: number;
 }
 
 export class PacketPump {
@@ -80,7 +122,16 @@ export class PacketPump {
   /** Send buffers by packet length, made on first sight of each length. */
   private readonly scratch: (Uint8Array<ArrayBuffer> | undefined)[] = new Array(MAX_PACKET_LEN + 1);
   private readonly scratchWords: (Uint32Array | undefined)[] = new Array(MAX_PACKET_LEN + 1);
+  private readonly scratchViews: (DataView | undefined)[] = new Array(MAX_PACKET_LEN + 1);
+  /** Control messages out (one at a time: each is sent before the next is written). */
+  private readonly pingBuf = new ArrayBuffer(PING_LEN);
+  private readonly pingView = new DataView(this.pingBuf);
+  private readonly pongBuf = new ArrayBuffer(PONG_LEN);
+  private readonly pongView = new DataView(this.pongBuf);
+  private readonly ctlIn = newControlMessage();
+  private readonly timeOrigin = performance.timeOrigin;
   private running = false;
+  private clockTimer: ReturnType<typeof setInterval> | null = null;
 
   constructor(
     inbound: SharedArrayBuffer,
@@ -98,30 +149,51 @@ export class PacketPump {
     this.stats[N_THREAD] = thread === 'worker' ? 1 : 2;
   }
 
-  /** Serves `channel` as the link to the peer in `slot` (replacing any earlier one). */
-  add(slot: number, channel: RTCDataChannel): void {
+  /**
+   * Serves `channel` as the link to the peer in `slot` (replacing any earlier one), and
+   * `control`, if given, as its control channel (clock pings).
+   */
+  add(slot: number, channel: RTCDataChannel, control: RTCDataChannel | null = null): void {
     if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxPeers) {
       throw new RangeError(`slot ${slot} is outside 0..${this.maxPeers - 1}`);
     }
     this.remove(slot);
-    const link: Link = { slot, channel, base: netPeerIndex(slot, 0) };
+    const link: Link = {
+      slot,
+      channel,
+      control,
+      base: netPeerIndex(slot, 0),
+      clock: new ClockEstimator(),
+      pingsSent: 0,
+      lastPingMs: 0,
+    };
     this.links[slot] = link;
     const s = this.stats;
     for (let f = 0; f < NET_PEER_LEN; f++) s[link.base + f] = 0;
+    s[link.base + NP_RTT_MS] = NaN;
+    s[link.base + NP_OFFSET_US] = NaN;
+    s[link.base + NP_STAMP_LAG_MS] = NaN;
     s[link.base + NP_STATE] = channel.readyState === 'open' ? ChannelState.Open : ChannelState.Connecting;
     channel.binaryType = 'arraybuffer';
     const writer = this.writer;
     const base = link.base;
+    const origin = this.timeOrigin;
     channel.onmessage = (ev: MessageEvent) => {
+      const now = performance.now();
       const data = ev.data;
       if (!(data instanceof ArrayBuffer)) {
         s[base + NP_RX_DROPPED]++;
         return;
       }
+      const arrivalUs = Math.round((origin + now) * 1000);
+      const bytes = new Uint8Array(data);
       s[base + NP_RX_PACKETS]++;
       s[base + NP_RX_BYTES] += data.byteLength;
       s[N_IN_PACKETS]++;
-      const now = performance.now();
+      if (bytes.length >= HEADER_LEN && bytes.length !== CONTROL_PACKET_LEN) {
+        const sentUs = readU64(bytes);
+        s[base + NP_STAMP_LAG_MS] = (arrivalUs - sentUs) / 1000;
+      }
       const last = s[base + NP_LAST_RX_MS];
       if (last > 0) {
         const gap = now - last;
@@ -129,7 +201,7 @@ export class PacketPump {
         if (gap > 20) s[base + NP_GAPS_OVER_20MS]++;
       }
       s[base + NP_LAST_RX_MS] = now;
-      if (!writer.push(slot, (now * 1000) >>> 0, new Uint8Array(data))) s[base + NP_RX_DROPPED]++;
+      if (!writer.push(slot, arrivalUs % TWO_32, bytes)) s[base + NP_RX_DROPPED]++;
     };
     channel.onopen = () => {
       s[base + NP_STATE] = ChannelState.Open;
@@ -140,6 +212,66 @@ export class PacketPump {
       this.dropOpen(link);
     };
     if (channel.readyState === 'open') this.open.push(link);
+    if (control) this.serveControl(link, control);
+  }
+
+  /** Answers the peer's pings and takes our pings' answers as clock samples. */
+  private serveControl(link: Link, control: RTCDataChannel): void {
+    const s = this.stats;
+    const base = link.base;
+    const origin = this.timeOrigin;
+    const msg = this.ctlIn;
+    control.binaryType = 'arraybuffer';
+    control.onmessage = (ev: MessageEvent) => {
+      // The receive time first: everything after it counts as the peer's processing time.
+      const tIn = (origin + performance.now()) * 1000;
+      const data = ev.data;
+      if (!(data instanceof ArrayBuffer) || !parseControl(new DataView(data), msg)) {
+        s[base + NP_CTL_BAD]++;
+        return;
+      }
+      if (msg.type === CTL_PING) {
+        writePong(this.pongView, msg.t1, tIn, (origin + performance.now()) * 1000);
+        this.sendControl(link, this.pongBuf);
+      } else if (msg.type === CTL_PONG) {
+        if (!link.clock.add(msg.t1, msg.t2, msg.t3, tIn)) {
+          s[base + NP_CTL_BAD]++;
+          return;
+        }
+        s[base + NP_EXCHANGES]++;
+        s[base + NP_RTT_MS] = link.clock.medianRttUs() / 1000;
+        s[base + NP_OFFSET_US] = link.clock.offsetUs();
+      }
+    };
+    control.onopen = () => this.tickClock();
+  }
+
+  /**
+   * Sends the pings that are due: right away on a new link, a burst, then one a second. Called
+   * by the pump's timer (and by tests).
+   */
+  tickClock(nowMs = performance.now()): void {
+    for (let slot = 0; slot < this.links.length; slot++) {
+      const link = this.links[slot];
+      if (!link || !link.control || link.control.readyState !== 'open') continue;
+      if (nowMs < nextPingAt(link.pingsSent, link.lastPingMs)) continue;
+      writePing(this.pingView, (this.timeOrigin + performance.now()) * 1000);
+      link.pingsSent++;
+      link.lastPingMs = nowMs;
+      if (this.sendControl(link, this.pingBuf)) this.stats[link.base + NP_PINGS]++;
+    }
+  }
+
+  private sendControl(link: Link, buf: ArrayBuffer): boolean {
+    const ch = link.control;
+    if (!ch || ch.readyState !== 'open') return false;
+    try {
+      ch.send(buf);
+      return true;
+    } catch {
+      // Closed between its close event and now: the exchange is simply lost.
+      return false;
+    }
   }
 
   /** Stops serving `slot` and closes its channel. */
@@ -152,18 +284,29 @@ export class PacketPump {
     link.channel.onopen = null;
     link.channel.onclose = null;
     link.channel.close();
+    if (link.control) {
+      link.control.onmessage = null;
+      link.control.onopen = null;
+      link.control.close();
+    }
     this.stats[link.base + NP_STATE] = ChannelState.Closed;
+    // Whoever takes the slot next is another peer, with a clock of its own.
+    this.stats[link.base + NP_OFFSET_US] = NaN;
+    this.stats[link.base + NP_RTT_MS] = NaN;
   }
 
   /** Starts the outbound loop. */
   start(): void {
     if (this.running) return;
     this.running = true;
+    this.clockTimer = setInterval(() => this.tickClock(), CLOCK_TICK_MS);
     void this.loop();
   }
 
   stop(): void {
     this.running = false;
+    if (this.clockTimer !== null) clearInterval(this.clockTimer);
+    this.clockTimer = null;
     for (let slot = 0; slot < this.maxPeers; slot++) this.remove(slot);
     // Wake the loop so that it sees `running` is false.
     Atomics.notify(this.outWords, WRITE_WORD);
@@ -181,15 +324,30 @@ export class PacketPump {
       if (!buf) {
         buf = this.scratch[length] = new Uint8Array(length);
         this.scratchWords[length] = new Uint32Array(buf.buffer, 0, length >>> 2);
+        this.scratchViews[length] = new DataView(buf.buffer);
       }
       copyOut(reader.bytes, this.ringWords, reader.offset, buf, this.scratchWords[length]!, length);
       reader.consume();
       n++;
+      // The stream's bytes per second, from this packet's own header (0: not an audio packet).
+      let bytesPerSecond = 0;
+      // A JackTrip exit signal (63 bytes of 0xFF) must stay as it is; audio packets are never 63
+      // bytes long (their length is even).
+      if (length >= HEADER_LEN && length !== CONTROL_PACKET_LEN) {
+        const us = Math.round((this.timeOrigin + performance.now()) * 1000);
+        const view = this.scratchViews[length]!;
+        view.setUint32(0, us % TWO_32, true);
+        view.setUint32(4, Math.floor(us / TWO_32), true);
+        const frames = buf[10] | (buf[11] << 8);
+        const rate = SAMPLE_RATES_HZ[buf[12]] ?? 0;
+        if (frames > 0 && rate > 0) bytesPerSecond = (length * rate) / frames;
+      }
       for (let i = 0; i < open.length; i++) {
         const link = open[i];
         const ch = link.channel;
         const queued = ch.bufferedAmount;
         s[link.base + NP_BUFFERED] = queued;
+        if (bytesPerSecond > 0) s[link.base + NP_SEND_QUEUE_MS] = (queued / bytesPerSecond) * 1000;
         if (queued > SEND_QUEUE_LIMIT) {
           s[link.base + NP_TX_SKIPPED]++;
           continue;
@@ -223,6 +381,13 @@ export class PacketPump {
     const i = this.open.indexOf(link);
     if (i >= 0) this.open.splice(i, 1);
   }
+}
+
+/** The u64 little-endian at the start of `b`, as a number (exact below 2^53). */
+function readU64(b: Uint8Array): number {
+  const lo = (b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)) >>> 0;
+  const hi = (b[4] | (b[5] << 8) | (b[6] << 16) | (b[7] << 24)) >>> 0;
+  return hi * TWO_32 + lo;
 }
 
 /**

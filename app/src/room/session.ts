@@ -46,7 +46,16 @@ import { createTapBuffer, TAP_ARMED, TAP_WRITTEN, tapViews } from '../audio/tap'
 import tapUrl from '../audio/tap-worklet.ts?worker&url';
 import { Mesh, type IcePolicy } from '../net/mesh';
 import { createPumpHost, type PumpHost } from '../net/net-host';
-import { NP_GAP_MAX_MS, NP_GAPS_OVER_20MS, netPeerIndex } from '../net/pump';
+import {
+  NP_EXCHANGES,
+  NP_GAP_MAX_MS,
+  NP_GAPS_OVER_20MS,
+  NP_OFFSET_US,
+  NP_RTT_MS,
+  NP_SEND_QUEUE_MS,
+  NP_STAMP_LAG_MS,
+  netPeerIndex,
+} from '../net/pump';
 import { randomId, type Member } from '../net/protocol';
 import { SignalingClient } from '../net/signaling';
 import { LoopbackChannel } from '../net/loopback';
@@ -70,6 +79,10 @@ export const OFFLINE_MESSAGE =
   'Joining a room needs the network, and this device is offline (or the Tutti server cannot be ' +
   'reached). The sound check, the self-test and the benchmark work offline.';
 const LOOPBACK_NAME = 'You, through the engine';
+/** A peer's clock offset goes to the engine when it moves by more than this, µs... */
+const OFFSET_STEP_US = 50;
+/** ...and no more often than this per peer, ms (the first estimate goes at once). */
+const OFFSET_EVERY_MS = 1000;
 const IDLE_RECORDING: RoomView['recording'] = { state: 'idle', id: null, seconds: 0, bytes: 0, error: null };
 
 export const SAMPLE_RATE = 48000;
@@ -102,6 +115,9 @@ interface Participant {
   slot: number;
   strip: StripSettings;
   link: LinkState;
+  /** The clock offset last sent to the engine for this slot (NaN: none or unknown) and when. */
+  offsetSentUs: number;
+  offsetSentAt: number;
 }
 
 export interface PeerCounters {
@@ -122,6 +138,18 @@ export interface PeerCounters {
   /** Longest time between two of the peer's packets at the pump, ms. */
   gapMaxMs: number;
   gapsOver20Ms: number;
+  // The clock and send-queue figures below are always filled by counters(); optional so that
+  // counters recorded before they existed still read.
+  /** Median RTT of the pump's clock exchanges with the peer, ms; NaN until the first. */
+  rttMs?: number;
+  /** Our wall clock − the peer's, µs (min-RTT exchange); NaN until known. */
+  offsetUs?: number;
+  /** Clock exchanges taken. */
+  clockExchanges?: number;
+  /** The send queue to the peer at the last send, as time, ms. */
+  sendQueueMs?: number;
+  /** The last packet's arrival − the send time in its header, ms (one-way + clock offset). */
+  stampLagMs?: number;
 }
 
 export interface SessionCounters {
@@ -350,6 +378,11 @@ class Session implements RoomSession {
         driftPpm: at(P_DRIFT_PPM),
         gapMaxMs: nat(NP_GAP_MAX_MS),
         gapsOver20Ms: nat(NP_GAPS_OVER_20MS),
+        rttMs: net ? nat(NP_RTT_MS) : NaN,
+        offsetUs: net ? nat(NP_OFFSET_US) : NaN,
+        clockExchanges: nat(NP_EXCHANGES),
+        sendQueueMs: nat(NP_SEND_QUEUE_MS),
+        stampLagMs: net ? nat(NP_STAMP_LAG_MS) : NaN,
       };
     }
     return { underruns: s[G_UNDERRUNS], quanta: s[G_QUANTA], perPeer };
@@ -470,7 +503,9 @@ class Session implements RoomSession {
       const p = this.participants.get(LOOPBACK_PEER);
       if (p) {
         p.link = 'connected';
-        this.pump.add(p.slot, new LoopbackChannel().asDataChannel());
+        // A loopback control channel too: our pings come back as pings, the pump answers them,
+        // and the pongs make exchanges with ourselves, whose offset is 0 by construction.
+        this.pump.add(p.slot, new LoopbackChannel().asDataChannel(), new LoopbackChannel().asDataChannel());
       }
       this.refresh();
       this.timer = setInterval(() => this.refresh(), VIEW_EVERY_MS);
@@ -535,7 +570,14 @@ class Session implements RoomSession {
         return;
       }
       // A participant whose name this room remembers starts from the strip the user left them at.
-      p = { member, slot, strip: { ...UNITY, ...this.req.mixMemory?.get(member.name) }, link: 'connecting' };
+      p = {
+        member,
+        slot,
+        strip: { ...UNITY, ...this.req.mixMemory?.get(member.name) },
+        link: 'connecting',
+        offsetSentUs: NaN,
+        offsetSentAt: -Infinity,
+      };
       this.participants.set(member.peer, p);
       this.engine?.control({ type: 'add-peer', slot });
       this.sendStrip(p);
@@ -582,6 +624,7 @@ class Session implements RoomSession {
     const outputMs = ctx ? (ctx.baseLatency + (ctx.outputLatency || 0)) * 1000 : 0;
     const blockMs = (this.req.audio.blockFrames / SAMPLE_RATE) * 1000;
     const figuresDue = this.refreshes++ % FIGURES_EVERY === 0;
+    this.forwardClockOffsets();
     const previous = new Map(this.view.participants.map((v) => [v.peer, v]));
     const participants: ParticipantView[] = [];
     for (const [peer, p] of this.participants) {
@@ -600,7 +643,10 @@ class Session implements RoomSession {
       const received = at(P_RECEIVED);
       const lost = at(P_LOST);
       const bufferMs = (at(P_BUFFERED_FRAMES) / SAMPLE_RATE) * 1000;
-      const rttMs = this.mesh?.rttMs(peer) ?? null;
+      // The pump's own exchanges when there are any: measured on the data channels, where the
+      // audio goes, every second; else the ICE pair's RTT from the connection's stats.
+      const pumpRtt = this.pump ? this.pump.stats[netPeerIndex(p.slot, NP_RTT_MS)] : NaN;
+      const rttMs = Number.isFinite(pumpRtt) ? pumpRtt : (this.mesh?.rttMs(peer) ?? null);
       const bits = at(P_BITS);
       participants.push({
         peer,
@@ -645,6 +691,29 @@ class Session implements RoomSession {
       engine: { ...this.view.engine, underruns: s[G_UNDERRUNS], peers: s[G_PEERS] },
     };
     this.emit();
+  }
+
+  /**
+   * Tells the engine each peer's clock offset (the pump's estimate, in the net stats) when it
+   * moved by more than OFFSET_STEP_US, at most once per OFFSET_EVERY_MS; NaN once it is lost.
+   */
+  private forwardClockOffsets(): void {
+    const net = this.pump?.stats;
+    const engine = this.engine;
+    if (!net || !engine) return;
+    const now = performance.now();
+    for (const p of this.participants.values()) {
+      const offsetUs = net[netPeerIndex(p.slot, NP_OFFSET_US)];
+      const sent = p.offsetSentUs;
+      const known = Number.isFinite(offsetUs);
+      if (!known && !Number.isFinite(sent)) continue;
+      if (known && Number.isFinite(sent)) {
+        if (Math.abs(offsetUs - sent) <= OFFSET_STEP_US || now - p.offsetSentAt < OFFSET_EVERY_MS) continue;
+      }
+      engine.control({ type: 'clock-offset', slot: p.slot, offsetUs: known ? offsetUs : NaN });
+      p.offsetSentUs = known ? offsetUs : NaN;
+      p.offsetSentAt = now;
+    }
   }
 
   private emit(): void {
