@@ -68,7 +68,8 @@ test('every page knows each peer clock offset (0 on one machine) and RTT, and pa
       assert.ok(Number.isFinite(p.offsetUs) && Math.abs(p.offsetUs) <= OFFSET_TOL_US,
         `${at}: offset ${p.offsetUs} µs, expected 0 ± ${OFFSET_TOL_US}`);
       assert.ok(p.rttMs > 0 && p.rttMs < RTT_MAX_MS, `${at}: RTT ${p.rttMs} ms`);
-      assert.equal(p.viewRttMs, p.rttMs, `${at}: the view shows the pump's RTT`);
+      // The view refreshes its figures twice a second; the median may move in between.
+      assert.ok(Math.abs(p.viewRttMs - p.rttMs) <= 0.5, `${at}: the view shows the pump's RTT (${p.viewRttMs} vs ${p.rttMs} ms)`);
       assert.ok(Number.isFinite(p.stampLagMs) && Math.abs(p.stampLagMs) < STAMP_TOL_MS,
         `${at}: a packet's header timestamp is ${p.stampLagMs} ms behind the receiver's wall clock`);
       assert.ok(p.sendQueueMs >= 0 && p.sendQueueMs < 1000, `${at}: send queue ${p.sendQueueMs} ms`);
