@@ -5,7 +5,7 @@
 // clock at sending, so at the receiver they lag its own wall clock by the one-way delay only.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { collectLogs, ROOM_FLAGS, serverAndBrowser, toneContext, waitFor } from './lib/harness.mjs';
+import { joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor } from './lib/harness.mjs';
 
 const ROOM = 'e2e-clock';
 const PLAYERS = [
@@ -21,14 +21,8 @@ const RTT_MAX_MS = 20;
 const STAMP_TOL_MS = 50;
 const h = serverAndBrowser(ROOM_FLAGS);
 
-async function join(p, logs) {
-  const context = await toneContext(h.browser, { freq: p.tone, amplitude: 0.1 });
-  const page = await context.newPage();
-  collectLogs(page, p.name, logs, { errorsOnly: true });
-  await page.goto(`${h.server.url}r/${ROOM}?ice=loopback`);
-  await page.getByTestId('display-name').fill(p.name);
-  await page.getByTestId('join').click();
-  return page;
+function join(p, logs) {
+  return joinRoom(h, ROOM, p, logs);
 }
 
 test('every page knows each peer clock offset (0 on one machine) and RTT, and packets carry the send time', { timeout: 120_000 }, async () => {

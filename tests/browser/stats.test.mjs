@@ -3,7 +3,7 @@
 // session's stats as JSON and CSV that parse back with their time series.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { collectLogs, download, ROOM_FLAGS, serverAndBrowser, toneContext, waitFor } from './lib/harness.mjs';
+import { download, joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor } from './lib/harness.mjs';
 
 const ROOM = 'e2e-stats';
 const PLAYERS = [
@@ -17,18 +17,8 @@ const h = serverAndBrowser(ROOM_FLAGS);
 const FIXED_PACKETS = 8;
 const FIXED_MS = (FIXED_PACKETS * 128 * 1000) / 48000;
 
-async function join(p, logs, audio = null) {
-  const context = await toneContext(h.browser, { freq: p.tone, amplitude: 0.1 }, { acceptDownloads: true });
-  if (audio) {
-    // The previous release's settings key, imported once by the app's store.
-    await context.addInitScript((a) => localStorage.setItem('tutti.audio', JSON.stringify(a)), audio);
-  }
-  const page = await context.newPage();
-  collectLogs(page, p.name, logs, { errorsOnly: true });
-  await page.goto(`${h.server.url}r/${ROOM}?ice=loopback`);
-  await page.getByTestId('display-name').fill(p.name);
-  await page.getByTestId('join').click();
-  return page;
+function join(p, logs, audio = null) {
+  return joinRoom(h, ROOM, p, logs, { audio, options: { acceptDownloads: true } });
 }
 
 /** RFC 4180 rows. */

@@ -90,3 +90,18 @@ export async function download(page, locator) {
   const [dl] = await Promise.all([page.waitForEvent('download'), locator.click()]);
   return { name: dl.suggestedFilename(), bytes: new Uint8Array(readFileSync(await dl.path())) };
 }
+
+/**
+ * A fresh context whose microphone is `tone`, joining `room` by its link as `name` (one-machine
+ * WebRTC). `audio`: settings put where the previous release kept them, imported by the app.
+ */
+export async function joinRoom(h, room, { name, tone }, logs, { audio = null, options = {} } = {}) {
+  const context = await toneContext(h.browser, { freq: tone, amplitude: 0.1 }, options);
+  if (audio) await context.addInitScript((a) => localStorage.setItem('tutti.audio', JSON.stringify(a)), audio);
+  const page = await context.newPage();
+  collectLogs(page, name, logs, { errorsOnly: true });
+  await page.goto(`${h.server.url}r/${room}?ice=loopback`);
+  await page.getByTestId('display-name').fill(name);
+  await page.getByTestId('join').click();
+  return page;
+}
