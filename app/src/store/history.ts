@@ -3,11 +3,20 @@
 // leave. A page that closes without leaving leaves a record without an end; the next start gives
 // it its last update as its end (a record updated recently may be a session running in another
 // tab, so only older ones are closed).
+//
+// Latency stages (observeLatency) come from the engine's histograms, which are cumulative since
+// the peer joined: the latest per peer is that peer's distribution over the session. The verdict
+// kept with them is stats/verdict.ts's grade over the whole session: one-way latency is the
+// mouthToEar stage's median, jitter the network stage's spread (p95 − min, as the jitter buffer
+// measures its lateness spread), loss the session's, underruns per minute of the participant's
+// time in the room (at least a minute, as the verdict counts them over the last minute).
 
+import type { StageHistogram } from '../audio/latency';
 import type { ParticipantView, RoomView } from '../room/types';
+import { verdict } from '../stats/verdict';
 import { db } from './db';
-import type { ParticipantSummary, SessionRecord, SessionSummary } from './schema';
-import { isRoomName, NAME_MAX, validCount } from './validate';
+import type { ParticipantSummary, SessionRecord, SessionSummary, StageSummary } from './schema';
+import { isRoomName, NAME_MAX, STAGE_NAME_MAX, STAGES_MAX, validCount, validStage, validStages } from './validate';
 
 /** Figures are sampled from the view at most this often. */
 const SAMPLE_EVERY_MS = 1000;
@@ -34,12 +43,27 @@ interface Tally {
   samples: number;
   latencySum: number;
   latencySamples: number;
+  rttSum: number;
+  rttSamples: number;
+  /** Times of the first and the latest sample that saw the participant. */
+  firstAt: number;
+  lastAt: number;
 }
+
+/** One peer's latency stages as last observed. */
+interface PeerStages {
+  stages: Map<string, StageSummary>;
+  /** Spread of the network stage (p95 − min), ms; null until that stage holds anything. */
+  jitterMs: number | null;
+}
+
+const MINUTE_MS = 60_000;
 
 /** Gathers a session's figures from RoomView snapshots and keeps its record written. */
 export class SessionLog {
   readonly id = randomId();
   private readonly byPeer = new Map<string, Tally>();
+  private readonly stagesByPeer = new Map<string, PeerStages>();
   private readonly names: string[] = [];
   private startedAt: number | null = null;
   private lastSample = -Infinity;
@@ -66,7 +90,7 @@ export class SessionLog {
     this.pending = null;
     this.lastSample = now;
     this.engineUnderruns = Math.max(this.engineUnderruns, validCount(view.engine.underruns));
-    for (const p of view.participants) this.sample(p);
+    for (const p of view.participants) this.sample(p, now);
     if (now - this.lastWrite >= UPDATE_EVERY_MS) void this.write(now, null);
   }
 
@@ -77,9 +101,32 @@ export class SessionLog {
     this.ended = true;
     if (this.startedAt === null) return this.writing;
     // A participant met in the last second (or a visit shorter than a second) still counts.
-    if (this.pending) for (const p of this.pending.participants) this.sample(p);
+    if (this.pending) for (const p of this.pending.participants) this.sample(p, now);
     this.pending = null;
     return this.write(now, now);
+  }
+
+  /** Takes the engine's latency stages by peer id (Session.latencyStages().peers). Per peer, each
+   * stage that holds anything replaces what was kept for it; stages with nothing measured yet,
+   * and peers no longer listed, keep what they had. Stage names longer than STAGE_NAME_MAX are
+   * ignored, and at most STAGES_MAX stages are kept per peer. */
+  observeLatency(peers: Record<string, Record<string, StageHistogram>>): void {
+    if (this.ended) return;
+    for (const [peer, stages] of Object.entries(peers)) {
+      let kept = this.stagesByPeer.get(peer);
+      if (!kept) {
+        kept = { stages: new Map(), jitterMs: null };
+        this.stagesByPeer.set(peer, kept);
+      }
+      for (const [name, h] of Object.entries(stages)) {
+        if (name.length === 0 || name.length > STAGE_NAME_MAX) continue;
+        if (!kept.stages.has(name) && kept.stages.size >= STAGES_MAX) continue;
+        const stage = validStage(h);
+        if (!stage || stage.count === 0) continue;
+        kept.stages.set(name, stage);
+        if (name === 'network' && Number.isFinite(h.min)) kept.jitterMs = Math.max(0, stage.p95 - h.min);
+      }
+    }
   }
 
   /** Writes the record as it stands (page hiding: the last chance to save the latest figures). */
@@ -100,14 +147,28 @@ export class SessionLog {
     };
   }
 
-  private sample(p: ParticipantView): void {
+  private sample(p: ParticipantView, now: number): void {
     const name = p.name.slice(0, NAME_MAX);
     if (!this.names.includes(name)) this.names.push(name);
     let t = this.byPeer.get(p.peer);
     if (!t) {
-      t = { name, underruns: 0, lossPct: 0, bufferSum: 0, bufferMax: 0, samples: 0, latencySum: 0, latencySamples: 0 };
+      t = {
+        name,
+        underruns: 0,
+        lossPct: 0,
+        bufferSum: 0,
+        bufferMax: 0,
+        samples: 0,
+        latencySum: 0,
+        latencySamples: 0,
+        rttSum: 0,
+        rttSamples: 0,
+        firstAt: now,
+        lastAt: now,
+      };
       this.byPeer.set(p.peer, t);
     }
+    t.lastAt = now;
     // Underruns and loss are running totals over the peer's time in the room: keep the latest.
     t.underruns = Math.max(t.underruns, validCount(p.underruns));
     t.lossPct = validCount(p.lossPct, t.lossPct);
@@ -120,24 +181,38 @@ export class SessionLog {
       t.latencySum += p.latencyMs;
       t.latencySamples++;
     }
+    if (p.rttMs !== null && Number.isFinite(p.rttMs) && p.rttMs >= 0) {
+      t.rttSum += p.rttMs;
+      t.rttSamples++;
+    }
   }
 
   /** Per participant name: a name seen with several peer ids (a rejoin) sums its underruns and
-   * weighs the rest by samples. */
+   * weighs the rest by samples; of its latency stages, each comes from the peer id whose stage
+   * holds the most values. */
   private summary(): SessionSummary {
-    const byName = new Map<string, Tally[]>();
-    for (const t of this.byPeer.values()) byName.set(t.name, [...(byName.get(t.name) ?? []), t]);
+    const byName = new Map<string, [string, Tally][]>();
+    for (const [peer, t] of this.byPeer) byName.set(t.name, [...(byName.get(t.name) ?? []), [peer, t]]);
     const participants: Record<string, ParticipantSummary> = {};
-    for (const [name, ts] of byName) {
+    for (const [name, entries] of byName) {
+      const ts = entries.map(([, t]) => t);
       const samples = ts.reduce((a, t) => a + t.samples, 0);
       const latencySamples = ts.reduce((a, t) => a + t.latencySamples, 0);
-      participants[name] = {
+      const rttSamples = ts.reduce((a, t) => a + t.rttSamples, 0);
+      const p: ParticipantSummary = {
         underruns: ts.reduce((a, t) => a + t.underruns, 0),
         lossPct: samples > 0 ? ts.reduce((a, t) => a + t.lossPct * t.samples, 0) / samples : Math.max(...ts.map((t) => t.lossPct)),
         avgBufferMs: samples > 0 ? ts.reduce((a, t) => a + t.bufferSum, 0) / samples : 0,
         maxBufferMs: Math.max(...ts.map((t) => t.bufferMax)),
         meanLatencyMs: latencySamples > 0 ? ts.reduce((a, t) => a + t.latencySum, 0) / latencySamples : null,
       };
+      if (rttSamples > 0) p.rttMs = ts.reduce((a, t) => a + t.rttSum, 0) / rttSamples;
+      const kept = entries.flatMap(([peer]) => this.stagesByPeer.get(peer) ?? []);
+      if (kept.length > 0) {
+        const presentMs = ts.reduce((a, t) => a + t.lastAt - t.firstAt, 0);
+        Object.assign(p, mergeStages(kept, p, p.underruns / (Math.max(presentMs, MINUTE_MS) / MINUTE_MS)));
+      }
+      participants[name] = p;
     }
     return { participants, engineUnderruns: this.engineUnderruns };
   }
@@ -148,6 +223,39 @@ export class SessionLog {
     this.writing = this.writing.then(() => putSession(rec));
     return this.writing;
   }
+}
+
+/** The stages of one name's peer ids (each stage from the one holding the most values) and the
+ * verdict they give with the name's loss and underrun rate. */
+function mergeStages(
+  kept: PeerStages[],
+  p: ParticipantSummary,
+  underrunsPerMinute: number,
+): Pick<ParticipantSummary, 'stages' | 'verdict'> {
+  const merged = new Map<string, StageSummary>();
+  let jitterMs: number | null = null;
+  for (const k of kept) {
+    for (const [name, s] of k.stages) {
+      const had = merged.get(name);
+      if (!had && merged.size >= STAGES_MAX) continue;
+      if (had && had.count >= s.count) continue;
+      merged.set(name, s);
+      if (name === 'network') jitterMs = k.jitterMs;
+    }
+  }
+  const grade =
+    jitterMs === null
+      ? null
+      : verdict({
+          oneWayMs: merged.get('mouthToEar')?.p50 ?? null,
+          jitterMs,
+          lossPct: p.lossPct,
+          underrunsPerMinute,
+          // Only the grade is kept; these two shape the hints alone.
+          blockFrames: 128,
+          bufferMode: 'adaptive',
+        }).grade;
+  return { stages: Object.fromEntries(merged), verdict: grade };
 }
 
 async function putSession(rec: SessionRecord): Promise<void> {
@@ -185,6 +293,12 @@ function validSession(v: unknown): SessionRecord | null {
       maxBufferMs: validCount(p.maxBufferMs),
       meanLatencyMs: typeof p.meanLatencyMs === 'number' && Number.isFinite(p.meanLatencyMs) ? p.meanLatencyMs : null,
     };
+    // Later fields: absent in older records, and dropped when malformed.
+    const out = summary.participants[name];
+    if (p.stages !== undefined) out.stages = validStages(p.stages);
+    if (p.verdict === null || p.verdict === 'good' || p.verdict === 'fair' || p.verdict === 'poor') out.verdict = p.verdict;
+    const rtt = p.rttMs === null ? null : validCount(p.rttMs, NaN);
+    if (rtt === null || !Number.isNaN(rtt)) out.rttMs = rtt;
   }
   return { id: o.id, room: o.room, startedAt, endedAt, updatedAt, participants, summary };
 }

@@ -62,6 +62,25 @@ export interface ParticipantSummary {
   maxBufferMs: number;
   /** Mean one-way latency estimate, ms; null when never measured. */
   meanLatencyMs: number | null;
+  // The fields below came later (no schema step: records written before simply lack them).
+  /** The engine's latency stages as they stood at the end (the histograms are cumulative), by
+   * stage name (e.g. mouthToEar, jitterWait, network); absent when the engine published none. */
+  stages?: Record<string, StageSummary>;
+  /** The quality verdict over the session (stats/verdict.ts); null when its inputs were not
+   * measured, absent together with `stages`. */
+  verdict?: 'good' | 'fair' | 'poor' | null;
+  /** Mean network round trip over the session, ms; absent (or null) when never measured. */
+  rttMs?: number | null;
+}
+
+/** One latency stage's distribution over a session, ms. */
+export interface StageSummary {
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
+  /** Values the histogram holds. */
+  count: number;
 }
 
 export interface SessionSummary {

@@ -4,9 +4,12 @@
 
 import type { AudioSettings, BufferSetting } from '../room/types';
 import { ROOM_NAME } from '../ui/route';
-import type { RememberedStrip } from './schema';
+import type { RememberedStrip, StageSummary } from './schema';
 
 export const NAME_MAX = 64;
+/** Latency stages kept per participant in a session record, and the length of their names. */
+export const STAGES_MAX = 16;
+export const STAGE_NAME_MAX = 32;
 /** Recent rooms shown; the database may keep more. */
 export const RECENT_MAX = 8;
 export const FIXED_PACKETS_MIN = 2;
@@ -90,4 +93,25 @@ export function validMix(v: unknown): Record<string, RememberedStrip> {
 /** A finite, non-negative number (times, counters), else `fallback`. */
 export function validCount(v: unknown, fallback = 0): number {
   return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : fallback;
+}
+
+/** A stage's summary when all its figures are finite and non-negative, else null. */
+export function validStage(v: unknown): StageSummary | null {
+  const o = record(v);
+  const [p50, p95, p99, max, count] = [o.p50, o.p95, o.p99, o.max, o.count].map((x) => validCount(x, NaN));
+  if ([p50, p95, p99, max, count].some(Number.isNaN)) return null;
+  return { p50, p95, p99, max, count };
+}
+
+/** Stages by name: entries with a malformed summary or a name of 0 or over STAGE_NAME_MAX
+ * characters dropped, the first STAGES_MAX of the rest kept. */
+export function validStages(v: unknown): Record<string, StageSummary> {
+  const out: [string, StageSummary][] = [];
+  for (const [name, raw] of Object.entries(record(v))) {
+    if (out.length >= STAGES_MAX) break;
+    const stage = validStage(raw);
+    if (stage && name.length > 0 && name.length <= STAGE_NAME_MAX) out.push([name, stage]);
+  }
+  // fromEntries defines own properties: a stage named "__proto__" stays a plain entry.
+  return Object.fromEntries(out);
 }

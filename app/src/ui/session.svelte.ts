@@ -64,6 +64,9 @@ export function setAudio(audio: AudioSettings): void {
   void saveAudio(audio);
 }
 
+/** How often the session's latency stages are handed to its history record. */
+const STAGES_EVERY_MS = 1000;
+
 let memory: RoomMixMemory | null = null;
 let log: SessionLog | null = null;
 let unsubscribe: (() => void) | null = null;
@@ -83,7 +86,15 @@ export function join(req: Omit<JoinRequest, 'audio' | 'mixMemory'> & { audio?: A
     { ice: icePolicy(location.search) },
   );
   const l = log;
-  unsubscribe = session.subscribe((view) => l.observe(view));
+  let stagesAt = -Infinity;
+  unsubscribe = session.subscribe((view) => {
+    l.observe(view);
+    // Reading the histograms copies a large block: once a second is plenty (they are cumulative).
+    const now = Date.now();
+    if (!view.joined || now - stagesAt < STAGES_EVERY_MS) return;
+    stagesAt = now;
+    l.observeLatency(session.latencyStages?.().peers ?? {});
+  });
   live.session = session;
   live.room = req.room;
   return session;
@@ -101,6 +112,8 @@ export async function leave(): Promise<void> {
   log = null;
   unsubscribe?.();
   unsubscribe = null;
+  // The stages as they stand at the end, read before the engine goes.
+  if (s && l) l.observeLatency(s.latencyStages?.().peers ?? {});
   const ending = Promise.all([m?.flush(), l?.end()]).then(refreshLists);
   if (s) await s.leave();
   await ending.catch((err: unknown) => console.warn(`session not saved: ${String(err)}`));
