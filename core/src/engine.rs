@@ -8,10 +8,11 @@
 //! 2. [`Engine::drain`] with the inbound ring's bytes (every received packet is parsed, checked
 //!    and placed in its peer's jitter buffer), or [`Engine::push_packet`] (or
 //!    [`Engine::push_packet_at`], with its arrival time) per packet;
-//! 3. [`Engine::capture`] with the local input quantum, which encodes it into outgoing packets
-//!    handed to a sink (the outbound ring);
-//! 4. [`Engine::render`], which plays every peer (jitter buffer → decode → drift correction →
+//! 3. [`Engine::render`], which plays every peer (jitter buffer → decode → drift correction →
 //!    gain/pan → mix) into the output quantum and runs the master (gain, limiter, meters);
+//! 4. [`Engine::capture`] with the local input quantum, which encodes it into outgoing packets
+//!    handed to a sink (the outbound ring). Capture may also come before render; after it, an
+//!    echo (below) sends the peer's quantum of this very callback;
 //! 5. now and then [`Engine::write_stats`] into the shared stats block, and more rarely
 //!    [`Engine::write_histograms`] into the histogram block.
 //!
@@ -29,10 +30,31 @@
 //!   `arrival_us − timestamp` (both wall clocks, low 32 bits, wrapping) minus the peer's clock
 //!   offset ([`Engine::set_clock_offset`]). Nothing is recorded while the offset is unknown; a
 //!   result outside 0..10 s is counted as out of range instead.
+//! - **delivery**, per peer, per packet: from its arrival at the net side (the ring record's
+//!   time) to the wall clock of the quantum that drains it ([`Engine::begin_quantum_at`]): the
+//!   wait for the audio thread. The worklet's clock has 1 ms steps (it passes the middle of the
+//!   millisecond), so single values are ±0.5 ms; a value down to 2 ms below zero is that
+//!   rounding and reads 0, anything lower means the clocks disagree and is counted as rejected.
+//! - **send queue**, per peer, per packet we send it: the time the net side reports our data
+//!   channel's queue held ahead of the packet ([`TAG_SEND_QUEUE`] records in the inbound ring).
+//! - **transit**, per peer, per packet played whose network and delivery times are known: from
+//!   the sender handing it to its channel to the frame its first frame plays, i.e. network +
+//!   delivery + jitter-buffer wait of that same packet (the jitter buffer keeps the packet's
+//!   send instant, in local frames, with it). Its distribution is the distribution of the sum.
 //! - **capture interval**, local: the wall-clock time between consecutive quanta given to
 //!   [`Engine::begin_quantum_at`]. In the browser the worklet's only wall clock is `Date.now()`,
 //!   whole milliseconds: single intervals are quantised to 1 ms (a steady 2.667 ms cadence reads
 //!   as a mix of 2 and 3 ms), their mean and the bursts are what it shows reliably.
+//!
+//! # Round trip: probe and echo
+//!
+//! [`Engine::start_probe`] sends clicks into our outgoing stream (muting the input) and times
+//! their return in a peer's stream on the local audio clock ([`crate::probe`]). For the return
+//! to happen the peer echoes us: a [`TAG_ECHO`] record in its inbound ring (its net side writes
+//! one when we ask over the control channel) or [`Engine::set_echo`] makes its outgoing audio our
+//! stream as it played there, for at most [`MAX_ECHO_MS`]. A click's round trip is then our send
+//! queue + their transit + their echo (none: render before capture) + our transit, which the
+//! test `core/tests/engine_roundtrip.rs` checks against the stages to the frame.
 //!
 //! All of these are real-time safe: they never allocate, lock or log, and no input can make them
 //! panic. Joining peers are built with [`Peer::new`] (which allocates) off the render path and
@@ -68,6 +90,7 @@ use crate::jitter::{BufferMode, JitterBuffer, JitterConfig, PopKind};
 use crate::latency::{self, Histogram, CAPTURE_AT, HIST_LEN, SLOTS_AT, STAGES};
 use crate::mix::{solo_audible, Master, Strip};
 use crate::packet::{self, Header, PacketError, SampleFormat, SampleRate, MAX_FRAMES};
+use crate::probe::ClickProbe;
 use crate::ring;
 use crate::stats::*;
 
@@ -81,6 +104,23 @@ pub const JITTER_CAPACITY_FRAMES: u32 = 8192;
 pub const STAGING_FRAMES: usize = 1024;
 /// Largest network one-way delay recorded, µs; beyond it the clock offset is taken to be wrong.
 pub const MAX_ONE_WAY_US: i64 = 10_000_000;
+/// Largest delivery time recorded (arrival at the net side to the engine), µs.
+pub const MAX_DELIVERY_US: f64 = 10_000_000.0;
+/// A delivery time this far below zero (µs) means the two wall clocks disagree and is counted as
+/// out of range; less is the worklet clock's rounding and is recorded as 0.
+pub const DELIVERY_SLACK_US: f64 = 2_000.0;
+
+/// Inbound ring tag bit: the record is not a packet but our send-queue time towards the peer in
+/// the tag's low byte, in µs in the record's time field, with no payload (the net side writes
+/// one per packet it hands to that peer's data channel).
+pub const TAG_SEND_QUEUE: u16 = 0x8000;
+/// Inbound ring tag bit: the peer in the tag's low byte asks us to echo its stream for the
+/// record's time field in milliseconds (0: stop), at most [`MAX_ECHO_MS`]; no payload.
+pub const TAG_ECHO: u16 = 0x4000;
+/// The slot part of a tagged record's tag.
+pub const TAG_SLOT_MASK: u16 = 0x00FF;
+/// Longest echo one request starts, ms.
+pub const MAX_ECHO_MS: u32 = 10_000;
 
 /// How a session is set up. Plain numbers, so it crosses the WASM boundary unchanged.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -160,6 +200,12 @@ pub struct Peer {
     wait: Histogram,
     /// Network one-way delay per packet, µs.
     network: Histogram,
+    /// Arrival at the net side to the engine, per packet, µs.
+    delivery: Histogram,
+    /// Our send queue towards this peer, per packet sent, µs.
+    send_queue: Histogram,
+    /// Sending to playout (network + delivery + wait of the same packet), µs.
+    transit: Histogram,
     /// Our wall clock − this peer's, µs (`None`: unknown, no one-way delay is recorded).
     clock_offset_us: Option<i64>,
     /// The last quantum as it left the jitter buffer and drift correction, before the strip
@@ -184,6 +230,9 @@ impl Peer {
             malformed: 0,
             wait: Histogram::new(),
             network: Histogram::new(),
+            delivery: Histogram::new(),
+            send_queue: Histogram::new(),
+            transit: Histogram::new(),
             clock_offset_us: None,
             stem_l: [0.0; QUANTUM],
             stem_r: [0.0; QUANTUM],
@@ -210,18 +259,52 @@ impl Peer {
         self.clock_offset_us
     }
 
+    /// Delivery time of the packets received, µs (arrival at the net side to the engine).
+    pub fn delivery(&self) -> &Histogram {
+        &self.delivery
+    }
+
+    /// Our send-queue time towards this peer, µs, per packet sent.
+    pub fn send_queue(&self) -> &Histogram {
+        &self.send_queue
+    }
+
+    /// Transit of the packets played whose network delay was known, µs: from the sender handing
+    /// a packet to its data channel to the local frame at which it started to play.
+    pub fn transit(&self) -> &Histogram {
+        &self.transit
+    }
+
     /// Records the network one-way delay of a packet stamped `timestamp` (the sender's wall
-    /// clock, µs) that arrived at `arrival_us` (ours, low 32 bits).
-    fn record_one_way(&mut self, timestamp: u64, arrival_us: u32) {
-        let Some(offset) = self.clock_offset_us else {
-            return;
-        };
+    /// clock, µs) that arrived at `arrival_us` (ours, low 32 bits), and returns it (µs) when the
+    /// clock offset is known and the result is in range.
+    fn record_one_way(&mut self, timestamp: u64, arrival_us: u32) -> Option<f64> {
+        let offset = self.clock_offset_us?;
         let raw = i64::from(arrival_us.wrapping_sub(timestamp as u32) as i32);
         let one_way = raw.saturating_sub(offset);
         if (0..=MAX_ONE_WAY_US).contains(&one_way) {
             self.network.record(one_way as f64);
+            Some(one_way as f64)
         } else {
             self.network.reject();
+            None
+        }
+    }
+
+    /// Records the delivery time of a packet that arrived at `arrival_us` (net side's wall
+    /// clock, low 32 bits) and reached the engine in a quantum that started at `wall_us` (the
+    /// host's wall clock), and returns it (µs) when in range.
+    fn record_delivery(&mut self, arrival_us: u32, wall_us: f64) -> Option<f64> {
+        // Both are µs since 1970: compare the low 32 bits, wrapping.
+        let low = (wall_us.rem_euclid(4_294_967_296.0)) as u32;
+        let raw = f64::from(low.wrapping_sub(arrival_us) as i32) + wall_us.fract();
+        if (-DELIVERY_SLACK_US..=MAX_DELIVERY_US).contains(&raw) {
+            let us = raw.max(0.0);
+            self.delivery.record(us);
+            Some(us)
+        } else {
+            self.delivery.reject();
+            None
         }
     }
 
@@ -270,10 +353,16 @@ impl Peer {
                 break;
             }
             let pop = self.jitter.pop_block(l, r);
-            if let Some(arrival) = self.jitter.take_played_arrival() {
+            if let Some((arrival, sent)) = self.jitter.take_played() {
                 let ahead_local = if ratio > 0.0 { ahead / ratio } else { ahead };
-                let wait = now as f64 + ahead_local.max(0.0) - arrival as f64;
-                self.wait.record(wait * 1_000_000.0 / f64::from(LOCAL_RATE));
+                let starts = now as f64 + ahead_local.max(0.0);
+                self.wait
+                    .record((starts - arrival as f64) * 1_000_000.0 / f64::from(LOCAL_RATE));
+                // The note is the local frame at which the sender handed the packet over.
+                if sent.is_finite() {
+                    self.transit
+                        .record((starts - sent) * 1_000_000.0 / f64::from(LOCAL_RATE));
+                }
             }
             if pop.kind == PopKind::Silence {
                 playing = false;
@@ -349,6 +438,17 @@ pub struct Engine {
     capture_interval: Histogram,
     /// Wall clock of the last quantum, µs (`None` before the first, or after a bad value).
     last_wall_us: Option<f64>,
+    /// Wall clock of the current quantum, µs (`None`: the host gave none).
+    wall_us: Option<f64>,
+    /// The round-trip probe, and the outgoing quantum it writes.
+    probe: ClickProbe,
+    probe_l: [f32; QUANTUM],
+    probe_r: [f32; QUANTUM],
+    /// The slot whose stream we echo as our outgoing audio, and the frame the echo ends at.
+    echo: Option<(usize, u64)>,
+    /// The devices' output and input latency the host reported, µs (NaN: unknown).
+    output_latency_us: f64,
+    input_latency_us: f64,
 }
 
 impl Engine {
@@ -384,6 +484,13 @@ impl Engine {
             recording: false,
             capture_interval: Histogram::new(),
             last_wall_us: None,
+            wall_us: None,
+            probe: ClickProbe::new(),
+            probe_l: [0.0; QUANTUM],
+            probe_r: [0.0; QUANTUM],
+            echo: None,
+            output_latency_us: f64::NAN,
+            input_latency_us: f64::NAN,
         }
     }
 
@@ -472,6 +579,8 @@ impl Engine {
     /// stamped with this time.
     pub fn begin_quantum(&mut self, now: u64) {
         self.now = now;
+        self.wall_us = None;
+        self.expire_echo();
     }
 
     /// [`Engine::begin_quantum`], with the host's wall clock `wall_us` (µs, any origin) at which
@@ -480,10 +589,13 @@ impl Engine {
     /// intervals; a clock that went back is counted as rejected. Real-time safe.
     pub fn begin_quantum_at(&mut self, now: u64, wall_us: f64) {
         self.now = now;
+        self.expire_echo();
         if !wall_us.is_finite() {
             self.last_wall_us = None;
+            self.wall_us = None;
             return;
         }
+        self.wall_us = Some(wall_us);
         if let Some(last) = self.last_wall_us {
             self.capture_interval.record(wall_us - last);
         }
@@ -513,6 +625,9 @@ impl Engine {
         for peer in self.peers.iter_mut().flatten() {
             peer.wait.reset();
             peer.network.reset();
+            peer.delivery.reset();
+            peer.send_queue.reset();
+            peer.transit.reset();
         }
         self.capture_interval.reset();
         self.last_wall_us = None;
@@ -547,10 +662,20 @@ impl Engine {
         };
         match packet::parse(bytes) {
             Ok(pkt) => {
-                peer.jitter.push(&pkt, self.now);
+                // The local frame at which the sender handed the packet over, when both the
+                // network and the delivery time are known: the start of its transit.
+                let mut sent = f64::NAN;
                 if let Some(arrival) = arrival_us {
-                    peer.record_one_way(pkt.header.timestamp, arrival);
+                    let one_way = peer.record_one_way(pkt.header.timestamp, arrival);
+                    let delivery = self
+                        .wall_us
+                        .and_then(|wall| peer.record_delivery(arrival, wall));
+                    if let (Some(one_way), Some(delivery)) = (one_way, delivery) {
+                        sent = self.now as f64
+                            - (one_way + delivery) * f64::from(LOCAL_RATE) / 1_000_000.0;
+                    }
                 }
+                peer.jitter.push_noted(&pkt, self.now, sent);
                 Ok(())
             }
             Err(e) => {
@@ -571,8 +696,12 @@ impl Engine {
             match ring::read_record(data, read, write) {
                 Ok(Some((record, next))) => {
                     self.counters.records_read += 1;
-                    // A drop is already counted; the other peers are unaffected.
-                    let _ = self.push_packet_at(record.tag, record.payload, record.time);
+                    if record.tag & (TAG_SEND_QUEUE | TAG_ECHO) != 0 {
+                        self.note(record.tag, record.time);
+                    } else {
+                        // A drop is already counted; the other peers are unaffected.
+                        let _ = self.push_packet_at(record.tag, record.payload, record.time);
+                    }
                     read = next;
                 }
                 Ok(None) => return read,
@@ -584,13 +713,101 @@ impl Engine {
         }
     }
 
+    /// A tagged inbound record that is not a packet (see [`TAG_SEND_QUEUE`], [`TAG_ECHO`]).
+    /// One for a slot without a peer is counted as for an unknown peer.
+    fn note(&mut self, tag: u16, value: u32) {
+        let slot = usize::from(tag & TAG_SLOT_MASK);
+        let Some(peer) = self.peers.get_mut(slot).and_then(|p| p.as_deref_mut()) else {
+            self.counters.unknown_peer += 1;
+            return;
+        };
+        if tag & TAG_SEND_QUEUE != 0 {
+            peer.send_queue.record(f64::from(value));
+        } else {
+            let frames = u64::from(value.min(MAX_ECHO_MS)) * u64::from(LOCAL_RATE) / 1000;
+            self.echo = (frames > 0).then_some((slot, self.now + frames));
+        }
+    }
+
     /// Takes one quantum of local input (`left`, and `right` for stereo; pass the same slice twice
     /// for a mono input) and hands every completed outgoing packet to `sink`, which returns false
-    /// when it could not take it (counted as a send drop). Real-time safe.
+    /// when it could not take it (counted as a send drop). While the round-trip probe runs, the
+    /// probe's silence and clicks go out instead; while echoing, the echoed peer's last rendered
+    /// quantum (call [`Engine::render`] first for an echo without a quantum's delay).
+    /// Real-time safe.
     pub fn capture(&mut self, left: &[f32], right: &[f32], sink: &mut dyn FnMut(&[u8]) -> bool) {
-        let sent = self.capture.push(left, right, self.now, sink);
+        let now = self.now;
+        let sent = if self
+            .probe
+            .outgoing(now, &mut self.probe_l, &mut self.probe_r)
+        {
+            self.capture.push(&self.probe_l, &self.probe_r, now, sink)
+        } else if let Some(peer) = self
+            .echo
+            .and_then(|(slot, _)| self.peers.get(slot))
+            .and_then(|p| p.as_deref())
+        {
+            self.capture.push(&peer.stem_l, &peer.stem_r, now, sink)
+        } else {
+            self.capture.push(left, right, now, sink)
+        };
         self.counters.packets_sent += sent.0;
         self.counters.send_dropped += sent.1;
+    }
+
+    /// Starts the round-trip probe ([`crate::probe`]) towards the peer in `slot`: `clicks`
+    /// clicks (1..=16), our outgoing audio muted meanwhile. Real-time safe.
+    pub fn start_probe(&mut self, slot: usize, clicks: usize) -> Result<(), EngineError> {
+        self.peer_mut(slot)?;
+        self.probe.start(slot, clicks, self.now);
+        Ok(())
+    }
+
+    /// Stops the probe; its results stay readable.
+    pub fn stop_probe(&mut self) {
+        self.probe.stop();
+    }
+
+    /// The round-trip probe.
+    pub fn probe(&self) -> &ClickProbe {
+        &self.probe
+    }
+
+    /// Echoes the stream of the peer in `slot` as our outgoing audio for `ms` milliseconds (at
+    /// most [`MAX_ECHO_MS`]; 0 stops), as a remote peer's [`TAG_ECHO`] request does: the peer
+    /// then measures the round trip to us with its probe. Real-time safe.
+    pub fn set_echo(&mut self, slot: usize, ms: u32) -> Result<(), EngineError> {
+        self.peer_mut(slot)?;
+        self.note(TAG_ECHO | (slot as u16 & TAG_SLOT_MASK), ms);
+        Ok(())
+    }
+
+    /// The slot being echoed, if any.
+    pub fn echoing(&self) -> Option<usize> {
+        self.echo.map(|(slot, _)| slot)
+    }
+
+    fn expire_echo(&mut self) {
+        if let Some((slot, until)) = self.echo {
+            let gone = self.peers.get(slot).is_none_or(|p| p.is_none());
+            if gone || self.now >= until {
+                self.echo = None;
+            }
+        }
+    }
+
+    /// The devices' output and input latency as the host knows them (µs; NaN: unknown), carried
+    /// in the histogram block for the UI's mouth-to-ear sum. Real-time safe.
+    pub fn set_device_latency(&mut self, output_us: f64, input_us: f64) {
+        let valid = |v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                v
+            } else {
+                f64::NAN
+            }
+        };
+        self.output_latency_us = valid(output_us);
+        self.input_latency_us = valid(input_us);
     }
 
     /// Renders one quantum of every peer into `left`/`right` (overwritten; each QUANTUM frames)
@@ -603,9 +820,19 @@ impl Engine {
         let any_solo = self.solos > 0;
         let (tmp_l, tmp_r) = (&mut self.scratch_l[..frames], &mut self.scratch_r[..frames]);
         let now = self.now;
-        for peer in self.peers.iter_mut().flatten() {
+        let echo = self.echo.map(|(slot, _)| slot);
+        for (slot, peer) in self.peers.iter_mut().enumerate() {
+            let Some(peer) = peer.as_deref_mut() else {
+                continue;
+            };
             let audible = solo_audible(any_solo, peer.strip.solo(), peer.strip.mute());
-            peer.play(now, left, right, tmp_l, tmp_r, audible, self.recording);
+            let probed = self.probe.listens_to(slot);
+            let keep = self.recording || probed || echo == Some(slot);
+            peer.play(now, left, right, tmp_l, tmp_r, audible, keep);
+            if probed {
+                self.probe
+                    .incoming(now, &peer.stem_l[..frames], &peer.stem_r[..frames]);
+            }
         }
         self.master.process(left, right);
         self.counters.quanta += 1;
@@ -706,6 +933,18 @@ impl Engine {
         out[G_INPUT_RMS] = f64::from(input.1);
         out[G_NONFINITE] = self.master.nonfinite_blocks() as f64;
         out[G_UNDERRUNS] = underruns as f64;
+        let p = &self.probe;
+        out[G_PROBE_STATE] = p.state().code();
+        out[G_PROBE_SLOT] = p.slot() as f64;
+        out[G_PROBE_CLICKS] = p.clicks() as f64;
+        out[G_PROBE_SENT] = p.sent() as f64;
+        out[G_PROBE_HEARD] = p.heard() as f64;
+        out[G_ECHO_SLOT] = self.echoing().map_or(-1.0, |s| s as f64);
+        let results = &mut out[G_PROBE_RESULTS_AT..G_PROBE_RESULTS_AT + crate::probe::MAX_CLICKS];
+        results.fill(f64::NAN);
+        for (o, frames) in results.iter_mut().zip(p.results()) {
+            *o = frames * 1000.0 / f64::from(LOCAL_RATE);
+        }
     }
 
     /// Values of the histogram block this engine writes: the globals, the capture histogram
@@ -724,22 +963,25 @@ impl Engine {
         out[latency::HB_SLOTS] = self.peers.len() as f64;
         out[latency::HB_STAGES] = STAGES as f64;
         out[latency::HB_BINS] = latency::BINS as f64;
+        out[latency::HB_OUTPUT_US] = self.output_latency_us;
+        out[latency::HB_INPUT_US] = self.input_latency_us;
         self.capture_interval
             .write_record(&mut out[CAPTURE_AT..CAPTURE_AT + HIST_LEN]);
         for (slot, place) in self.peers.iter().enumerate() {
-            let wait_at = latency::hist_index(slot, latency::STAGE_JITTER_WAIT);
-            let net_at = latency::hist_index(slot, latency::STAGE_NETWORK);
-            match place {
-                Some(peer) => {
-                    peer.wait
-                        .write_record(&mut out[wait_at..wait_at + HIST_LEN]);
-                    peer.network
-                        .write_record(&mut out[net_at..net_at + HIST_LEN]);
-                }
-                None => {
-                    out[wait_at..wait_at + HIST_LEN].fill(0.0);
-                    out[net_at..net_at + HIST_LEN].fill(0.0);
-                }
+            let row = &mut out[latency::hist_index(slot, 0)..latency::hist_index(slot + 1, 0)];
+            let Some(peer) = place else {
+                row.fill(0.0);
+                continue;
+            };
+            let stages = [
+                (latency::STAGE_JITTER_WAIT, &peer.wait),
+                (latency::STAGE_NETWORK, &peer.network),
+                (latency::STAGE_DELIVERY, &peer.delivery),
+                (latency::STAGE_SEND_QUEUE, &peer.send_queue),
+                (latency::STAGE_TRANSIT, &peer.transit),
+            ];
+            for (stage, hist) in stages {
+                hist.write_record(&mut row[stage * HIST_LEN..(stage + 1) * HIST_LEN]);
             }
         }
     }

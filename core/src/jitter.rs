@@ -750,6 +750,8 @@ struct Slot {
     buf: u32,
     /// Local time (frames) of the quantum the packet arrived in.
     arrival: u64,
+    /// The caller's note on the packet ([`JitterBuffer::push_noted`]; NaN: none).
+    note: f64,
 }
 
 /// The measurements the target was last computed from: it is recomputed only when one of them
@@ -799,8 +801,10 @@ pub struct JitterBuffer {
     t_base: u64,
     s_base: u64,
     last_arrival: u64,
-    /// Arrival time (local frames) of the last packet played as audio, until taken.
-    played_arrival: Option<u64>,
+    /// Arrival time (local frames) and note of the last packet played as audio, until taken.
+    played_arrival: Option<(u64, f64)>,
+    /// The note of the packet being pushed.
+    pushed_note: f64,
     /// Current segment of the loss accounting.
     seg_active: bool,
     seg_lowest: u64,
@@ -858,6 +862,7 @@ impl JitterBuffer {
                     ext: EMPTY,
                     buf: 0,
                     arrival: 0,
+                    note: f64::NAN,
                 };
                 cap / MIN_BLOCK
             ],
@@ -885,6 +890,7 @@ impl JitterBuffer {
             s_base: 0,
             last_arrival: 0,
             played_arrival: None,
+            pushed_note: f64::NAN,
             delay: 0,
             lat: Lateness::new(),
             target_local: 0,
@@ -1015,6 +1021,14 @@ impl JitterBuffer {
     /// (decoded when the slot is popped). `now` = local frame time of the quantum that drained
     /// it. Real-time safe.
     pub fn push(&mut self, pkt: &Packet, now: u64) -> PushOutcome {
+        self.push_noted(pkt, now, f64::NAN)
+    }
+
+    /// [`JitterBuffer::push`] with a note the caller keeps with the packet (any `f64`, e.g. when
+    /// it was sent) and gets back from [`JitterBuffer::take_played`] when it plays. Real-time
+    /// safe.
+    pub fn push_noted(&mut self, pkt: &Packet, now: u64, note: f64) -> PushOutcome {
+        self.pushed_note = note;
         let frames = pkt.frames();
         let channels = pkt.channels;
         let expected_len = frames * usize::from(channels) * pkt.header.format.bytes();
@@ -1181,6 +1195,7 @@ impl JitterBuffer {
         self.store.write(self.slots[i].buf, payload, format);
         self.slots[i].ext = ext;
         self.slots[i].arrival = now;
+        self.slots[i].note = self.pushed_note;
     }
 
     /// Empties slot `i` and frees its buffer.
@@ -1305,7 +1320,7 @@ impl JitterBuffer {
             return self.fade(l, r);
         }
         let buf = self.slots[i].buf;
-        self.played_arrival = Some(self.slots[i].arrival);
+        self.played_arrival = Some((self.slots[i].arrival, self.slots[i].note));
         self.store.decode(buf, l, r);
         let next = self.slot_of(self.play + 1);
         let merge = self.skip_pending > 0 && self.slots[next].ext == self.play + 1;
@@ -1344,10 +1359,11 @@ impl JitterBuffer {
         }
     }
 
-    /// The arrival time (the `now` it was pushed with, local frames) of the last packet a pop
-    /// played as audio since the last call, taken once: the start of its jitter-buffer wait. A
-    /// catch-up merge reports the first of the two blocks it consumed. Real-time safe.
-    pub fn take_played_arrival(&mut self) -> Option<u64> {
+    /// The arrival time (the `now` it was pushed with, local frames) and the note
+    /// ([`JitterBuffer::push_noted`]) of the last packet a pop played as audio since the last
+    /// call, taken once: the start of its jitter-buffer wait. A catch-up merge reports the first
+    /// of the two blocks it consumed. Real-time safe.
+    pub fn take_played(&mut self) -> Option<(u64, f64)> {
         self.played_arrival.take()
     }
 

@@ -294,8 +294,22 @@ pub const STAGE_JITTER_WAIT: usize = 0;
 /// Per-peer stage: network one-way delay, from the sender's wall clock at sending to ours at
 /// arrival, corrected by the clock offset.
 pub const STAGE_NETWORK: usize = 1;
+/// Per-peer stage: delivery, from a packet's arrival at the net side (the ring record's time)
+/// to the quantum that takes it into the engine, on the host's wall clock. It is how long a
+/// packet waits for the audio thread to run; with audio callbacks that come in bursts it is most
+/// of a burst period.
+pub const STAGE_DELIVERY: usize = 2;
+/// Per-peer stage: our send queue towards this peer, per packet sent: the data channel's queued
+/// bytes at the moment the packet was handed to it, as time at the stream's rate (the net side
+/// reports each one with a [`crate::engine::TAG_SEND_QUEUE`] ring record).
+pub const STAGE_SEND_QUEUE: usize = 3;
+/// Per-peer stage: transit, per packet played whose network delay is known, from the sender
+/// handing it to its data channel to the local frame at which it starts to play: network +
+/// delivery + jitter-buffer wait of the same packet, so its tail is the tail of the sum, not a
+/// sum of tails.
+pub const STAGE_TRANSIT: usize = 4;
 /// Stages per peer.
-pub const STAGES: usize = 2;
+pub const STAGES: usize = 5;
 
 /// Block global: the seqlock word.
 pub const HB_SEQUENCE: usize = 0;
@@ -305,6 +319,11 @@ pub const HB_SLOTS: usize = 1;
 pub const HB_STAGES: usize = 2;
 /// Block global: bins per histogram ([`BINS`]).
 pub const HB_BINS: usize = 3;
+/// Block global: the local output latency the host reported (the device's, from the audio
+/// context), µs; NaN while unknown. See [`crate::engine::Engine::set_device_latency`].
+pub const HB_OUTPUT_US: usize = 4;
+/// Block global: the local input latency the host reported, µs; NaN while unknown.
+pub const HB_INPUT_US: usize = 5;
 /// Values before the capture histogram.
 pub const HB_GLOBAL_LEN: usize = 8;
 /// Start of the capture-interval histogram record.
@@ -514,10 +533,15 @@ mod tests {
             ("HIST_LEN", HIST_LEN as f64),
             ("STAGE_JITTER_WAIT", STAGE_JITTER_WAIT as f64),
             ("STAGE_NETWORK", STAGE_NETWORK as f64),
+            ("STAGE_DELIVERY", STAGE_DELIVERY as f64),
+            ("STAGE_SEND_QUEUE", STAGE_SEND_QUEUE as f64),
+            ("STAGE_TRANSIT", STAGE_TRANSIT as f64),
             ("STAGES", STAGES as f64),
             ("HB_SEQUENCE", HB_SEQUENCE as f64),
             ("HB_SLOTS", HB_SLOTS as f64),
             ("HB_STAGES", HB_STAGES as f64),
+            ("HB_OUTPUT_US", HB_OUTPUT_US as f64),
+            ("HB_INPUT_US", HB_INPUT_US as f64),
             ("HB_BINS", HB_BINS as f64),
             ("HB_GLOBAL_LEN", HB_GLOBAL_LEN as f64),
             ("CAPTURE_AT", CAPTURE_AT as f64),

@@ -17,6 +17,7 @@
 //! | [`clock`] | drift correction: a buffer-fill-driven resampling ratio and its interpolator |
 //! | [`mix`] | gain, pan, mute, solo, meters, master limiter |
 //! | [`latency`] | fixed-size latency histograms per stage and the shared histogram block |
+//! | [`probe`] | the round-trip probe: clicks out, found again in a peer's stream |
 //! | [`stats`] | the shared stats block's layout |
 //! | [`engine`] | the multi-peer session that ties them together |
 //!
@@ -34,6 +35,7 @@ pub mod jitter;
 pub mod latency;
 pub mod mix;
 pub mod packet;
+pub mod probe;
 pub mod ring;
 pub mod stats;
 #[cfg(test)]

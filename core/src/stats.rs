@@ -18,7 +18,7 @@
 //! ```
 
 /// Values before the first peer row.
-pub const GLOBAL_LEN: usize = 32;
+pub const GLOBAL_LEN: usize = 48;
 /// Values per peer row.
 pub const PEER_LEN: usize = 48;
 /// Peer slots the block has rows for.
@@ -78,6 +78,21 @@ pub const G_CAPTURE_MAX_MS: usize = 22;
 pub const G_CAPTURE_MEAN_MS: usize = 23;
 /// Capture intervals recorded.
 pub const G_CAPTURE_COUNT: usize = 24;
+/// Round-trip probe ([`crate::probe`]): 0 idle, 1 running, 2 done.
+pub const G_PROBE_STATE: usize = 25;
+/// The slot the probe measures (or measured).
+pub const G_PROBE_SLOT: usize = 26;
+/// Clicks the probe was asked to send.
+pub const G_PROBE_CLICKS: usize = 27;
+/// Clicks sent so far.
+pub const G_PROBE_SENT: usize = 28;
+/// Clicks heard back so far.
+pub const G_PROBE_HEARD: usize = 29;
+/// The slot whose stream we echo back as our outgoing audio, or −1 when not echoing.
+pub const G_ECHO_SLOT: usize = 30;
+/// First of [`crate::probe::MAX_CLICKS`] values: each sent click's round trip, ms on the local
+/// audio clock (NaN: lost); values past the clicks sent are NaN.
+pub const G_PROBE_RESULTS_AT: usize = 32;
 
 /// 1 when the slot holds a peer, else 0.
 pub const P_ACTIVE: usize = 0;
@@ -198,6 +213,14 @@ mod tests {
             ("G_CAPTURE_MAX_MS", G_CAPTURE_MAX_MS),
             ("G_CAPTURE_MEAN_MS", G_CAPTURE_MEAN_MS),
             ("G_CAPTURE_COUNT", G_CAPTURE_COUNT),
+            ("G_PROBE_STATE", G_PROBE_STATE),
+            ("G_PROBE_SLOT", G_PROBE_SLOT),
+            ("G_PROBE_CLICKS", G_PROBE_CLICKS),
+            ("G_PROBE_SENT", G_PROBE_SENT),
+            ("G_PROBE_HEARD", G_PROBE_HEARD),
+            ("G_ECHO_SLOT", G_ECHO_SLOT),
+            ("G_PROBE_RESULTS_AT", G_PROBE_RESULTS_AT),
+            ("PROBE_MAX_CLICKS", crate::probe::MAX_CLICKS),
             ("P_ACTIVE", P_ACTIVE),
             ("P_RECEIVED", P_RECEIVED),
             ("P_LOST", P_LOST),
@@ -252,7 +275,9 @@ mod tests {
     }
 
     // Fields fit their rows; checked when the crate compiles.
-    const _: () = assert!(G_CAPTURE_COUNT < GLOBAL_LEN && P_CLOCK_OFFSET_US < PEER_LEN);
+    const _: () = assert!(
+        G_PROBE_RESULTS_AT + crate::probe::MAX_CLICKS <= GLOBAL_LEN && P_CLOCK_OFFSET_US < PEER_LEN
+    );
 
     #[test]
     fn last_peer_row_ends_the_block() {

@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::{sine_packet, Rng};
-use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
+use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM, TAG_ECHO, TAG_SEND_QUEUE};
 use tutti_core::latency::HB_BLOCK_LEN;
 use tutti_core::ring;
 use tutti_core::stats::BLOCK_LEN;
@@ -101,12 +101,23 @@ fn render_path_never_allocates() {
             let bytes = &packets[(*seq % 64) as usize];
             // Arrival times that give every packet a one-way delay in range for slot 0..8 and out
             // of range for the rest (their offsets below), so both paths are exercised.
-            let arrival = (q * 2_667 + rng.below(3_000)) as u32;
+            // They arrived up to 3 ms before the quantum that drains them (its wall clock below).
+            let wall = (q - q % 3) as f64 * 2_666.67;
+            let arrival = (wall as u64).wrapping_sub(rng.below(3_000)) as u32;
             if let Ok(w) = ring::write_record(&mut inbound, in_write, in_read, slot, arrival, bytes)
             {
                 in_write = w;
             }
             *seq += 1;
+            // The net side's send-queue time towards this peer, and now and then an echo request.
+            let tag = if q % 500 == 7 {
+                TAG_ECHO
+            } else {
+                TAG_SEND_QUEUE
+            } | slot;
+            if let Ok(w) = ring::write_record(&mut inbound, in_write, in_read, tag, 300, &[]) {
+                in_write = w;
+            }
         }
         watched(|| {
             // Recording on for the middle third: stems are kept without allocating.
@@ -117,6 +128,13 @@ fn render_path_never_allocates() {
             in_read = engine.drain(&inbound, in_read, in_write);
             engine.push_packet(3, &packets[0][..10]).ok();
             engine.push_packet_at(5, &packets[1], 77).ok();
+            // A probe now and then (towards a slot that may be empty: refused without a cost).
+            if q % 700 == 100 {
+                engine.start_probe(q as usize % 16, 10).ok();
+            }
+            if q % 700 == 650 {
+                engine.stop_probe();
+            }
             let mut sink = |bytes: &[u8]| match ring::write_record(
                 &mut outbound,
                 out_write,
@@ -161,4 +179,7 @@ fn render_path_never_allocates() {
     assert!(peers.iter().any(|p| p.jitter_wait().count() > 10));
     assert!(peers.iter().any(|p| p.network_one_way().count() > 100));
     assert!(peers.iter().any(|p| p.network_one_way().rejected() > 100));
+    assert!(peers.iter().any(|p| p.delivery().count() > 100));
+    assert!(peers.iter().any(|p| p.send_queue().count() > 100));
+    assert!(engine.probe().sent() > 0, "a probe ran");
 }

@@ -23,6 +23,7 @@
 use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
 use tutti_core::jitter::BufferMode;
 use tutti_core::packet::SampleFormat;
+use tutti_core::probe::ProbeState;
 use tutti_core::ring;
 use wasm_bindgen::prelude::wasm_bindgen;
 
@@ -218,6 +219,38 @@ pub fn tutti_reset_latency(handle: u32) {
     }
 }
 
+/// Starts the round-trip probe towards the peer in `slot` with `clicks` clicks (1..=16).
+/// Returns 1, or 0 if no peer sits in `slot`.
+#[wasm_bindgen]
+pub fn tutti_start_probe(handle: u32, slot: u32, clicks: u32) -> u32 {
+    let Some(h) = host(handle) else { return 0 };
+    u32::from(h.engine.start_probe(slot as usize, clicks as usize).is_ok())
+}
+
+/// Stops the round-trip probe (its results stay in the stats block).
+#[wasm_bindgen]
+pub fn tutti_stop_probe(handle: u32) {
+    if let Some(h) = host(handle) {
+        h.engine.stop_probe();
+    }
+}
+
+/// Echoes the stream of the peer in `slot` as our outgoing audio for `ms` milliseconds (0
+/// stops). Returns 1, or 0 if no peer sits in `slot`.
+#[wasm_bindgen]
+pub fn tutti_set_echo(handle: u32, slot: u32, ms: u32) -> u32 {
+    let Some(h) = host(handle) else { return 0 };
+    u32::from(h.engine.set_echo(slot as usize, ms).is_ok())
+}
+
+/// The devices' output and input latency, µs (NaN: unknown).
+#[wasm_bindgen]
+pub fn tutti_set_device_latency(handle: u32, output_us: f64, input_us: f64) {
+    if let Some(h) = host(handle) {
+        h.engine.set_device_latency(output_us, input_us);
+    }
+}
+
 /// Address of the I/O words (`IO_LEN` u32: ring counters in and out).
 #[wasm_bindgen]
 pub fn tutti_io_ptr(handle: u32) -> u32 {
@@ -303,9 +336,11 @@ pub fn tutti_set_buffer(handle: u32, fixed: u32, floor: u32, ceiling: u32, packe
 }
 
 /// Runs one quantum at local time `now` (frames) whose input reached the engine at `wall_us` on
-/// the host's wall clock (µs; NaN when there is none: no capture interval is recorded): drains
-/// the inbound mirror between the I/O counters (each record's time is its arrival), captures `input_channels` (0: no input, 1: mono in input 0, 2: stereo) into the
-/// outbound mirror, and renders the output. Real-time safe.
+/// the host's wall clock (µs; NaN when there is none: no capture interval or delivery time is
+/// recorded): drains the inbound mirror between the I/O counters (each record's time is its
+/// arrival), renders the output, and captures `input_channels` (0: no input, 1: mono in input
+/// 0, 2: stereo) into the outbound mirror. Rendering comes first so that an echo sends the peer's
+/// quantum of this very callback. Real-time safe.
 #[wasm_bindgen]
 pub fn tutti_process(handle: u32, now: f64, wall_us: f64, input_channels: u32) {
     let Some(h) = host(handle) else { return };
@@ -335,12 +370,18 @@ pub fn tutti_process(handle: u32, now: f64, wall_us: f64, input_channels: u32) {
     let after = *engine.counters();
     io[IO_RECORDS] = (after.records_read - before.records_read) as u32;
     io[IO_RESYNCS] = (after.ring_resyncs - before.ring_resyncs) as u32;
+    engine.render(output_l, output_r);
     let (mut dropped, mut dropped_bytes) = (0u32, 0u32);
-    if input_channels > 0 {
-        let right: &[f32] = if input_channels == 1 {
-            input_l
-        } else {
+    // Without an input, a running probe or an echo still has something to send.
+    let sending = engine.probe().state() == ProbeState::Running || engine.echoing().is_some();
+    if input_channels == 0 && sending {
+        input_l.fill(0.0);
+    }
+    if input_channels > 0 || sending {
+        let right: &[f32] = if input_channels == 2 {
             input_r
+        } else {
+            input_l
         };
         let read = io[IO_OUT_READ];
         let mut write = io[IO_OUT_WRITE];
@@ -361,7 +402,6 @@ pub fn tutti_process(handle: u32, now: f64, wall_us: f64, input_channels: u32) {
     }
     io[IO_SEND_DROPPED] = dropped;
     io[IO_SEND_DROPPED_BYTES] = dropped_bytes;
-    engine.render(output_l, output_r);
 }
 
 /// Fills the stats block from the engine's current figures (the worklet then copies it out).

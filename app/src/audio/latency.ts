@@ -24,16 +24,21 @@ export const H_BINS_AT = 8;
 export const HIST_LEN = 170;
 export const STAGE_JITTER_WAIT = 0;
 export const STAGE_NETWORK = 1;
-export const STAGES = 2;
+export const STAGE_DELIVERY = 2;
+export const STAGE_SEND_QUEUE = 3;
+export const STAGE_TRANSIT = 4;
+export const STAGES = 5;
 export const HB_SEQUENCE = 0;
 export const HB_SLOTS = 1;
 export const HB_STAGES = 2;
 export const HB_BINS = 3;
+export const HB_OUTPUT_US = 4;
+export const HB_INPUT_US = 5;
 export const HB_GLOBAL_LEN = 8;
 export const CAPTURE_AT = 8;
 export const SLOTS_AT = 178;
 export const HB_MAX_PEERS = 256;
-export const HB_BLOCK_LEN = 87218;
+export const HB_BLOCK_LEN = 217778;
 
 /** Bytes a histogram SharedArrayBuffer needs. */
 export const HISTOGRAM_BYTES = HB_BLOCK_LEN * 8;

@@ -1,10 +1,10 @@
 // The stats block layout, mirrored from core/src/stats.rs (a Rust test checks they agree).
 // Every value is an f64; index 0 is a seqlock word (odd while the engine writes the block).
 
-export const GLOBAL_LEN = 32;
+export const GLOBAL_LEN = 48;
 export const PEER_LEN = 48;
 export const MAX_PEERS = 256;
-export const BLOCK_LEN = 12320;
+export const BLOCK_LEN = 12336;
 export const G_SEQUENCE = 0;
 export const G_QUANTA = 1;
 export const G_NOW_FRAMES = 2;
@@ -32,6 +32,17 @@ export const G_CAPTURE_P99_MS = 21;
 export const G_CAPTURE_MAX_MS = 22;
 export const G_CAPTURE_MEAN_MS = 23;
 export const G_CAPTURE_COUNT = 24;
+// Round-trip probe (core/src/probe.rs): state 0 idle, 1 running, 2 done; the slot it measures;
+// clicks asked, sent, heard; the slot we echo (−1: none); from G_PROBE_RESULTS_AT, up to
+// PROBE_MAX_CLICKS round trips in ms (NaN: lost or not sent).
+export const G_PROBE_STATE = 25;
+export const G_PROBE_SLOT = 26;
+export const G_PROBE_CLICKS = 27;
+export const G_PROBE_SENT = 28;
+export const G_PROBE_HEARD = 29;
+export const G_ECHO_SLOT = 30;
+export const G_PROBE_RESULTS_AT = 32;
+export const PROBE_MAX_CLICKS = 16;
 export const P_ACTIVE = 0;
 export const P_RECEIVED = 1;
 export const P_LOST = 2;
