@@ -789,7 +789,7 @@ impl Engine {
 
     fn expire_echo(&mut self) {
         if let Some((slot, until)) = self.echo {
-            let gone = self.peers.get(slot).is_none_or(|p| p.is_none());
+            let gone = !matches!(self.peers.get(slot), Some(Some(_)));
             if gone || self.now >= until {
                 self.echo = None;
             }
