@@ -90,6 +90,9 @@ fn engine(slot: usize) -> Engine {
 /// B's is a different tone. Returns both engines.
 fn run(ab: &mut Link, ba: &mut Link, quanta: u64, clicks: usize) -> (Engine, Engine) {
     let (mut a, mut b) = (engine(1), engine(2));
+    // A's devices: 10 ms out, 5 ms in; B's unknown.
+    a.set_device_latency(10_000.0, 5_000.0);
+    b.set_device_latency(f64::NAN, -1.0);
     let mut ring_buf = vec![0u8; 1 << 16];
     for q in 0..quanta {
         let now = q * QUANTUM as u64;
@@ -199,6 +202,14 @@ fn click_round_trip_is_the_sum_of_both_transits() {
                 let expected = (one_way_us / quantum_us).ceil() * quantum_us - one_way_us;
                 assert!((h.mean().unwrap() - expected).abs() < 1.0, "{:?}", h.mean());
             }
+        }
+        // Mouth to ear = transit + the sender's block (2.667 ms) + our send queue (none here)
+        // + our devices (15 ms at A, unknown at B).
+        let block_ms = QUANTUM as f64 * FRAME_US / 1000.0;
+        for (peer, devices_ms) in [(a_b, 0.0), (b_a, 15.0)] {
+            let extra = mean_ms(peer.mouth_to_ear()) - mean_ms(peer.transit());
+            assert!((extra - block_ms - devices_ms).abs() < 0.001, "{extra}");
+            assert_eq!(peer.mouth_to_ear().count(), peer.transit().count());
         }
         // Transit = network + delivery + wait, packet by packet, so the means add up.
         for peer in [a_b, b_a] {

@@ -27,7 +27,8 @@ export const STAGE_NETWORK = 1;
 export const STAGE_DELIVERY = 2;
 export const STAGE_SEND_QUEUE = 3;
 export const STAGE_TRANSIT = 4;
-export const STAGES = 5;
+export const STAGE_MOUTH_TO_EAR = 5;
+export const STAGES = 6;
 export const HB_SEQUENCE = 0;
 export const HB_SLOTS = 1;
 export const HB_STAGES = 2;
@@ -38,7 +39,7 @@ export const HB_GLOBAL_LEN = 8;
 export const CAPTURE_AT = 8;
 export const SLOTS_AT = 178;
 export const HB_MAX_PEERS = 256;
-export const HB_BLOCK_LEN = 217778;
+export const HB_BLOCK_LEN = 261298;
 
 /** Bytes a histogram SharedArrayBuffer needs. */
 export const HISTOGRAM_BYTES = HB_BLOCK_LEN * 8;
