@@ -4,9 +4,12 @@ import { describe, expect, it } from 'vitest';
 import {
   BURST,
   BURST_EVERY_MS,
+  CTL_ECHO,
   CTL_PING,
   CTL_PONG,
   ClockEstimator,
+  ECHO_LEN,
+  MAX_ECHO_MS,
   PING_EVERY_MS,
   PING_LEN,
   PONG_LEN,
@@ -14,6 +17,7 @@ import {
   newControlMessage,
   nextPingAt,
   parseControl,
+  writeEcho,
   writePing,
   writePong,
 } from '../../app/src/net/clock';
@@ -148,7 +152,30 @@ describe('control messages', () => {
     writePong(pong, T0, T0 + 100.5, T0 + 130.75);
     expect(pong.getUint8(0)).toBe(2);
     expect(parseControl(pong, m)).toBe(true);
-    expect(m).toEqual({ type: CTL_PONG, t1: T0, t2: T0 + 100.5, t3: T0 + 130.75 });
+    expect(m).toEqual({ type: CTL_PONG, t1: T0, t2: T0 + 100.5, t3: T0 + 130.75, ms: 0 });
+
+    const echo = new DataView(new ArrayBuffer(ECHO_LEN));
+    writeEcho(echo, 8000);
+    expect([...new Uint8Array(echo.buffer, 0, 8)]).toEqual([3, 0, 0, 0, 0, 0, 0, 0]);
+    expect(parseControl(echo, m)).toBe(true);
+    expect(m.type).toBe(CTL_ECHO);
+    expect(m.ms).toBe(8000);
+    writeEcho(echo, 0);
+    expect(parseControl(echo, m)).toBe(true);
+    expect(m.ms).toBe(0);
+  });
+
+  it('rejects echo requests that are not a whole number of ms in 0..MAX_ECHO_MS', () => {
+    const m = newControlMessage();
+    for (const ms of [-1, 0.5, MAX_ECHO_MS + 1, NaN, Infinity]) {
+      const echo = new DataView(new ArrayBuffer(ECHO_LEN));
+      writeEcho(echo, ms);
+      expect(parseControl(echo, m)).toBe(false);
+      expect(m.type).toBe(0);
+    }
+    const long = new DataView(new ArrayBuffer(ECHO_LEN + 8));
+    writeEcho(long, 100);
+    expect(parseControl(long, m)).toBe(false);
   });
 
   it('rejects malformed messages', () => {
@@ -168,7 +195,7 @@ describe('control messages', () => {
     };
     // Unknown type.
     const unknown = ping();
-    unknown.setUint8(0, 3);
+    unknown.setUint8(0, 9);
     bad.push(unknown);
     // Reserved byte set.
     const reserved = ping();

@@ -62,6 +62,17 @@ export type Control =
   | { type: 'clock-offset'; slot: number; offsetUs: number }
   /** Empties every latency histogram (each peer's stages and the capture interval). */
   | { type: 'reset-latency' }
+  /**
+   * Round-trip probe (core/src/probe.rs): `clicks` clicks (1..16) into our outgoing stream, our
+   * input muted meanwhile, timed when they come back in the stream of the peer in `slot` (a
+   * loopback, or a peer that echoes us). Results in the stats block (G_PROBE_*).
+   */
+  | { type: 'probe'; slot: number; clicks: number }
+  | { type: 'probe-stop' }
+  /** Echoes the stream of the peer in `slot` as our outgoing audio for `ms` ms (0: stop). */
+  | { type: 'echo'; slot: number; ms: number }
+  /** The devices' output and input latency, µs (NaN: unknown), for the mouth-to-ear stage. */
+  | { type: 'device-latency'; outputUs: number; inputUs: number }
   | {
       type: 'buffer';
       mode: 'adaptive' | 'fixed';
@@ -147,6 +158,10 @@ interface TuttiExports {
   tutti_write_histograms(h: number): void;
   tutti_set_clock_offset(h: number, slot: number, offsetUs: number): number;
   tutti_reset_latency(h: number): void;
+  tutti_start_probe(h: number, slot: number, clicks: number): number;
+  tutti_stop_probe(h: number): void;
+  tutti_set_echo(h: number, slot: number, ms: number): number;
+  tutti_set_device_latency(h: number, outputUs: number, inputUs: number): void;
   tutti_add_peer(h: number, slot: number): number;
   tutti_remove_peer(h: number, slot: number): number;
   tutti_set_strip(
@@ -329,6 +344,19 @@ export class WasmEngineCore implements EngineCore {
         break;
       case 'reset-latency':
         e.tutti_reset_latency(h);
+        this.histogramsDirty = true;
+        break;
+      case 'probe':
+        e.tutti_start_probe(h, msg.slot, msg.clicks);
+        break;
+      case 'probe-stop':
+        e.tutti_stop_probe(h);
+        break;
+      case 'echo':
+        e.tutti_set_echo(h, msg.slot, Math.max(0, Math.min(0xffffffff, Math.round(msg.ms) || 0)));
+        break;
+      case 'device-latency':
+        e.tutti_set_device_latency(h, Number(msg.outputUs), Number(msg.inputUs));
         this.histogramsDirty = true;
         break;
       case 'buffer':

@@ -43,7 +43,9 @@ class EngineProcessor extends AudioWorkletProcessor {
     const right = out.length > 1 ? out[1] : out[0];
     // Date.now() is the only wall clock in AudioWorkletGlobalScope (no performance): whole
     // milliseconds, so single capture intervals are quantised to 1 ms (see core/src/engine.rs).
-    this.core.process(inputs[0] ?? NO_INPUT, left, right, currentFrame, Date.now() * 1000);
+    // The true time lies anywhere in the millisecond Date.now() names: pass its middle, so that
+    // the delivery stage (arrival at the pump, in µs, to this quantum) is not biased by 0.5 ms.
+    this.core.process(inputs[0] ?? NO_INPUT, left, right, currentFrame, Date.now() * 1000 + 500);
     return true;
   }
 }

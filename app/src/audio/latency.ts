@@ -87,13 +87,35 @@ export interface PeerLatency {
   jitterWait: StageHistogram;
   /** Sender's wall clock to ours, corrected by the clock offset; empty until it is known. */
   network: StageHistogram;
+  /** Arrival at the pump to the quantum that takes the packet into the engine. */
+  delivery: StageHistogram;
+  /** Our data channel's queue towards this peer, per packet sent, as time. */
+  sendQueue: StageHistogram;
+  /** The sender handing a packet over to its first frame playing: network + delivery + wait. */
+  transit: StageHistogram;
+  /** Estimated mouth to ear: transit + the sender's block + send queue + the devices' latency. */
+  mouthToEar: StageHistogram;
 }
+
+/** The per-peer stages by their names in PeerLatency, in the block's order. */
+export const PEER_STAGES = [
+  ['jitterWait', STAGE_JITTER_WAIT],
+  ['network', STAGE_NETWORK],
+  ['delivery', STAGE_DELIVERY],
+  ['sendQueue', STAGE_SEND_QUEUE],
+  ['transit', STAGE_TRANSIT],
+  ['mouthToEar', STAGE_MOUTH_TO_EAR],
+] as const;
+export type PeerStage = (typeof PEER_STAGES)[number][0];
 
 export interface LatencySnapshot {
   /** Interval between input quanta reaching the engine (the worklet's clock has 1 ms steps). */
   capture: StageHistogram;
   /** Peers whose stages recorded anything, by slot. */
   peers: PeerLatency[];
+  /** The devices' output and input latency the host reported, ms (NaN: unknown). */
+  outputMs: number;
+  inputMs: number;
 }
 
 /**
@@ -108,7 +130,9 @@ export function readHistogramBlock(
   for (let i = 0; i < attempts; i++) {
     const before = shared[HB_SEQUENCE];
     if (before % 2 !== 0) continue;
-    into.set(shared.subarray(0, Math.min(shared.length, into.length)));
+    // Only the slots the engine writes (its max peers), not the whole 256-slot block.
+    const slots = Math.max(0, Math.min(HB_MAX_PEERS, Math.floor(shared[HB_SLOTS]) || 0));
+    into.set(shared.subarray(0, Math.min(shared.length, into.length, SLOTS_AT + slots * STAGES * HIST_LEN)));
     if (shared[HB_SEQUENCE] === before) return true;
   }
   return false;
@@ -154,10 +178,20 @@ export function readLatency(
   );
   const peers: PeerLatency[] = [];
   for (let slot = 0; slot < slots; slot++) {
-    const jitterWait = stageAt(scratch, histIndex(slot, STAGE_JITTER_WAIT), edgesMs);
-    const network = stageAt(scratch, histIndex(slot, STAGE_NETWORK), edgesMs);
-    if (jitterWait.count + jitterWait.rejected + network.count + network.rejected === 0) continue;
-    peers.push({ slot, jitterWait, network });
+    const stages = {} as Record<PeerStage, StageHistogram>;
+    let any = 0;
+    for (const [name, stage] of PEER_STAGES) {
+      const h = stageAt(scratch, histIndex(slot, stage), edgesMs);
+      stages[name] = h;
+      any += h.count + h.rejected;
+    }
+    if (any > 0) peers.push({ slot, ...stages });
   }
-  return { capture: stageAt(scratch, CAPTURE_AT, edgesMs), peers };
+  const ms = (us: number) => (Number.isFinite(us) ? us / 1000 : NaN);
+  return {
+    capture: stageAt(scratch, CAPTURE_AT, edgesMs),
+    peers,
+    outputMs: ms(scratch[HB_OUTPUT_US]),
+    inputMs: ms(scratch[HB_INPUT_US]),
+  };
 }

@@ -30,8 +30,13 @@
 
 export const CTL_PING = 1;
 export const CTL_PONG = 2;
+/** Echo request: "send my stream back to me for `ms` milliseconds" (0: stop); see pump.ts. */
+export const CTL_ECHO = 3;
 export const PING_LEN = 16;
 export const PONG_LEN = 32;
+export const ECHO_LEN = 16;
+/** Longest echo one request asks for, ms (the engine's MAX_ECHO_MS). */
+export const MAX_ECHO_MS = 10_000;
 /** Samples the estimator keeps (at one ping a second, the last 16 s). */
 export const SAMPLES = 16;
 /** Pings sent BURST_EVERY_MS apart right after a link opens, so the offset is known at once. */
@@ -49,14 +54,16 @@ export function wallUs(): number {
 
 /** What parseControl found: reused across calls (no allocation per message). */
 export interface ControlMessage {
-  type: typeof CTL_PING | typeof CTL_PONG | 0;
+  type: typeof CTL_PING | typeof CTL_PONG | typeof CTL_ECHO | 0;
   t1: number;
   t2: number;
   t3: number;
+  /** CTL_ECHO: how long to echo, ms (0..MAX_ECHO_MS). */
+  ms: number;
 }
 
 export function newControlMessage(): ControlMessage {
-  return { type: 0, t1: 0, t2: 0, t3: 0 };
+  return { type: 0, t1: 0, t2: 0, t3: 0, ms: 0 };
 }
 
 function goodTime(t: number): boolean {
@@ -91,7 +98,21 @@ export function parseControl(data: DataView, out: ControlMessage): boolean {
     out.type = CTL_PONG;
     return true;
   }
+  if (type === CTL_ECHO && n === ECHO_LEN) {
+    const ms = data.getFloat64(8, true);
+    if (!Number.isInteger(ms) || ms < 0 || ms > MAX_ECHO_MS) return false;
+    out.ms = ms;
+    out.type = CTL_ECHO;
+    return true;
+  }
   return false;
+}
+
+/** Writes an echo request into `out` (ECHO_LEN bytes). */
+export function writeEcho(out: DataView, ms: number): void {
+  out.setUint32(0, CTL_ECHO, true);
+  out.setUint32(4, 0, true);
+  out.setFloat64(8, ms, true);
 }
 
 /** Writes a ping into `out` (PING_LEN bytes). */

@@ -15,6 +15,8 @@ export interface PumpHost {
    */
   add(slot: number, channel: RTCDataChannel, control?: RTCDataChannel): void;
   remove(slot: number): void;
+  /** Asks the peer in `slot` to echo our stream for `ms` ms (0: stop), over its control channel. */
+  requestEcho(slot: number, ms: number): void;
   stop(): void;
 }
 
@@ -62,6 +64,7 @@ export function createPumpHost(
             : [channel as unknown as Transferable],
         ),
       remove: (slot) => post({ type: 'remove', slot }),
+      requestEcho: (slot, ms) => post({ type: 'echo', slot, ms }),
       stop: () => {
         post({ type: 'stop' });
         setTimeout(() => worker.terminate(), 100);
@@ -75,6 +78,7 @@ export function createPumpHost(
     stats,
     add: (slot, channel, control) => pump.add(slot, channel, control ?? null),
     remove: (slot) => pump.remove(slot),
+    requestEcho: (slot, ms) => void pump.requestEcho(slot, ms),
     stop: () => pump.stop(),
   };
 }

@@ -5,6 +5,7 @@
 // in:  { type: 'init', inbound, outbound, netStats, maxPeers }
 //      { type: 'add', slot, channel, control }   (both channels transferred; control may be null)
 //      { type: 'remove', slot }
+//      { type: 'echo', slot, ms }             (ask the peer to echo our stream)
 //      { type: 'stop' }
 // out: { type: 'error', message } when a message could not be applied.
 
@@ -20,6 +21,7 @@ export type NetWorkerMessage =
     }
   | { type: 'add'; slot: number; channel: RTCDataChannel; control: RTCDataChannel | null }
   | { type: 'remove'; slot: number }
+  | { type: 'echo'; slot: number; ms: number }
   | { type: 'stop' };
 
 const scope = self as unknown as {
@@ -44,6 +46,9 @@ scope.onmessage = (ev: MessageEvent<NetWorkerMessage>) => {
         break;
       case 'remove':
         pump?.remove(msg.slot);
+        break;
+      case 'echo':
+        pump?.requestEcho(msg.slot, msg.ms);
         break;
       case 'stop':
         pump?.stop();

@@ -17,6 +17,12 @@
 // Each link may also carry a control channel (clock.ts): the pump answers the peer's pings at
 // once and pings the peer itself (a burst when the link opens, then once a second), so that the
 // clock offset and RTT it publishes are measured where the audio goes, on the pump's thread.
+// The same channel carries echo requests (a peer measuring its round trip to us): the pump
+// passes them to the engine as a TAG_ECHO record in the inbound ring, and sends ours with
+// requestEcho().
+//
+// Per packet handed to a channel the pump also writes a TAG_SEND_QUEUE record (no payload, time
+// = the channel's queue ahead of it in µs) into the inbound ring: the engine's send-queue stage.
 //
 // Times on packets, all wall clock (µs since 1970, performance.timeOrigin + performance.now()):
 // - inbound, the ring record's `time` is the arrival time at the pump, low 32 bits;
@@ -30,17 +36,26 @@
 import { HEADER_WORDS, RingReader, RingWriter, WRITE_WORD } from './../audio/ring';
 import { CONTROL_PACKET_LEN, HEADER_LEN, MAX_PACKET_LEN, SAMPLE_RATES_HZ } from '../audio/packet';
 import {
+  CTL_ECHO,
   CTL_PING,
   CTL_PONG,
   ClockEstimator,
+  ECHO_LEN,
+  MAX_ECHO_MS,
   PING_LEN,
   PONG_LEN,
   newControlMessage,
   nextPingAt,
   parseControl,
+  writeEcho,
   writePing,
   writePong,
 } from './clock';
+
+/** Inbound ring tags that are notes to the engine, not packets (core/src/engine.rs). */
+export const TAG_SEND_QUEUE = 0x8000;
+export const TAG_ECHO = 0x4000;
+const NO_PAYLOAD = new Uint8Array(0);
 
 /** Send-queue bytes beyond which a channel skips packets (~30 PCM16 stereo 128-frame packets). */
 export const SEND_QUEUE_LIMIT = 64 * 1024;
@@ -128,6 +143,8 @@ export class PacketPump {
   private readonly pingView = new DataView(this.pingBuf);
   private readonly pongBuf = new ArrayBuffer(PONG_LEN);
   private readonly pongView = new DataView(this.pongBuf);
+  private readonly echoBuf = new ArrayBuffer(ECHO_LEN);
+  private readonly echoView = new DataView(this.echoBuf);
   private readonly ctlIn = newControlMessage();
   private readonly timeOrigin = performance.timeOrigin;
   private running = false;
@@ -241,6 +258,8 @@ export class PacketPump {
         s[base + NP_EXCHANGES]++;
         s[base + NP_RTT_MS] = link.clock.medianRttUs() / 1000;
         s[base + NP_OFFSET_US] = link.clock.offsetUs();
+      } else if (msg.type === CTL_ECHO) {
+        if (!this.writer.push(TAG_ECHO | link.slot, msg.ms, NO_PAYLOAD)) s[base + NP_RX_DROPPED]++;
       }
     };
     control.onopen = () => this.tickClock();
@@ -260,6 +279,17 @@ export class PacketPump {
       link.lastPingMs = nowMs;
       if (this.sendControl(link, this.pingBuf)) this.stats[link.base + NP_PINGS]++;
     }
+  }
+
+  /**
+   * Asks the peer in `slot` to echo our stream for `ms` milliseconds (0: stop), for a round-trip
+   * probe. Returns false when the link has no open control channel.
+   */
+  requestEcho(slot: number, ms: number): boolean {
+    const link = this.links[slot];
+    if (!link) return false;
+    writeEcho(this.echoView, Math.max(0, Math.min(MAX_ECHO_MS, Math.round(ms) || 0)));
+    return this.sendControl(link, this.echoBuf);
   }
 
   private sendControl(link: Link, buf: ArrayBuffer): boolean {
@@ -355,6 +385,10 @@ export class PacketPump {
         try {
           ch.send(buf);
           s[link.base + NP_TX_PACKETS]++;
+          if (bytesPerSecond > 0) {
+            const queueUs = Math.round((queued / bytesPerSecond) * 1e6);
+            this.writer.push(TAG_SEND_QUEUE | link.slot, queueUs, NO_PAYLOAD);
+          }
         } catch {
           // The channel closed between its close event and now.
           s[link.base + NP_TX_SKIPPED]++;

@@ -9,6 +9,7 @@
 import { createEngine, engineUnavailableReason, type EngineHandle } from '../audio/host';
 import { DEFAULT_CONFIG } from '../audio/engine-core';
 import {
+  G_ECHO_SLOT,
   G_INPUT_PEAK,
   G_INPUT_RMS,
   G_LIMITER_DB,
@@ -17,7 +18,13 @@ import {
   G_MASTER_RMS_L,
   G_MASTER_RMS_R,
   G_PEERS,
+  G_PROBE_CLICKS,
+  G_PROBE_HEARD,
+  G_PROBE_RESULTS_AT,
+  G_PROBE_SENT,
+  G_PROBE_STATE,
   G_QUANTA,
+  PROBE_MAX_CLICKS,
   G_UNDERRUNS,
   BLOCK_LEN,
   P_BITS,
@@ -60,7 +67,7 @@ import { randomId, type Member } from '../net/protocol';
 import { SignalingClient } from '../net/signaling';
 import { LoopbackChannel } from '../net/loopback';
 import { SessionRecorder, trackTag } from '../record/recorder';
-import { HB_BLOCK_LEN, readLatency, type StageHistogram } from '../audio/latency';
+import { HB_BLOCK_LEN, PEER_STAGES, readLatency, type StageHistogram } from '../audio/latency';
 import type {
   JoinRequest,
   Levels,
@@ -158,6 +165,25 @@ export interface SessionCounters {
   perPeer: Record<string, PeerCounters>;
 }
 
+/** Clicks a round-trip probe sends. */
+export const PROBE_CLICKS = 10;
+/** How long a peer is asked to echo us for a probe, ms (ten clicks take 2-4 s). */
+export const PROBE_ECHO_MS = 8000;
+
+/** A round-trip probe's progress and results (Session.probeResult). */
+export interface ProbeResult {
+  peer: string;
+  state: 'idle' | 'running' | 'done';
+  clicks: number;
+  sent: number;
+  heard: number;
+  /** Each sent click's round trip on the local audio clock, ms; NaN: lost. */
+  roundTripsMs: number[];
+  medianMs: number;
+  minMs: number;
+  maxMs: number;
+}
+
 export interface OutputCapture {
   left: Float32Array;
   right: Float32Array;
@@ -185,6 +211,12 @@ class Session implements RoomSession {
   private refreshes = 0;
   private recorder: SessionRecorder | null = null;
   private readonly latencyScratch = new Float64Array(HB_BLOCK_LEN);
+  /** The devices' latency last told to the engine, µs. */
+  private deviceLatencySent = { outputUs: NaN, inputUs: NaN };
+  /** The participant a round-trip probe was started towards. */
+  private probePeer: string | null = null;
+  /** The probed peer was asked to echo and has not been told to stop yet. */
+  private probeEchoOpen = false;
 
   constructor(
     private readonly req: JoinRequest,
@@ -389,20 +421,89 @@ class Session implements RoomSession {
   }
 
   /**
-   * The engine's per-stage latency distributions: per participant (by peer id) the jitter-buffer
-   * wait and the network one-way delay, and the local capture interval. Empty until published.
+   * The engine's per-stage latency distributions (core/src/engine.rs): per participant (by peer
+   * id) the jitter-buffer wait, network one-way, delivery, our send queue towards them, transit
+   * and the estimated mouth to ear; the local capture interval; the devices' latency in ms.
+   * Empty until published (about once a second).
    */
-  latencyStages(): { peers: Record<string, Record<string, StageHistogram>>; local: Record<string, StageHistogram> } {
+  latencyStages(): {
+    peers: Record<string, Record<string, StageHistogram>>;
+    local: Record<string, StageHistogram>;
+    devices: { outputMs: number; inputMs: number };
+  } {
     const shared = this.engine?.buffers.histograms;
     const snap = shared ? readLatency(new Float64Array(shared), this.latencyScratch) : null;
-    if (!snap) return { peers: {}, local: {} };
+    if (!snap) return { peers: {}, local: {}, devices: { outputMs: NaN, inputMs: NaN } };
     const bySlot = new Map(snap.peers.map((p) => [p.slot, p]));
     const peers: Record<string, Record<string, StageHistogram>> = {};
     for (const [peer, p] of this.participants) {
       const l = bySlot.get(p.slot);
-      if (l) peers[peer] = { jitterWait: l.jitterWait, network: l.network };
+      if (!l) continue;
+      const stages: Record<string, StageHistogram> = {};
+      for (const [name] of PEER_STAGES) stages[name] = l[name];
+      peers[peer] = stages;
     }
-    return { peers, local: { capture: snap.capture } };
+    return { peers, local: { capture: snap.capture }, devices: { outputMs: snap.outputMs, inputMs: snap.inputMs } };
+  }
+
+  /**
+   * Starts a round-trip probe of `clicks` clicks towards `peer`: our outgoing audio becomes
+   * silence and clicks, and each click is timed when it comes back in that participant's stream.
+   * A remote participant is asked to echo our stream meanwhile; the sound check's loopback needs
+   * no echo. Returns false when there is no such participant or no engine.
+   */
+  startProbe(peer: string, clicks = PROBE_CLICKS): boolean {
+    const p = this.participants.get(peer);
+    const engine = this.engine;
+    if (!p || !engine || this.ended) return false;
+    this.probePeer = peer;
+    if (!this.loopback) {
+      this.pump?.requestEcho(p.slot, PROBE_ECHO_MS);
+      this.probeEchoOpen = true;
+    }
+    engine.control({ type: 'probe', slot: p.slot, clicks });
+    return true;
+  }
+
+  /** Stops a running probe (and the peer's echo). */
+  stopProbe(): void {
+    const p = this.probePeer ? this.participants.get(this.probePeer) : undefined;
+    this.engine?.control({ type: 'probe-stop' });
+    if (p && this.probeEchoOpen) this.pump?.requestEcho(p.slot, 0);
+    this.probeEchoOpen = false;
+  }
+
+  /**
+   * Where the round-trip probe stands, from the engine's stats block (refreshed ten times a
+   * second); null before the first probe. Once it is done, the peer's echo is stopped.
+   */
+  probeResult(): ProbeResult | null {
+    const s = this.statsSnapshot;
+    const peer = this.probePeer;
+    if (!peer) return null;
+    const state = s[G_PROBE_STATE] === 1 ? 'running' : s[G_PROBE_STATE] === 2 ? 'done' : 'idle';
+    const roundTripsMs: number[] = [];
+    for (let i = 0; i < Math.min(s[G_PROBE_SENT], PROBE_MAX_CLICKS); i++) roundTripsMs.push(s[G_PROBE_RESULTS_AT + i]);
+    const heard = roundTripsMs.filter(Number.isFinite).sort((a, b) => a - b);
+    const median = heard.length > 0 ? heard[Math.floor((heard.length - 1) / 2)] : NaN;
+    return {
+      peer,
+      state,
+      clicks: s[G_PROBE_CLICKS],
+      sent: s[G_PROBE_SENT],
+      heard: s[G_PROBE_HEARD],
+      roundTripsMs,
+      medianMs: median,
+      minMs: heard.length > 0 ? heard[0] : NaN,
+      maxMs: heard.length > 0 ? heard[heard.length - 1] : NaN,
+    };
+  }
+
+  /** The participant whose stream we echo for their round-trip probe, if any. */
+  echoing(): string | null {
+    const slot = this.statsSnapshot[G_ECHO_SLOT];
+    for (const [peer, p] of this.participants) if (p.slot === slot) return peer;
+    return null;
   }
 
   /** Starts the latency histograms afresh (e.g. once the buffers have settled). */
@@ -625,6 +726,13 @@ class Session implements RoomSession {
     const blockMs = (this.req.audio.blockFrames / SAMPLE_RATE) * 1000;
     const figuresDue = this.refreshes++ % FIGURES_EVERY === 0;
     this.forwardClockOffsets();
+    this.forwardDeviceLatency();
+    if (this.probeEchoOpen && s[G_PROBE_STATE] === 2) {
+      // The probe is done: the peer's outgoing audio goes back to their microphone.
+      const p = this.probePeer ? this.participants.get(this.probePeer) : undefined;
+      if (p) this.pump?.requestEcho(p.slot, 0);
+      this.probeEchoOpen = false;
+    }
     const previous = new Map(this.view.participants.map((v) => [v.peer, v]));
     const participants: ParticipantView[] = [];
     for (const [peer, p] of this.participants) {
@@ -691,6 +799,27 @@ class Session implements RoomSession {
       engine: { ...this.view.engine, underruns: s[G_UNDERRUNS], peers: s[G_PEERS] },
     };
     this.emit();
+  }
+
+  /**
+   * Tells the engine the devices' latency when it changed by more than 0.1 ms: output from the
+   * audio context (base + output latency), input from the microphone track's settings where the
+   * browser reports it (else unknown).
+   */
+  private forwardDeviceLatency(): void {
+    const ctx = this.ctx;
+    const engine = this.engine;
+    if (!ctx || !engine) return;
+    const outputUs = (ctx.baseLatency + (ctx.outputLatency || 0)) * 1e6;
+    const track = this.stream?.getAudioTracks()[0];
+    const reported = (track?.getSettings() as { latency?: number } | undefined)?.latency;
+    const inputUs = typeof reported === 'number' && Number.isFinite(reported) ? reported * 1e6 : NaN;
+    const moved = (a: number, b: number) =>
+      Number.isFinite(a) !== Number.isFinite(b) || (Number.isFinite(a) && Math.abs(a - b) > 100);
+    const last = this.deviceLatencySent;
+    if (!moved(outputUs, last.outputUs) && !moved(inputUs, last.inputUs)) return;
+    engine.control({ type: 'device-latency', outputUs, inputUs });
+    this.deviceLatencySent = { outputUs, inputUs };
   }
 
   /**
