@@ -1,5 +1,7 @@
-// The stats view's pure parts: the quality verdict's thresholds, the history's windows, and the
-// export formats (the CSV parsed back by an RFC 4180 reader written here).
+// The stats view's pure parts: the quality verdict's thresholds, the history's windows, the
+// export formats (the CSV parsed back by an RFC 4180 reader written here), the collector fed the
+// engine's stages (mouth to ear first), the latency path table, and the round-trip probe's
+// following and wording.
 import { describe, expect, it } from 'vitest';
 import { verdict, THRESHOLDS } from '../../app/src/stats/verdict';
 import { StatsHistory } from '../../app/src/stats/history';
@@ -84,6 +86,42 @@ describe('export', () => {
     expect(j.peers[0].stages.jitterWait.counts).toEqual([0, 5, 1]);
     expect(j.local.capture.p95).toBe(4.5);
   });
+  it('carries every stage by name and the devices, in JSON and CSV', () => {
+    const m2e: StageHistogram = { edgesMs: [0, 16, 32, 64], counts: [0, 300, 100], p50: 24.5, p95: 40.25, p99: 55, max: 60, min: 17, mean: 28, count: 400, rejected: 2 };
+    const empty: StageHistogram = { edgesMs: [0, 1, 2], counts: [0, 0], p50: 0, p95: 0, p99: 0, max: 0, min: 0, mean: 0, count: 0, rejected: 0 };
+    const x = buildExport({
+      room: 'band', startedAt: h.startedAt, now: h.startedAt + 2000, sampleRate: 48000, blockFrames: 128,
+      series: h.peers(), stages: () => ({ mouthToEar: m2e, network: empty }), local: { capture: hist },
+      devices: { outputMs: 10.5, inputMs: NaN },
+    });
+    const j = JSON.parse(toJson(x));
+    expect(j.devices).toEqual({ outputMs: 10.5, inputMs: null });
+    expect(j.peers[0].stages.mouthToEar).toMatchObject({ p50: 24.5, p95: 40.25, p99: 55, max: 60, count: 400, counts: [0, 300, 100] });
+    expect(j.peers[0].stages.network.count).toBe(0);
+
+    const rows = parseCsv(toCsv(x));
+    expect(rows.every((r) => r.length === CSV_HEADER.length)).toBe(true);
+    const col = (r: string[], name: string) => r[CSV_HEADER.indexOf(name)];
+    const pick = (record: string, ...names: string[]) =>
+      rows.filter((r) => r[0] === record).map((r) => [col(r, 'peer'), col(r, 'stage'), ...names.map((n) => col(r, n))]);
+    // A summary per stage, the empty one too (its quantiles blank: nothing measured).
+    expect(pick('stage', 'count', 'p50_ms', 'p95_ms', 'p99_ms', 'max_ms', 'min_ms', 'mean_ms', 'rejected')).toEqual([
+      ['p1', 'mouthToEar', '400', '24.5', '40.25', '55', '60', '17', '28', '2'],
+      ['p1', 'network', '0', '', '', '', '', '', '', '0'],
+      ['local', 'capture', '6', '2.8', '4.5', '4.9', '5', '1.5', '3', '0'],
+    ]);
+    expect(pick('histogram', 'bin_from_ms', 'bin_to_ms', 'count').filter((r) => r[1] === 'mouthToEar')).toEqual([
+      ['p1', 'mouthToEar', '16', '32', '300'],
+      ['p1', 'mouthToEar', '32', '64', '100'],
+    ]);
+    expect(pick('device', 'value_ms')).toEqual([
+      ['local', 'output', '10.5'],
+      ['local', 'input', ''],
+    ]);
+    // The series rows leave the new columns empty.
+    const series = rows.find((r) => r[0] === 'series')!;
+    expect(['stage', 'count', 'p50_ms', 'value_ms'].map((n) => col(series, n))).toEqual(['', '', '', '']);
+  });
   it('CSV parses back: a series row per sample, a histogram row per non-empty bin', () => {
     const rows = parseCsv(toCsv(e));
     expect(rows[0]).toEqual(CSV_HEADER);
@@ -130,5 +168,223 @@ describe('StatsCollector', async () => {
     expect(row.verdict.grade).toBe('good');
     const e = c.export();
     expect(e.peers[0].samples.map((s) => s.bufferMs)).toEqual([10, 20]);
+  });
+});
+
+/** A histogram with only the summary the view reads (one bin). */
+function stage(p50: number, p95: number, count = 100, max = p95 + 1): StageHistogram {
+  return { edgesMs: [0, 1000], counts: [count], p50, p95, p99: p95 + 0.5, max, min: p50 / 2, mean: p50, count, rejected: 0 };
+}
+
+describe('StatsCollector with the engine stages', async () => {
+  const { StatsCollector } = await import('../../app/src/stats/collector');
+  const counters = {
+    underruns: 0,
+    quanta: 0,
+    perPeer: {
+      p1: { received: 1000, lost: 0, late: 0, duplicates: 0, discarded: 0, concealed: 0, underruns: 0, resets: 0, bufferedMs: 10, targetMs: 10, jitterMs: 2, driftPpm: 0, gapMaxMs: 0, gapsOver20Ms: 0 },
+    },
+  };
+  const view = {
+    room: 'r',
+    engine: { sampleRate: 48000, blockFrames: 128, underruns: 0, peers: 1 },
+    // The view's own estimate says 22 ms: good.
+    participants: [{ peer: 'p1', name: 'Ana', format: 'PCM16 mono 256', latencyMs: 22, rttMs: 1.5 }],
+  };
+  it('samples and grades the mouthToEar p50 when the engine has one, else the view\'s estimate', () => {
+    let m2e = stage(40, 47, 0);
+    const stages = () => ({ peers: { p1: { mouthToEar: m2e, transit: stage(12, 14) } }, local: {}, devices: { outputMs: 8, inputMs: NaN } });
+    let t = 0;
+    const c = new StatsCollector({ view: view as never, counters: () => counters, latencyStages: stages }, () => (t += 1000));
+    // Nothing recorded yet in mouthToEar: the view's estimate.
+    c.sample();
+    expect(c.current[0]).toMatchObject({ latencyMs: 22, latencyFrom: 'estimate' });
+    expect(c.current[0].verdict.grade).toBe('good');
+    m2e = stage(40, 47, 500);
+    c.sample();
+    const [row] = c.current;
+    expect(row).toMatchObject({ latencyMs: 40, latencyFrom: 'mouthToEar' });
+    expect(row.blockMs).toBeCloseTo((256 / 48000) * 1000, 12);
+    // 40 ms one way: fair (≤ 50), with its reason and the smaller-block hint (256 frames).
+    expect(row.verdict.grade).toBe('fair');
+    expect(row.verdict.reasons).toEqual(['latency 40 ms one way (in time up to 30 ms)']);
+    expect(row.verdict.hints).toContain('Try a smaller block size.');
+    expect(c.history.get('p1')!.samples.map((s) => s.latencyMs)).toEqual([22, 40]);
+    expect(c.stages.devices).toEqual({ outputMs: 8, inputMs: NaN });
+    const e = c.export();
+    expect(Object.keys(e.peers[0].stages)).toEqual(['mouthToEar', 'transit']);
+    expect(e.devices).toEqual({ outputMs: 8, inputMs: NaN });
+    // 51 ms: poor.
+    m2e = stage(51, 60, 600);
+    c.sample();
+    expect(c.current[0].verdict.grade).toBe('poor');
+  });
+  it('leaves the latency unknown when neither the stages nor the view have it', () => {
+    const c = new StatsCollector({
+      view: { ...view, participants: [{ ...view.participants[0], latencyMs: null, format: '' }] } as never,
+      counters: () => counters,
+    });
+    c.sample();
+    expect(c.current[0]).toMatchObject({ latencyMs: null, latencyFrom: null });
+    expect(c.current[0].blockMs).toBeNaN();
+    expect(c.history.get('p1')!.samples[0].latencyMs).toBeNaN();
+  });
+});
+
+describe('latency path', async () => {
+  const { blockMsOf, inStageOrder, stageTable, symmetricRoundTripMs, STAGE_NAMES } = await import('../../app/src/stats/collector');
+  it('reads the block from the format', () => {
+    expect(blockMsOf('PCM16 mono 128', 48000)).toBeCloseTo(2.6666667, 6);
+    expect(blockMsOf('float32 stereo 64', 48000)).toBeCloseTo(1.3333333, 6);
+    expect(blockMsOf('', 48000)).toBeNaN();
+  });
+  it('lists the stages in path order, fixed figures in every column, and the per-packet sum last', () => {
+    const lines = stageTable({
+      stages: { sendQueue: stage(0.5, 2), network: stage(6, 9), delivery: stage(1, 3), jitterWait: stage(8, 12), transit: stage(15.5, 22), mouthToEar: stage(29, 36) },
+      local: { capture: stage(2.7, 3) },
+      devices: { outputMs: 10.7, inputMs: NaN },
+      blockMs: 2.5,
+      rttMs: 12.4,
+    });
+    expect(lines.map((l) => [l.key, l.role])).toEqual([
+      ['input', 'part'],
+      ['capture', 'aside'],
+      ['packetization', 'part'],
+      ['sendQueue', 'part'],
+      ['network', 'part'],
+      ['delivery', 'part'],
+      ['jitterWait', 'part'],
+      ['transit', 'subtotal'],
+      ['output', 'part'],
+      ['mouthToEar', 'sum'],
+    ]);
+    const by = Object.fromEntries(lines.map((l) => [l.key, l]));
+    expect(by.network).toMatchObject({ p50: 6, p95: 9, p99: 9.5, max: 10, count: 100, note: 'RTT/2 6.2 ms' });
+    expect(by.packetization).toMatchObject({ p50: 2.5, p95: 2.5, p99: 2.5, max: 2.5, count: null });
+    expect(by.output).toMatchObject({ p50: 10.7, max: 10.7 });
+    expect(by.input.p50).toBeNaN();
+    expect(by.input.note).toBe('not reported (counted as 0)');
+    expect(by.mouthToEar).toMatchObject({ label: 'Mouth to ear (estimated)', p50: 29, p95: 36, p99: 36.5, max: 37 });
+  });
+  it('shows an empty stage as not measured', () => {
+    const lines = stageTable({ stages: { network: stage(0, 0, 0) }, blockMs: NaN, rttMs: null });
+    const net = lines.find((l) => l.key === 'network')!;
+    expect([net.p50, net.p95, net.p99, net.max].every(Number.isNaN)).toBe(true);
+    expect(net.count).toBe(0);
+    expect(net.note).toBe('RTT not measured yet');
+    expect(lines.find((l) => l.key === 'mouthToEar')!.count).toBe(0);
+  });
+  it('estimates the round trip of a symmetric path from the send queue and transit medians', () => {
+    expect(symmetricRoundTripMs({ sendQueue: stage(0.5, 1), transit: stage(15.5, 20) })).toBe(32);
+    expect(symmetricRoundTripMs({ transit: stage(15.5, 20) })).toBeNaN();
+    expect(symmetricRoundTripMs({ sendQueue: stage(0.5, 1), transit: stage(0, 0, 0) })).toBeNaN();
+    expect(symmetricRoundTripMs(undefined)).toBeNaN();
+  });
+  it('orders the histograms mouth to ear first and names them', () => {
+    const order = inStageOrder(['jitterWait', 'network', 'delivery', 'sendQueue', 'transit', 'mouthToEar', 'newStage', 'capture'].map((k) => [k, 0]));
+    expect(order.map(([k]) => k)).toEqual(['mouthToEar', 'transit', 'sendQueue', 'network', 'delivery', 'jitterWait', 'capture', 'newStage']);
+    for (const k of ['mouthToEar', 'transit', 'delivery', 'sendQueue', 'network', 'jitterWait', 'capture']) expect(STAGE_NAMES[k]).toBeTruthy();
+  });
+});
+
+describe('round-trip probe', async () => {
+  const { ProbeWatch, PROBE_START_GRACE_MS, probeControls, roundTripText, selfLoop } = await import('../../app/src/stats/collector');
+  type Result = NonNullable<ReturnType<import('../../app/src/stats/collector').ProbeControls['probeResult']>>;
+  const result = (over: Partial<Result>): Result => ({
+    peer: 'p1', state: 'done', clicks: 10, sent: 10, heard: 10, roundTripsMs: [], medianMs: 31.25, minMs: 30, maxMs: 33.5, ...over,
+  });
+  function fakeProbe(first: Result | null) {
+    const calls: unknown[][] = [];
+    let current = first;
+    return {
+      calls,
+      set: (r: Result | null) => (current = r),
+      startProbe: (peer: string, clicks?: number) => (calls.push(['start', peer, clicks]), peer !== 'gone'),
+      stopProbe: () => void calls.push(['stop']),
+      probeResult: () => current,
+      echoing: () => null,
+    };
+  }
+  it('ignores the previous probe\'s result until the new one runs, then follows it to done', () => {
+    let now = 0;
+    // The stats block still shows an earlier probe of the same peer, done.
+    const p = fakeProbe(result({ medianMs: 99 }));
+    const w = new ProbeWatch(p, 'p1', undefined, () => now);
+    expect(p.calls).toEqual([['start', 'p1', undefined]]);
+    now = 200;
+    expect(w.poll()).toBe('starting');
+    expect(w.progress).toBe('starting…');
+    p.set(result({ state: 'running', sent: 3, heard: 2 }));
+    now = 400;
+    expect(w.poll()).toBe('running');
+    expect(w.progress).toBe('click 3 of 10');
+    p.set(result({ state: 'running', sent: 0, heard: 0 }));
+    w.poll();
+    expect(w.progress).toBe('click 1 of 10');
+    p.set(result({}));
+    expect(w.poll()).toBe('done');
+    expect(w.finished).toBe(true);
+    expect(w.result?.medianMs).toBe(31.25);
+    // Finished: later polls and stops change nothing.
+    p.set(null);
+    expect(w.poll()).toBe('done');
+    w.stop();
+    expect(p.calls).toHaveLength(1);
+  });
+  it('stops, fails to start, and gives up waiting after the grace time', () => {
+    let now = 0;
+    const p = fakeProbe(null);
+    const w = new ProbeWatch(p, 'p1', 4, () => now);
+    expect(p.calls).toEqual([['start', 'p1', 4]]);
+    p.set(result({ state: 'running', clicks: 4, sent: 1, heard: 0 }));
+    w.poll();
+    w.stop();
+    expect(w.phase).toBe('stopped');
+    expect(p.calls.at(-1)).toEqual(['stop']);
+
+    expect(new ProbeWatch(p, 'gone', undefined, () => now).phase).toBe('failed');
+
+    // Never seen running: the previous result counts once the grace time is over.
+    p.set(result({ medianMs: 12 }));
+    const late = new ProbeWatch(p, 'p1', undefined, () => now);
+    now += PROBE_START_GRACE_MS - 1;
+    expect(late.poll()).toBe('starting');
+    now += 2;
+    expect(late.poll()).toBe('done');
+    // ...and nothing at all for this peer: failed.
+    p.set(result({ peer: 'other', state: 'running' }));
+    const other = new ProbeWatch(p, 'p1', undefined, () => now);
+    now += PROBE_START_GRACE_MS + 1;
+    expect(other.poll()).toBe('failed');
+    expect(other.result).toBeNull();
+  });
+  it('finds the probe on a session that has one', () => {
+    expect(probeControls(fakeProbe(null))).not.toBeNull();
+    expect(probeControls({ startProbe() {} })).toBeNull();
+  });
+  it('words a peer round trip, lost clicks and a peer that did not echo', () => {
+    expect(roundTripText(result({}), 'Ana')).toBe('Round trip: median 31.3 ms (min–max 30.0–33.5 ms over 10 clicks)');
+    expect(roundTripText(result({ heard: 9 }), 'Ana')).toBe('Round trip: median 31.3 ms (min–max 30.0–33.5 ms over 9 clicks); 1 of 10 lost');
+    expect(roundTripText(result({ heard: 0, medianMs: NaN, minMs: NaN, maxMs: NaN }), 'Ana')).toBe(
+      'No click came back: Ana did not echo (an older version of Tutti, or muted).',
+    );
+  });
+  it('adds the devices to the sound check\'s engine round trip when they report it', () => {
+    const r = result({ medianMs: 8, minMs: 7.9, maxMs: 8.4 });
+    const both = selfLoop(r, { outputMs: 10.5, inputMs: 3 });
+    expect(both).toMatchObject({ engineMs: 8, totalMs: 21.5 });
+    expect(both.engine).toBe('Engine round trip 8.0 ms (spread 7.9–8.4 ms over 10 clicks)');
+    expect(both.devices).toBe('Devices: output 10.5 ms, input 3.0 ms');
+    expect(both.total).toBe('Total local I/O + engine: 21.5 ms (engine + output + input)');
+    const noInput = selfLoop(r, { outputMs: 10.5, inputMs: NaN });
+    expect(noInput.totalMs).toBe(18.5);
+    expect(noInput.devices).toBe('Devices: output 10.5 ms, input not reported');
+    expect(noInput.total).toBe('Total local I/O + engine: 18.5 ms (engine + output; the input device does not report its latency, so it is not included)');
+    expect(selfLoop(r, { outputMs: NaN, inputMs: NaN }).total).toBe(
+      'Total local I/O + engine: 8.0 ms (engine; neither device reports its latency, so neither is included)',
+    );
+    const none = selfLoop(result({ heard: 0, medianMs: NaN }), { outputMs: 10, inputMs: 1 });
+    expect(none.totalMs).toBeNaN();
+    expect(none.engine).toBe('No click came back through the engine.');
   });
 });

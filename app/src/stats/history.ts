@@ -7,7 +7,9 @@ export interface PeerSample {
   t: number;
   bufferMs: number;
   targetMs: number;
-  /** Estimated one-way mouth-to-ear latency, ms; NaN when not measured. */
+  /** Estimated one-way mouth-to-ear latency, ms: the engine's mouthToEar stage's p50 (since its
+   * histograms last started) once it has any, else the view's estimate (block + RTT/2 + buffer +
+   * output device); NaN when neither is known. */
   latencyMs: number;
   rttMs: number;
   /** Counters, cumulative since the peer joined. */

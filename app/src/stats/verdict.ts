@@ -13,7 +13,8 @@
 export type Grade = 'good' | 'fair' | 'poor';
 
 export interface QualityInput {
-  /** Estimated one-way mouth-to-ear latency, ms (null: not measured yet). */
+  /** Estimated one-way mouth-to-ear latency, ms (null: not measured yet): the engine's
+   * mouthToEar stage's p50 where it has one (stats/collector.ts, store/history.ts). */
   oneWayMs: number | null;
   /** Arrival jitter the buffer absorbs, ms. */
   jitterMs: number;
