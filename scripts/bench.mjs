@@ -1,24 +1,31 @@
-// `npm run bench`: the engine benchmark, then the net benchmark, headless.
+// `npm run bench`: the engine benchmark, then the net benchmark, then the latency benchmark, headless.
 //
 // Installs what is missing (scripts/setup.sh), builds what is stale (scripts/build.mjs), serves
 // dist/ with the cross-origin isolation headers, opens /bench.html?auto=1 in headless Chromium
 // and waits for the result (bounded). Prints a table, writes bench/results/latest.json and ends
 // stdout with ONE line of JSON:
 //   {"engine":[{"peers":N,"wasm_ns_per_peer_quantum":x,"js_ns_per_peer_quantum":y,"underruns":u,...},...],
-//    "max_peers_under_5pct":N,"net":[{"remote_peers":4,"us_per_packet":x,...},...],"machine":{...},"date":"..."}
+//    "max_peers_under_5pct":N,"net":[{"remote_peers":4,"us_per_packet":x,...},...],
+//    "latency":{"median_ms":m,"p95_ms":p,"underruns":u,"seconds":s,"fixed8":{...},...},"machine":{...},"date":"..."}
 // The net part (scripts/lib/net-bench.mjs) measures the net worker's CPU time per received packet
-// on real loopback data channels. Method and caveats: bench/README.md.
+// on real loopback data channels. The latency part (scripts/lib/latency-bench.mjs) measures the
+// one-way latency the app adds between two pages in a room of the real server on loopback (the
+// engine's mouth-to-ear stage minus the devices' latency), with the adaptive jitter buffer and,
+// for comparison, a fixed 8-packet one. Method and caveats: bench/README.md.
 //
 // Options: --quick (3 peer counts, 1 repetition, quarter work: a smoke run of ~20 s)
 //          --peers 1,8,64   --reps N   --work F   --timeout SECONDS (default 300)
 //          --loss P (default 0.01)   --jitter Q (largest delay in quanta, default 3)
 //          --no-build (use dist/ as it is)
-//          --only net | --only engine (one part; `--only net` writes bench/results/net.json)
+//          --only engine | --only net | --only latency (one part; writes bench/results/<part>.json)
 //          --net-peers 4,15   --net-seconds S (each measured window, default 5)
+//          --latency-seconds S (adaptive window, default 60)
+//          --latency-fixed-seconds S (fixed 8-packet window, default 20; 0 skips it)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { launchChromium } from './lib/chromium.mjs';
+import { printLatencyTable, runLatencyBench } from './lib/latency-bench.mjs';
 import { printNetTable, runNetBench } from './lib/net-bench.mjs';
 import { build } from './build.mjs';
 import { ROOT, run } from './lib/run.mjs';
@@ -50,16 +57,24 @@ for (const name of ['loss', 'jitter']) {
 }
 const timeoutS = Number(option('timeout') ?? 300);
 const only = option('only');
-if (only !== undefined && only !== 'net' && only !== 'engine') {
-  log(`--only takes "net" or "engine", not ${only}`);
+const PARTS = ['engine', 'net', 'latency'];
+if (only !== undefined && !PARTS.includes(only)) {
+  log(`--only takes "engine", "net" or "latency", not ${only}`);
   process.exit(2);
 }
+const runs = (part) => only === undefined || only === part;
 const netPeers = (option('net-peers') ?? '4,15').split(',').map(Number);
 if (!netPeers.every((n) => Number.isInteger(n) && n >= 1 && n <= 16)) {
   log('--net-peers takes player counts in 1..16, e.g. 4,15');
   process.exit(2);
 }
 const netSeconds = Number(option('net-seconds') ?? 5);
+const latencySeconds = Number(option('latency-seconds') ?? 60);
+const latencyFixedSeconds = Number(option('latency-fixed-seconds') ?? 20);
+if (!(latencySeconds >= 1) || !(latencyFixedSeconds >= 0)) {
+  log('--latency-seconds takes a number of seconds >= 1, --latency-fixed-seconds >= 0 (0 skips)');
+  process.exit(2);
+}
 
 if (!flag('no-build')) {
   const setup = await run('bash', [join(ROOT, 'scripts', 'setup.sh')]);
@@ -74,14 +89,16 @@ if (!flag('no-build')) {
   }
 }
 
-const server = await serveStatic({ root: join(ROOT, 'dist'), port: 0 });
+// The engine and net parts load dist/ from this static server; the latency part starts the
+// real server (it needs the signaling).
+const server = runs('engine') || runs('net') ? await serveStatic({ root: join(ROOT, 'dist'), port: 0 }) : null;
 let browser;
 let browserVersion;
 let exitCode = 1;
 try {
   const started = Date.now();
-  const result = only === 'net' ? { machine: {} } : await engineBench();
-  if (only !== 'engine') {
+  const result = runs('engine') ? await engineBench() : { machine: {} };
+  if (runs('net')) {
     // The net part is bounded by its own waits; this is the backstop.
     const watchdog = setTimeout(() => {
       log(`FAILED: the net benchmark did not end within ${timeoutS} s`);
@@ -92,8 +109,25 @@ try {
     browserVersion ??= net.browserVersion;
     clearTimeout(watchdog);
   }
+  if (runs('latency')) {
+    // Its own waits are bounded (joining, hearing, the windows); this is the backstop.
+    const limitS = Math.max(timeoutS, latencySeconds + latencyFixedSeconds + 240);
+    const watchdog = setTimeout(() => {
+      log(`FAILED: the latency benchmark did not end within ${limitS} s`);
+      process.exit(1);
+    }, limitS * 1000);
+    const latency = await runLatencyBench({ log, seconds: latencySeconds, fixedSeconds: latencyFixedSeconds });
+    result.latency = latency.entry;
+    browserVersion ??= latency.browserVersion;
+    clearTimeout(watchdog);
+  }
+  // The parts first, then the machine and the date (the engine page fills them in before the
+  // other parts are added).
+  const { machine: pageMachine, date: pageDate } = result;
+  delete result.machine;
+  delete result.date;
   result.machine = {
-    ...result.machine,
+    ...pageMachine,
     browser: `Chromium ${browserVersion ?? 'unknown'} (headless)`,
     cpu: cpus()[0]?.model ?? 'unknown',
     cores: cpus().length,
@@ -103,9 +137,10 @@ try {
     load_average_1m_at_end: Number(loadavg()[0].toFixed(2)),
     wall_seconds: Math.round((Date.now() - started) / 1000),
   };
-  result.date ??= new Date().toISOString();
+  result.date = pageDate ?? new Date().toISOString();
   if (result.engine) printTable(result);
   if (result.net) printNetTable(result.net);
+  if (result.latency) printLatencyTable(result.latency);
   if (!result.engine) {
     const m = result.machine;
     console.log(`machine: ${m.cpu}, ${m.cores} cores, ${m.browser}, load ${m.load_average_1m_at_end}`);
@@ -113,7 +148,7 @@ try {
   }
   mkdirSync(join(ROOT, 'bench', 'results'), { recursive: true });
   const json = JSON.stringify(result);
-  const file = only === 'net' ? 'net.json' : only === 'engine' ? 'engine.json' : 'latest.json';
+  const file = only === undefined ? 'latest.json' : `${only}.json`;
   writeFileSync(join(ROOT, 'bench', 'results', file), `${JSON.stringify(result, null, 2)}\n`);
   console.log(json);
   exitCode = 0;
@@ -121,7 +156,7 @@ try {
   log(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
 } finally {
   await browser?.close().catch(() => {});
-  await server.close().catch(() => {});
+  await server?.close().catch(() => {});
 }
 process.exit(exitCode);
 
