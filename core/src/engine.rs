@@ -108,6 +108,8 @@ pub const JITTER_CAPACITY_FRAMES: u32 = 8192;
 pub const STAGING_FRAMES: usize = 1024;
 /// Largest network one-way delay recorded, µs; beyond it the clock offset is taken to be wrong.
 pub const MAX_ONE_WAY_US: i64 = 10_000_000;
+/// One quantum on the wall clock, µs.
+const QUANTUM_US: f64 = QUANTUM as f64 * 1_000_000.0 / LOCAL_RATE as f64;
 /// Largest delivery time recorded (arrival at the net side to the engine), µs.
 pub const MAX_DELIVERY_US: f64 = 10_000_000.0;
 /// A delivery time this far below zero (µs) means the two wall clocks disagree and is counted as
@@ -463,6 +465,8 @@ pub struct Engine {
     last_wall_us: Option<f64>,
     /// Wall clock of the current quantum, µs (`None`: the host gave none).
     wall_us: Option<f64>,
+    /// The current quantum begins an audio callback (see [`Engine::begin_quantum_at`]).
+    callback_start: bool,
     /// The round-trip probe, and the outgoing quantum it writes.
     probe: ClickProbe,
     probe_l: [f32; QUANTUM],
@@ -508,6 +512,7 @@ impl Engine {
             capture_interval: Histogram::new(),
             last_wall_us: None,
             wall_us: None,
+            callback_start: true,
             probe: ClickProbe::new(),
             probe_l: [0.0; QUANTUM],
             probe_r: [0.0; QUANTUM],
@@ -603,6 +608,7 @@ impl Engine {
     pub fn begin_quantum(&mut self, now: u64) {
         self.now = now;
         self.wall_us = None;
+        self.callback_start = true;
         self.expire_echo();
     }
 
@@ -619,8 +625,12 @@ impl Engine {
             return;
         }
         self.wall_us = Some(wall_us);
+        // A callback that carries several quanta runs them back to back: a quantum that starts
+        // less than half a quantum after the previous one continues the same callback.
+        self.callback_start = true;
         if let Some(last) = self.last_wall_us {
             self.capture_interval.record(wall_us - last);
+            self.callback_start = wall_us - last >= QUANTUM_US / 2.0;
         }
         self.last_wall_us = Some(wall_us);
     }
@@ -762,9 +772,10 @@ impl Engine {
     /// Real-time safe.
     pub fn capture(&mut self, left: &[f32], right: &[f32], sink: &mut dyn FnMut(&[u8]) -> bool) {
         let now = self.now;
+        let start = self.callback_start;
         let sent = if self
             .probe
-            .outgoing(now, &mut self.probe_l, &mut self.probe_r)
+            .outgoing(now, start, &mut self.probe_l, &mut self.probe_r)
         {
             self.capture.push(&self.probe_l, &self.probe_r, now, sink)
         } else if let Some(peer) = self

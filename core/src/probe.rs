@@ -13,7 +13,10 @@
 //!
 //! While a probe runs, our outgoing audio is silence and the clicks (so that music in the
 //! microphone cannot be mistaken for a click, and the peer hears only clicks); one click is in
-//! flight at a time. A click is one sample at [`CLICK_LEVEL`] at the start of a quantum; it is
+//! flight at a time. A click is one sample at [`CLICK_LEVEL`] at the start of a quantum that
+//! begins an audio callback (the host says which: with callbacks that carry several quanta at
+//! once, only the first one's audio is sent at the moment it was complete, so only its frame
+//! number and its send time agree, as the stages assume); it is
 //! found as the first sample of the probed peer's signal (as it left its jitter buffer and drift
 //! correction, before the fader) whose magnitude reaches [`DETECT_LEVEL`], refined to the
 //! largest sample among the next few (interpolation spreads an impulse over neighbouring
@@ -164,9 +167,16 @@ impl ClickProbe {
     }
 
     /// Replaces one quantum of outgoing audio starting at frame `now` while running: silence,
-    /// with a click at its first frame when one is due. Returns false (and leaves the buffers
-    /// alone) when no probe is running.
-    pub fn outgoing(&mut self, now: u64, left: &mut [f32], right: &mut [f32]) -> bool {
+    /// with a click at its first frame when one is due and `callback_start` (the quantum begins
+    /// an audio callback). Returns false (and leaves the buffers alone) when no probe is
+    /// running.
+    pub fn outgoing(
+        &mut self,
+        now: u64,
+        callback_start: bool,
+        left: &mut [f32],
+        right: &mut [f32],
+    ) -> bool {
         if self.state != ProbeState::Running {
             return false;
         }
@@ -178,14 +188,14 @@ impl ClickProbe {
         let quiet = self
             .quiet_since
             .is_some_and(|since| now.saturating_sub(since) >= QUIET_FRAMES);
-        if quiet {
+        if quiet && callback_start {
             if let (Some(l), Some(r)) = (left.first_mut(), right.first_mut()) {
                 *l = CLICK_LEVEL;
                 *r = CLICK_LEVEL;
                 self.in_flight = Some(now);
                 self.sent += 1;
             }
-        } else if now - self.next_at > TIMEOUT_FRAMES {
+        } else if !quiet && now - self.next_at > TIMEOUT_FRAMES {
             // Never quiet: this click is lost without being sent.
             self.sent += 1;
             self.finish_click(f64::NAN, now);
@@ -256,7 +266,7 @@ mod tests {
         for q in 0..quanta {
             let now = (q * Q) as u64;
             let (mut l, mut r) = ([0.3f32; Q], [0.3f32; Q]);
-            if !p.outgoing(now, &mut l, &mut r) {
+            if !p.outgoing(now, true, &mut l, &mut r) {
                 break;
             }
             assert!(l[1..].iter().all(|&x| x == 0.0), "the microphone is muted");
@@ -294,7 +304,7 @@ mod tests {
         while p.sent() == 0 {
             p.incoming(now, &[0.0; Q], &[0.0; Q]);
             now += Q as u64;
-            p.outgoing(now, &mut l, &mut r);
+            p.outgoing(now, true, &mut l, &mut r);
         }
         assert_eq!(now, QUIET_FRAMES.div_ceil(Q as u64) * Q as u64);
         assert_eq!(l[0], CLICK_LEVEL);
@@ -317,6 +327,24 @@ mod tests {
     }
 
     #[test]
+    fn clicks_wait_for_the_start_of_a_callback() {
+        let mut p = ClickProbe::new();
+        p.start(0, 1, 0);
+        let mut now = 0;
+        while now < 2 * QUIET_FRAMES {
+            let (mut l, mut r) = ([0f32; Q], [0f32; Q]);
+            p.incoming(now, &[0.0; Q], &[0.0; Q]);
+            // Callbacks of four quanta: only every fourth quantum starts one.
+            p.outgoing(now, now % (4 * Q as u64) == 0, &mut l, &mut r);
+            if l[0] != 0.0 {
+                assert_eq!(now % (4 * Q as u64), 0, "click at {now}");
+            }
+            now += Q as u64;
+        }
+        assert_eq!(p.sent(), 1);
+    }
+
+    #[test]
     fn a_peer_that_never_goes_quiet_gets_no_clicks() {
         let mut p = ClickProbe::new();
         p.start(0, 2, 0);
@@ -325,7 +353,7 @@ mod tests {
         while p.state() == ProbeState::Running && now < 10 * TIMEOUT_FRAMES {
             let (mut l, mut r) = ([0f32; Q], [0f32; Q]);
             p.incoming(now, &music, &music);
-            p.outgoing(now, &mut l, &mut r);
+            p.outgoing(now, true, &mut l, &mut r);
             assert!(l.iter().all(|&x| x == 0.0), "no click while the peer plays");
             now += Q as u64;
         }
@@ -349,16 +377,16 @@ mod tests {
     fn idle_and_stopped_probes_leave_audio_alone() {
         let mut p = ClickProbe::new();
         let (mut l, mut r) = ([0.5f32; Q], [0.5f32; Q]);
-        assert!(!p.outgoing(0, &mut l, &mut r));
+        assert!(!p.outgoing(0, true, &mut l, &mut r));
         assert!(l.iter().all(|&x| x == 0.5));
         p.start(2, 4, 0);
         assert!(p.listens_to(2) && !p.listens_to(1));
         p.stop();
-        assert!(!p.outgoing(128, &mut l, &mut r));
+        assert!(!p.outgoing(128, true, &mut l, &mut r));
         assert_eq!(p.state(), ProbeState::Idle);
         // Empty buffers do not panic.
         p.start(2, 1, 0);
-        assert!(p.outgoing(0, &mut [], &mut []));
+        assert!(p.outgoing(0, true, &mut [], &mut []));
         p.incoming(0, &[], &[]);
     }
 }

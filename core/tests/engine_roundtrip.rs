@@ -88,7 +88,9 @@ fn engine(slot: usize) -> Engine {
 
 /// Runs A (peer B in slot 1) and B (peer A in slot 2) for `quanta` quanta; A's input is a tone,
 /// B's is a different tone. Returns both engines.
-fn run(ab: &mut Link, ba: &mut Link, quanta: u64, clicks: usize) -> (Engine, Engine) {
+/// `burst`: quanta per audio callback (1: one callback per quantum; 4: four quanta run back to
+/// back every 10.67 ms, as headless Chromium's fake devices do), on both sides.
+fn run(ab: &mut Link, ba: &mut Link, quanta: u64, clicks: usize, burst: u64) -> (Engine, Engine) {
     let (mut a, mut b) = (engine(1), engine(2));
     // A's devices: 10 ms out, 5 ms in; B's unknown.
     a.set_device_latency(10_000.0, 5_000.0);
@@ -96,7 +98,8 @@ fn run(ab: &mut Link, ba: &mut Link, quanta: u64, clicks: usize) -> (Engine, Eng
     let mut ring_buf = vec![0u8; 1 << 16];
     for q in 0..quanta {
         let now = q * QUANTUM as u64;
-        let wall = WALL0_US + now as f64 * FRAME_US;
+        let callback = QUANTUM as u64 * burst;
+        let wall = WALL0_US + (now - now % callback) as f64 * FRAME_US;
         let tone_a: Vec<f32> = (0..QUANTUM)
             .map(|i| 0.3 * ((now as f64 + i as f64) * 0.05).sin() as f32)
             .collect();
@@ -159,7 +162,7 @@ fn click_round_trip_is_the_sum_of_both_transits() {
             Link::new(one_way_us, jitter_us),
             Link::new(one_way_us, jitter_us),
         );
-        let (a, b) = run(&mut ab, &mut ba, 1200, 10);
+        let (a, b) = run(&mut ab, &mut ba, 1200, 10, 1);
         let p = a.probe();
         assert_eq!(p.state(), ProbeState::Done, "{one_way_us}: all clicks back");
         assert_eq!(p.heard(), 10);
@@ -221,10 +224,33 @@ fn click_round_trip_is_the_sum_of_both_transits() {
     }
 }
 
+/// With callbacks of four quanta, the prober clicks only at a callback's start (where a frame's
+/// number and its send time agree), but the echoing side sends a click back in whichever quantum
+/// of its callback it played: up to three quanta before that quantum's audio time. The round
+/// trip is then the sum of the transits minus 0..3 quanta.
+#[test]
+fn with_bursty_callbacks_the_round_trip_is_the_sum_less_the_echo_side_burst_offset() {
+    let (mut ab, mut ba) = (Link::new(5_000.0, 1_500.0), Link::new(5_000.0, 1_500.0));
+    let (a, b) = run(&mut ab, &mut ba, 2000, 10, 4);
+    let p = a.probe();
+    assert_eq!(p.heard(), 10);
+    let rtt_mean = p.results().iter().sum::<f64>() / 10.0 * 1000.0 / RATE;
+    let sum = mean_ms(b.peer(2).unwrap().transit()) + mean_ms(a.peer(1).unwrap().transit());
+    let quantum_ms = QUANTUM as f64 * FRAME_US / 1000.0;
+    println!(
+        "bursts of 4: clicks {:?} frames, mean {rtt_mean:.3} ms; transit sum {sum:.3} ms",
+        p.results()
+    );
+    assert!(
+        rtt_mean <= sum + 1.6 && rtt_mean >= sum - 3.0 * quantum_ms - 1.6,
+        "{rtt_mean} vs {sum}"
+    );
+}
+
 #[test]
 fn echo_sends_the_peers_stream_and_ends_on_time() {
     let (mut ab, mut ba) = (Link::new(4_000.0, 0.0), Link::new(4_000.0, 0.0));
-    let (a, b) = run(&mut ab, &mut ba, 400, 1);
+    let (a, b) = run(&mut ab, &mut ba, 400, 1, 1);
     assert_eq!(a.probe().heard(), 1);
     // 8 s of echo asked at quantum 200: still on at quantum 400.
     assert_eq!(b.echoing(), Some(2));
