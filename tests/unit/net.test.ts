@@ -21,7 +21,10 @@ import {
   SEND_QUEUE_LIMIT,
   netPeerIndex,
   netStatsBytes,
+  TAG_ECHO,
+  TAG_SEND_QUEUE,
 } from '../../app/src/net/pump';
+import { CTL_ECHO, ECHO_LEN, MAX_ECHO_MS, newControlMessage, parseControl, writeEcho } from '../../app/src/net/clock';
 
 describe('signaling protocol', () => {
   it('accepts the server messages it knows', () => {
@@ -232,6 +235,60 @@ describe('packet pump times and clock', () => {
     t.out.push(0xffff, 0, audioPacket(3));
     t.pump.drainOutbound();
     expect(t.stats[netPeerIndex(0, NP_SEND_QUEUE_MS)]).toBeCloseTo(100, 9);
+    // The engine's send-queue stage gets the same figure, µs, as a tagged record without payload.
+    expect(t.in.peek()).toBe(true);
+    expect([t.in.tag, t.in.time, t.in.length]).toEqual([TAG_SEND_QUEUE | 0, 100_000, 0]);
+    t.in.consume();
+  });
+
+  it('counts as backlog only what the channel held before the pass, not the packets of the same pass', () => {
+    const t = setup();
+    const a = new FakeChannel();
+    // Like a real channel within one task: every send adds to bufferedAmount.
+    a.send = function (buf: Uint8Array | ArrayBuffer) {
+      this.bufferedAmount += buf.byteLength;
+    };
+    t.pump.add(2, a as unknown as RTCDataChannel);
+    for (let i = 0; i < 4; i++) t.out.push(0xffff, 0, audioPacket(i));
+    t.pump.drainOutbound();
+    const backlog: number[] = [];
+    while (t.in.peek()) {
+      expect(t.in.tag).toBe(TAG_SEND_QUEUE | 2);
+      backlog.push(t.in.time);
+      t.in.consume();
+    }
+    expect(backlog).toEqual([0, 0, 0, 0]);
+    // The next pass finds 2 packets still queued (1056 bytes at 198000 B/s = 5.333 ms).
+    a.bufferedAmount = 1056;
+    t.out.push(0xffff, 0, audioPacket(4));
+    t.pump.drainOutbound();
+    expect(t.in.peek()).toBe(true);
+    expect(t.in.time).toBe(5333);
+    expect(t.stats[netPeerIndex(2, NP_SEND_QUEUE_MS)]).toBeCloseTo(5.333, 3);
+  });
+
+  it('passes an echo request from the control channel to the engine and sends ours', () => {
+    const t = setup();
+    const audio = new FakeChannel();
+    const ctl = new FakeChannel();
+    t.pump.add(1, audio as unknown as RTCDataChannel, ctl as unknown as RTCDataChannel);
+    const req = new DataView(new ArrayBuffer(ECHO_LEN));
+    writeEcho(req, 8000);
+    ctl.deliver(req.buffer);
+    expect(t.in.peek()).toBe(true);
+    expect([t.in.tag, t.in.time, t.in.length]).toEqual([TAG_ECHO | 1, 8000, 0]);
+    t.in.consume();
+    // A malformed one is counted and dropped.
+    writeEcho(req, 0.5);
+    ctl.deliver(req.buffer);
+    expect(t.in.peek()).toBe(false);
+    expect(t.stats[netPeerIndex(1, NP_CTL_BAD)]).toBe(1);
+    // Ours goes out on the control channel; a slot without a link cannot ask.
+    expect(t.pump.requestEcho(1, 20_000)).toBe(true);
+    const m = newControlMessage();
+    expect(parseControl(new DataView(ctl.sent.at(-1)!.buffer), m)).toBe(true);
+    expect([m.type, m.ms]).toEqual([CTL_ECHO, MAX_ECHO_MS]);
+    expect(t.pump.requestEcho(3, 100)).toBe(false);
   });
 
   it('pings, answers pings and publishes RTT and offset from the pongs', () => {

@@ -23,6 +23,11 @@
 //
 // Per packet handed to a channel the pump also writes a TAG_SEND_QUEUE record (no payload, time
 // = the channel's queue ahead of it in µs) into the inbound ring: the engine's send-queue stage.
+// The queue ahead of a packet is what the channel still held when this pass over the outbound
+// ring began, as time at the stream's rate: packets handed over in the same pass are not a
+// backlog (the browser's network thread has not run yet, so bufferedAmount counts them until the
+// task ends, whatever the link's speed), while bytes left from an earlier pass, a wake-up or more
+// ago, are queued behind a link that did not keep up with the stream.
 //
 // Times on packets, all wall clock (µs since 1970, performance.timeOrigin + performance.now()):
 // - inbound, the ring record's `time` is the arrival time at the pump, low 32 bits;
@@ -84,7 +89,7 @@ export const NP_GAP_MAX_MS = 8; // longest time between two packets, ms
 export const NP_GAPS_OVER_20MS = 9; // times between two packets over 20 ms
 export const NP_RTT_MS = 10; // median RTT of the last exchanges on the control channel; NaN: none yet
 export const NP_OFFSET_US = 11; // our wall clock − the peer's, µs (min-RTT exchange); NaN: unknown
-/** bufferedAmount at the last send as time: bytes queued / the stream's bytes per second, the
+/** The last send's backlog as time: bytes the channel still held when the pass began / the stream's bytes per second, the
  * latter computed from the packet itself (length × sample rate / frames per packet). */
 export const NP_SEND_QUEUE_MS = 12;
 export const NP_CTL_BAD = 13; // control messages malformed (or refused as exchanges): dropped
@@ -120,6 +125,8 @@ interface Link {
   control: RTCDataChannel | null;
   base: number;
   clock: ClockEstimator;
+  /** bufferedAmount when the current pass over the outbound ring began (-1: not read yet). */
+  queuedAtPass: number;
   pingsSent: number;
   /** performance.now() of the last ping. */
   lastPingMs: number;
@@ -181,6 +188,7 @@ export class PacketPump {
       control,
       base: netPeerIndex(slot, 0),
       clock: new ClockEstimator(),
+      queuedAtPass: -1,
       pingsSent: 0,
       lastPingMs: 0,
     };
@@ -348,6 +356,7 @@ export class PacketPump {
     const open = this.open;
     const s = this.stats;
     let n = 0;
+    for (let i = 0; i < open.length; i++) open[i].queuedAtPass = -1;
     while (reader.peek()) {
       const length = reader.length;
       let buf = this.scratch[length];
@@ -376,8 +385,10 @@ export class PacketPump {
         const link = open[i];
         const ch = link.channel;
         const queued = ch.bufferedAmount;
+        if (link.queuedAtPass < 0) link.queuedAtPass = queued;
         s[link.base + NP_BUFFERED] = queued;
-        if (bytesPerSecond > 0) s[link.base + NP_SEND_QUEUE_MS] = (queued / bytesPerSecond) * 1000;
+        const backlogSeconds = bytesPerSecond > 0 ? link.queuedAtPass / bytesPerSecond : 0;
+        if (bytesPerSecond > 0) s[link.base + NP_SEND_QUEUE_MS] = backlogSeconds * 1000;
         if (queued > SEND_QUEUE_LIMIT) {
           s[link.base + NP_TX_SKIPPED]++;
           continue;
@@ -386,8 +397,7 @@ export class PacketPump {
           ch.send(buf);
           s[link.base + NP_TX_PACKETS]++;
           if (bytesPerSecond > 0) {
-            const queueUs = Math.round((queued / bytesPerSecond) * 1e6);
-            this.writer.push(TAG_SEND_QUEUE | link.slot, queueUs, NO_PAYLOAD);
+            this.writer.push(TAG_SEND_QUEUE | link.slot, Math.round(backlogSeconds * 1e6), NO_PAYLOAD);
           }
         } catch {
           // The channel closed between its close event and now.
