@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { measureOutputTones } from './lib/audio.mjs';
-import { collectLogs, MEDIA_FLAGS, serverAndBrowser, toneContext } from './lib/harness.mjs';
+import { collectLogs, MEDIA_FLAGS, runSoundCheck, serverAndBrowser, toneContext } from './lib/harness.mjs';
 
 const TONE = 440;
 const AMPLITUDE = 0.1;
@@ -12,24 +12,6 @@ const AMPLITUDE = 0.1;
 const EXPECTED_DB = 20 * Math.log10(AMPLITUDE * Math.SQRT1_2);
 const LEVEL_TOL_DB = 1;
 const h = serverAndBrowser(MEDIA_FLAGS);
-
-/** Starts the sound check on a fresh page and waits until the tone comes back through it. */
-export async function runSoundCheck(page) {
-  await page.getByTestId('soundcheck-toggle').click();
-  const end = Date.now() + 20000;
-  let last = null;
-  while (Date.now() < end) {
-    last = await page.evaluate(() => {
-      const v = window.tutti?.session?.view;
-      const p = v?.participants[0];
-      return v ? { error: v.error, format: p?.format ?? '', bufferMs: p?.bufferMs ?? 0, peak: p?.levels.peakL ?? -Infinity } : null;
-    });
-    if (last?.error) throw new Error(`sound check failed: ${JSON.stringify(last.error)}`);
-    if (last && last.format && last.peak > -40) return last;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`the sound check did not play: ${JSON.stringify(last)}`);
-}
 
 test('sound check: a 440 Hz input comes back through the engine at 440 Hz and at level', async () => {
   const context = await toneContext(h.browser, { freq: TONE, amplitude: AMPLITUDE });

@@ -105,3 +105,21 @@ export async function joinRoom(h, room, { name, tone }, logs, { audio = null, op
   await page.getByTestId('join').click();
   return page;
 }
+
+/** Starts the sound check on a fresh page and waits until the tone comes back through it. */
+export async function runSoundCheck(page) {
+  await page.getByTestId('soundcheck-toggle').click();
+  const end = Date.now() + 20000;
+  let last = null;
+  while (Date.now() < end) {
+    last = await page.evaluate(() => {
+      const v = window.tutti?.session?.view;
+      const p = v?.participants[0];
+      return v ? { error: v.error, format: p?.format ?? '', bufferMs: p?.bufferMs ?? 0, peak: p?.levels.peakL ?? -Infinity } : null;
+    });
+    if (last?.error) throw new Error(`sound check failed: ${JSON.stringify(last.error)}`);
+    if (last && last.format && last.peak > -40) return last;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`the sound check did not play: ${JSON.stringify(last)}`);
+}
