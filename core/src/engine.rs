@@ -41,10 +41,12 @@
 //!   the sender handing it to its channel to the frame its first frame plays, i.e. network +
 //!   delivery + jitter-buffer wait of that same packet (the jitter buffer keeps the packet's
 //!   send instant, in local frames, with it). Its distribution is the distribution of the sum.
-//! - **mouth to ear** (estimated), per peer, per packet with a transit: its transit + the
-//!   sender's block duration (the block's first frame waited that long to be sent) + our last
-//!   send-queue time towards the peer (standing in for the peer's towards us, which we cannot
-//!   see) + the local devices' output and input latency ([`Engine::set_device_latency`]).
+//! - **added one-way**, per peer, per packet with a transit: its transit + the sender's block
+//!   duration (the block's first frame waited that long to be sent) + our last send-queue time
+//!   towards the peer (standing in for the peer's towards us, which we cannot see): everything
+//!   between the two ends' devices. The devices' own latency ([`Engine::set_device_latency`],
+//!   carried in the histogram block) is a constant the reader adds for mouth to ear; kept out of
+//!   the histogram, the bins stay as fine as the added latency itself.
 //! - **capture interval**, local: the wall-clock time between consecutive quanta given to
 //!   [`Engine::begin_quantum_at`]. In the browser the worklet's only wall clock is `Date.now()`,
 //!   whole milliseconds: single intervals are quantised to 1 ms (a steady 2.667 ms cadence reads
@@ -212,8 +214,8 @@ pub struct Peer {
     send_queue: Histogram,
     /// Sending to playout (network + delivery + wait of the same packet), µs.
     transit: Histogram,
-    /// Estimated mouth to ear per packet (see [`latency::STAGE_MOUTH_TO_EAR`]), µs.
-    mouth_to_ear: Histogram,
+    /// Added one-way latency per packet (see [`latency::STAGE_ONE_WAY`]), µs.
+    one_way: Histogram,
     /// The last send-queue time reported towards this peer, µs.
     last_send_queue_us: f64,
     /// Our wall clock − this peer's, µs (`None`: unknown, no one-way delay is recorded).
@@ -243,7 +245,7 @@ impl Peer {
             delivery: Histogram::new(),
             send_queue: Histogram::new(),
             transit: Histogram::new(),
-            mouth_to_ear: Histogram::new(),
+            one_way: Histogram::new(),
             last_send_queue_us: 0.0,
             clock_offset_us: None,
             stem_l: [0.0; QUANTUM],
@@ -287,9 +289,10 @@ impl Peer {
         &self.transit
     }
 
-    /// The estimated mouth-to-ear latency of the packets played whose transit is known, µs.
-    pub fn mouth_to_ear(&self) -> &Histogram {
-        &self.mouth_to_ear
+    /// The added one-way latency of the packets played whose transit is known, µs: everything
+    /// between the sender's and our devices (their own latency aside).
+    pub fn one_way(&self) -> &Histogram {
+        &self.one_way
     }
 
     /// Records the network one-way delay of a packet stamped `timestamp` (the sender's wall
@@ -330,8 +333,7 @@ impl Peer {
     /// interpolated, metered and mixed in one pass; a peer nobody hears is metered from its
     /// staged input without interpolating; anything else (44.1 kHz peers, a short staging) goes
     /// through `tmp_l`/`tmp_r` (scratch, as long as the bus). With `record`, every peer takes
-    /// that last path and its pre-fader signal is kept in its stem. `devices_us` is the local
-    /// devices' latency added to each packet's mouth-to-ear estimate. Real-time safe.
+    /// that last path and its pre-fader signal is kept in its stem. Real-time safe.
     #[allow(clippy::too_many_arguments)]
     fn play(
         &mut self,
@@ -342,7 +344,6 @@ impl Peer {
         tmp_r: &mut [f32],
         audible: bool,
         record: bool,
-        devices_us: f64,
     ) {
         let frames = bus_l.len().min(bus_r.len());
         let block = self.jitter.block_frames();
@@ -385,8 +386,8 @@ impl Peer {
                     // queue towards the peer stands in for theirs towards us.
                     let block_us =
                         block as f64 * 1_000_000.0 / f64::from(self.jitter.sender_rate());
-                    self.mouth_to_ear
-                        .record(transit + block_us + self.last_send_queue_us + devices_us);
+                    self.one_way
+                        .record(transit + block_us + self.last_send_queue_us);
                 }
             }
             if pop.kind == PopKind::Silence {
@@ -661,7 +662,7 @@ impl Engine {
             peer.delivery.reset();
             peer.send_queue.reset();
             peer.transit.reset();
-            peer.mouth_to_ear.reset();
+            peer.one_way.reset();
         }
         self.capture_interval.reset();
         self.last_wall_us = None;
@@ -857,8 +858,6 @@ impl Engine {
         let (tmp_l, tmp_r) = (&mut self.scratch_l[..frames], &mut self.scratch_r[..frames]);
         let now = self.now;
         let echo = self.echo.map(|(slot, _)| slot);
-        let known = |v: f64| if v.is_finite() { v } else { 0.0 };
-        let devices_us = known(self.output_latency_us) + known(self.input_latency_us);
         for (slot, peer) in self.peers.iter_mut().enumerate() {
             let Some(peer) = peer.as_deref_mut() else {
                 continue;
@@ -866,7 +865,7 @@ impl Engine {
             let audible = solo_audible(any_solo, peer.strip.solo(), peer.strip.mute());
             let probed = self.probe.listens_to(slot);
             let keep = self.recording || probed || echo == Some(slot);
-            peer.play(now, left, right, tmp_l, tmp_r, audible, keep, devices_us);
+            peer.play(now, left, right, tmp_l, tmp_r, audible, keep);
             if probed {
                 self.probe
                     .incoming(now, &peer.stem_l[..frames], &peer.stem_r[..frames]);
@@ -1017,7 +1016,7 @@ impl Engine {
                 (latency::STAGE_DELIVERY, &peer.delivery),
                 (latency::STAGE_SEND_QUEUE, &peer.send_queue),
                 (latency::STAGE_TRANSIT, &peer.transit),
-                (latency::STAGE_MOUTH_TO_EAR, &peer.mouth_to_ear),
+                (latency::STAGE_ONE_WAY, &peer.one_way),
             ];
             for (stage, hist) in stages {
                 hist.write_record(&mut row[stage * HIST_LEN..(stage + 1) * HIST_LEN]);

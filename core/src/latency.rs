@@ -308,10 +308,10 @@ pub const STAGE_SEND_QUEUE: usize = 3;
 /// delivery + jitter-buffer wait of the same packet, so its tail is the tail of the sum, not a
 /// sum of tails.
 pub const STAGE_TRANSIT: usize = 4;
-/// Per-peer stage: the estimated mouth-to-ear latency per packet with a transit: transit + the
-/// sender's block duration + our send queue towards the peer (for theirs) + the local devices'
-/// latency (see [`crate::engine`]).
-pub const STAGE_MOUTH_TO_EAR: usize = 5;
+/// Per-peer stage: the added one-way latency per packet with a transit: transit + the sender's
+/// block duration + our send queue towards the peer (for theirs); mouth to ear is this plus the
+/// devices' latency ([`HB_OUTPUT_US`], [`HB_INPUT_US`]). See [`crate::engine`].
+pub const STAGE_ONE_WAY: usize = 5;
 /// Stages per peer.
 pub const STAGES: usize = 6;
 
@@ -540,7 +540,7 @@ mod tests {
             ("STAGE_DELIVERY", STAGE_DELIVERY as f64),
             ("STAGE_SEND_QUEUE", STAGE_SEND_QUEUE as f64),
             ("STAGE_TRANSIT", STAGE_TRANSIT as f64),
-            ("STAGE_MOUTH_TO_EAR", STAGE_MOUTH_TO_EAR as f64),
+            ("STAGE_ONE_WAY", STAGE_ONE_WAY as f64),
             ("STAGES", STAGES as f64),
             ("HB_SEQUENCE", HB_SEQUENCE as f64),
             ("HB_SLOTS", HB_SLOTS as f64),

@@ -206,14 +206,22 @@ fn click_round_trip_is_the_sum_of_both_transits() {
                 assert!((h.mean().unwrap() - expected).abs() < 1.0, "{:?}", h.mean());
             }
         }
-        // Mouth to ear = transit + the sender's block (2.667 ms) + our send queue (none here)
-        // + our devices (15 ms at A, unknown at B).
+        // Added one-way = transit + the sender's block (2.667 ms) + our send queue (none
+        // here); the devices' latency is not in it.
         let block_ms = QUANTUM as f64 * FRAME_US / 1000.0;
-        for (peer, devices_ms) in [(a_b, 0.0), (b_a, 15.0)] {
-            let extra = mean_ms(peer.mouth_to_ear()) - mean_ms(peer.transit());
-            assert!((extra - block_ms - devices_ms).abs() < 0.001, "{extra}");
-            assert_eq!(peer.mouth_to_ear().count(), peer.transit().count());
+        for peer in [a_b, b_a] {
+            let extra = mean_ms(peer.one_way()) - mean_ms(peer.transit());
+            assert!((extra - block_ms).abs() < 0.001, "{extra}");
+            assert_eq!(peer.one_way().count(), peer.transit().count());
         }
+        let mut hb = vec![0.0; a.histograms_len()];
+        a.write_histograms(&mut hb);
+        assert_eq!(hb[tutti_core::latency::HB_OUTPUT_US], 10_000.0);
+        assert_eq!(hb[tutti_core::latency::HB_INPUT_US], 5_000.0);
+        let mut hb = vec![0.0; b.histograms_len()];
+        b.write_histograms(&mut hb);
+        assert!(hb[tutti_core::latency::HB_OUTPUT_US].is_nan());
+        assert!(hb[tutti_core::latency::HB_INPUT_US].is_nan());
         // Transit = network + delivery + wait, packet by packet, so the means add up.
         for peer in [a_b, b_a] {
             let parts = mean_ms(peer.network_one_way())

@@ -9,10 +9,10 @@
 // after the measured window each page's stages for its peer are read (`session.latencyStages()`)
 // together with its counters (`session.counters()`).
 //
-// Added one-way latency, per packet, per direction: the engine's mouth-to-ear estimate (transit
-// = network + delivery + jitter-buffer wait of the packet, + the sender's block + our send queue
-// + the devices' latency) minus the devices' output and input latency the session told the
-// engine. So its median and p95 are mouthToEar.p50/p95 minus that constant. The cross-check sums
+// Added one-way latency, per packet, per direction: the engine's one-way stage (transit =
+// network + delivery + jitter-buffer wait of the packet, + the sender's block + our send queue),
+// everything but the devices' own latency; mouth to ear (shown beside it) is that plus the
+// devices' output and input latency the session told the engine. The cross-check sums
 // the stages' medians instead: transit.p50 + block + sendQueue.p50 (a sum of medians is not the
 // median of the sum; close when the stages are narrow). The overall figures are the worse
 // direction's; underruns are both directions' together.
@@ -169,16 +169,16 @@ async function measureRoom(h, { room, audio, seconds, settleS, log }) {
       const blockMs = (sender.blockFrames / 48000) * 1000;
       const underruns = a.counters.underruns - before[i].counters.perPeer[a.peer].underruns;
       const expected = windowS * PACKETS_PER_SECOND;
-      if (!(d.mouthToEar.count >= 0.5 * expected)) {
-        throw fail(`${PLAYERS[1 - i].name}→${PLAYERS[i].name}: ${d.mouthToEar.count} packets measured in ${windowS.toFixed(1)} s (expected about ${expected.toFixed(0)}): the page stopped hearing its peer`);
+      if (!(d.oneWay.count >= 0.5 * expected)) {
+        throw fail(`${PLAYERS[1 - i].name}→${PLAYERS[i].name}: ${d.oneWay.count} packets measured in ${windowS.toFixed(1)} s (expected about ${expected.toFixed(0)}): the page stopped hearing its peer`);
       }
       return {
         from: PLAYERS[1 - i].name,
         to: PLAYERS[i].name,
-        median_ms: round(d.mouthToEar.p50 - devicesMs),
-        p95_ms: round(d.mouthToEar.p95 - devicesMs),
+        median_ms: round(d.oneWay.p50),
+        p95_ms: round(d.oneWay.p95),
         underruns,
-        packets: d.mouthToEar.count,
+        packets: d.oneWay.count,
         mouth_to_ear_p50_ms: round(d.mouthToEar.p50),
         mouth_to_ear_p95_ms: round(d.mouthToEar.p95),
         devices_ms: round(devicesMs),
@@ -201,7 +201,7 @@ async function measureRoom(h, { room, audio, seconds, settleS, log }) {
         arrival_jitter_ms: round(a.counters.jitterMs),
         concealed: a.counters.concealed - before[i].counters.perPeer[a.peer].concealed,
         lost: a.counters.lost - before[i].counters.perPeer[a.peer].lost,
-        rejected: { network: d.network.rejected, delivery: d.delivery.rejected, mouth_to_ear: d.mouthToEar.rejected },
+        rejected: { network: d.network.rejected, delivery: d.delivery.rejected, one_way: d.oneWay.rejected },
       };
     });
     return {

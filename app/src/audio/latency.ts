@@ -27,7 +27,7 @@ export const STAGE_NETWORK = 1;
 export const STAGE_DELIVERY = 2;
 export const STAGE_SEND_QUEUE = 3;
 export const STAGE_TRANSIT = 4;
-export const STAGE_MOUTH_TO_EAR = 5;
+export const STAGE_ONE_WAY = 5;
 export const STAGES = 6;
 export const HB_SEQUENCE = 0;
 export const HB_SLOTS = 1;
@@ -93,7 +93,9 @@ export interface PeerLatency {
   sendQueue: StageHistogram;
   /** The sender handing a packet over to its first frame playing: network + delivery + wait. */
   transit: StageHistogram;
-  /** Estimated mouth to ear: transit + the sender's block + send queue + the devices' latency. */
+  /** Added one-way latency: transit + the sender's block + send queue (devices aside). */
+  oneWay: StageHistogram;
+  /** Estimated mouth to ear: oneWay shifted by the devices' latency (known parts; see readLatency). */
   mouthToEar: StageHistogram;
 }
 
@@ -104,7 +106,7 @@ export const PEER_STAGES = [
   ['delivery', STAGE_DELIVERY],
   ['sendQueue', STAGE_SEND_QUEUE],
   ['transit', STAGE_TRANSIT],
-  ['mouthToEar', STAGE_MOUTH_TO_EAR],
+  ['oneWay', STAGE_ONE_WAY],
 ] as const;
 export type PeerStage = (typeof PEER_STAGES)[number][0];
 
@@ -161,6 +163,24 @@ export function stageAt(block: Float64Array, at: number, edgesMs = binEdgesMs())
 }
 
 /**
+ * The distribution of `h` + `ms` (a constant): every edge and figure moves by `ms`. An empty
+ * histogram stays empty (its figures 0).
+ */
+export function shiftStage(h: StageHistogram, ms: number): StageHistogram {
+  if (h.count === 0 || ms === 0) return h;
+  return {
+    ...h,
+    edgesMs: h.edgesMs.map((e) => e + ms),
+    p50: h.p50 + ms,
+    p95: h.p95 + ms,
+    p99: h.p99 + ms,
+    max: h.max + ms,
+    min: h.min + ms,
+    mean: h.mean + ms,
+  };
+}
+
+/**
  * Reads the shared histogram block into plain objects: the capture interval and every peer slot
  * with anything recorded. Returns null when no consistent copy could be taken (retry later).
  * `scratch` (HB_BLOCK_LEN values) may be passed to avoid allocating the copy each time.
@@ -176,6 +196,10 @@ export function readLatency(
     HB_MAX_PEERS,
     Math.floor((Math.min(shared.length, scratch.length) - SLOTS_AT) / (STAGES * HIST_LEN)),
   );
+  const ms = (us: number) => (Number.isFinite(us) ? us / 1000 : NaN);
+  const outputMs = ms(scratch[HB_OUTPUT_US]);
+  const inputMs = ms(scratch[HB_INPUT_US]);
+  const devicesMs = (Number.isFinite(outputMs) ? outputMs : 0) + (Number.isFinite(inputMs) ? inputMs : 0);
   const peers: PeerLatency[] = [];
   for (let slot = 0; slot < slots; slot++) {
     const stages = {} as Record<PeerStage, StageHistogram>;
@@ -185,13 +209,7 @@ export function readLatency(
       stages[name] = h;
       any += h.count + h.rejected;
     }
-    if (any > 0) peers.push({ slot, ...stages });
+    if (any > 0) peers.push({ slot, ...stages, mouthToEar: shiftStage(stages.oneWay, devicesMs) });
   }
-  const ms = (us: number) => (Number.isFinite(us) ? us / 1000 : NaN);
-  return {
-    capture: stageAt(scratch, CAPTURE_AT, edgesMs),
-    peers,
-    outputMs: ms(scratch[HB_OUTPUT_US]),
-    inputMs: ms(scratch[HB_INPUT_US]),
-  };
+  return { capture: stageAt(scratch, CAPTURE_AT, edgesMs), peers, outputMs, inputMs };
 }

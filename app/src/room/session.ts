@@ -441,6 +441,7 @@ class Session implements RoomSession {
       if (!l) continue;
       const stages: Record<string, StageHistogram> = {};
       for (const [name] of PEER_STAGES) stages[name] = l[name];
+      stages.mouthToEar = l.mouthToEar;
       peers[peer] = stages;
     }
     return { peers, local: { capture: snap.capture }, devices: { outputMs: snap.outputMs, inputMs: snap.inputMs } };

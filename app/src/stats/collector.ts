@@ -200,6 +200,7 @@ export function blockMsOf(format: string, sampleRate: number): number {
 /** What the stages are called in the view. */
 export const STAGE_NAMES: Record<string, string> = {
   mouthToEar: 'Mouth to ear (estimated)',
+  oneWay: 'Added one-way (all but the devices)',
   transit: 'Transit (network + delivery + wait)',
   sendQueue: 'Send queue (ours, towards them)',
   network: 'Network one-way',
@@ -209,7 +210,7 @@ export const STAGE_NAMES: Record<string, string> = {
 };
 
 /** The order the histograms are shown in: the sum first, then its parts along the path. */
-export const STAGE_ORDER = ['mouthToEar', 'transit', 'sendQueue', 'network', 'delivery', 'jitterWait', 'capture'];
+export const STAGE_ORDER = ['mouthToEar', 'oneWay', 'transit', 'sendQueue', 'network', 'delivery', 'jitterWait', 'capture'];
 
 /** `entries` (stage name first) in STAGE_ORDER; stages it does not name keep their order, last. */
 export function inStageOrder<T>(entries: [string, T][]): [string, T][] {
