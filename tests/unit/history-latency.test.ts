@@ -6,6 +6,7 @@ import { IDBFactory } from 'fake-indexeddb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { StageHistogram } from '../../app/src/audio/latency';
 import type { ParticipantView, RoomView } from '../../app/src/room/types';
+import { participant, roomView } from './views';
 import { closeDB, db } from '../../app/src/store/db';
 import { recentSessions, SessionLog } from '../../app/src/store/history';
 import { STAGE_NAME_MAX, STAGES_MAX } from '../../app/src/store/validate';
@@ -19,40 +20,9 @@ afterEach(async () => {
   await closeDB();
 });
 
-const silent = { peakL: -Infinity, peakR: -Infinity, rmsL: -Infinity, rmsR: -Infinity };
-
-function participant(peer: string, name: string, f: Partial<ParticipantView> = {}): ParticipantView {
-  return {
-    peer,
-    name,
-    link: 'connected',
-    levels: silent,
-    strip: { gainDb: 0, pan: 0, mute: false, solo: false },
-    latencyMs: null,
-    rttMs: null,
-    bufferMs: 0,
-    targetMs: 0,
-    lossPct: 0,
-    underruns: 0,
-    format: '',
-    ...f,
-  };
-}
 
 function view(participants: ParticipantView[]): RoomView {
-  return {
-    room: 'band',
-    self: { peer: 'me', name: 'Me' },
-    signaling: 'open',
-    error: null,
-    joined: true,
-    participants,
-    master: { gainDb: 0, levels: silent, limiterDb: 0 },
-    input: { levels: silent, channels: 1 },
-    monitor: { on: false, gainDb: -6 },
-    engine: { underruns: 0, peers: participants.length, sampleRate: 48000, blockFrames: 128 },
-    recording: { state: 'idle', id: null, seconds: 0, bytes: 0, error: null },
-  };
+  return roomView(participants);
 }
 
 /** A histogram's summary figures (the bins do not matter to the history). */

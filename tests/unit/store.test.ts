@@ -11,6 +11,7 @@ import { DB_NAME, DB_VERSION } from '../../app/src/store/schema';
 import { loadSettings, resetSettingsMemory, saveAudio, saveName } from '../../app/src/store/settings';
 import { DEFAULT_AUDIO, RECENT_MAX, validAudio, validBuffer } from '../../app/src/store/validate';
 import type { AudioSettings, ParticipantView, RoomView } from '../../app/src/room/types';
+import { participant, roomView } from './views';
 
 beforeEach(async () => {
   await closeDB();
@@ -166,40 +167,9 @@ describe('rooms', () => {
   });
 });
 
-function participant(peer: string, name: string, f: Partial<ParticipantView> = {}): ParticipantView {
-  const silent = { peakL: -Infinity, peakR: -Infinity, rmsL: -Infinity, rmsR: -Infinity };
-  return {
-    peer,
-    name,
-    link: 'connected',
-    levels: silent,
-    strip: { gainDb: 0, pan: 0, mute: false, solo: false },
-    latencyMs: null,
-    rttMs: null,
-    bufferMs: 0,
-    targetMs: 0,
-    lossPct: 0,
-    underruns: 0,
-    format: '',
-    ...f,
-  };
-}
 
 function view(joined: boolean, participants: ParticipantView[], engineUnderruns = 0): RoomView {
-  const silent = { peakL: -Infinity, peakR: -Infinity, rmsL: -Infinity, rmsR: -Infinity };
-  return {
-    room: 'band',
-    self: { peer: 'me', name: 'Me' },
-    signaling: joined ? 'open' : 'connecting',
-    error: null,
-    joined,
-    participants,
-    master: { gainDb: 0, levels: silent, limiterDb: 0 },
-    input: { levels: silent, channels: 1 },
-    monitor: { on: false, gainDb: -6 },
-    engine: { underruns: engineUnderruns, peers: participants.length, sampleRate: 48000, blockFrames: 128 },
-    recording: { state: 'idle', id: null, seconds: 0, bytes: 0, error: null },
-  };
+  return roomView(participants, { joined, engineUnderruns });
 }
 
 describe('history', () => {
