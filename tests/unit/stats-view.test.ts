@@ -232,7 +232,7 @@ describe('StatsCollector with the engine stages', async () => {
 });
 
 describe('latency path', async () => {
-  const { blockMsOf, inStageOrder, stageTable, symmetricRoundTripMs, STAGE_NAMES } = await import('../../app/src/stats/collector');
+  const { blockMsOf, inStageOrder, stageTable, splitRoundTrip, STAGE_NAMES } = await import('../../app/src/stats/collector');
   it('reads the block from the format', () => {
     expect(blockMsOf('PCM16 mono 128', 48000)).toBeCloseTo(2.6666667, 6);
     expect(blockMsOf('float32 stereo 64', 48000)).toBeCloseTo(1.3333333, 6);
@@ -274,11 +274,11 @@ describe('latency path', async () => {
     expect(net.note).toBe('RTT not measured yet');
     expect(lines.find((l) => l.key === 'mouthToEar')!.count).toBe(0);
   });
-  it('estimates the round trip of a symmetric path from the send queue and transit medians', () => {
-    expect(symmetricRoundTripMs({ sendQueue: stage(0.5, 1), transit: stage(15.5, 20) })).toBe(32);
-    expect(symmetricRoundTripMs({ transit: stage(15.5, 20) })).toBeNaN();
-    expect(symmetricRoundTripMs({ sendQueue: stage(0.5, 1), transit: stage(0, 0, 0) })).toBeNaN();
-    expect(symmetricRoundTripMs(undefined)).toBeNaN();
+  it('splits a round trip into our send queue, the way back (transit here) and the way there', () => {
+    expect(splitRoundTrip({ sendQueue: stage(0.5, 1), transit: stage(15.5, 20) }, 40)).toEqual({ sendMs: 0.5, backMs: 15.5, toThemMs: 24 });
+    expect(splitRoundTrip({ transit: stage(15.5, 20) }, 40).toThemMs).toBeNaN();
+    expect(splitRoundTrip({ sendQueue: stage(0.5, 1), transit: stage(0, 0, 0) }, 40).backMs).toBeNaN();
+    expect(splitRoundTrip(undefined, 40).sendMs).toBeNaN();
   });
   it('orders the histograms mouth to ear first and names them', () => {
     const order = inStageOrder(['jitterWait', 'network', 'delivery', 'sendQueue', 'transit', 'mouthToEar', 'newStage', 'capture'].map((k) => [k, 0]));

@@ -281,14 +281,20 @@ export function stageTable(o: {
 }
 
 /**
- * The stages' estimate of a round trip to a peer and back, assuming the path is the same both
- * ways: 2 × (our send queue p50 + transit p50), ms; NaN until both are measured.
+ * A round trip to a peer and back, split where our stages can see it: our send queue towards
+ * them (p50), their audio's transit to us (p50, which is also the way back of our echoed clicks)
+ * and the rest, the way to them (their network, delivery and buffer for our stream, their send
+ * queue), ms. NaN parts until the stages are measured.
  */
-export function symmetricRoundTripMs(stages: Record<string, StageHistogram> | undefined): number {
+export function splitRoundTrip(
+  stages: Record<string, StageHistogram> | undefined,
+  roundTripMs: number,
+): { sendMs: number; backMs: number; toThemMs: number } {
   const q = stages?.sendQueue;
   const t = stages?.transit;
-  if (!q || !t || q.count === 0 || t.count === 0) return NaN;
-  return 2 * (q.p50 + t.p50);
+  const sendMs = q && q.count > 0 ? q.p50 : NaN;
+  const backMs = t && t.count > 0 ? t.p50 : NaN;
+  return { sendMs, backMs, toThemMs: roundTripMs - sendMs - backMs };
 }
 
 /** The session's round-trip probe (Session.startProbe and the rest), where it has one. */
