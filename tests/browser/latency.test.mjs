@@ -154,6 +154,33 @@ test('3-page room: every stage fills, network one-way is RTT/2, and a click roun
     `click round trip ${result.medianMs} ms vs the sum of the stages ${stagesSum} ms: expected ${low}..${high} (callback ${callbackMs} ms)`);
   // The echo ends with the probe.
   await waitFor('echo stopped', async () => ({ ok: (await bo.evaluate(() => window.tutti.session.echoing())) === null }), 5000);
+
+  // Self loopback from the room: Cy measures his own loop from the stats view; the session makes
+  // a loopback link for it and removes it afterwards.
+  const cy = pages[2];
+  await cy.getByTestId('stats-toggle').click();
+  await cy.getByTestId('selfloop-start').click();
+  const self = cy.getByTestId('selfloop-result');
+  await self.waitFor({ timeout: 30000 });
+  const selfFigures = {
+    heard: Number(await self.getAttribute('data-heard')),
+    engineMs: Number(await self.getAttribute('data-engine-ms')),
+    outputMs: Number(await self.getAttribute('data-output-ms')),
+    text: await self.innerText(),
+  };
+  console.log(`room self loopback (Cy): ${JSON.stringify(selfFigures)}`);
+  assert.ok(selfFigures.heard >= 8, `self loopback in the room: ${selfFigures.heard} clicks heard`);
+  assert.ok(selfFigures.engineMs >= BLOCK_MS && selfFigures.engineMs < 300, `engine round trip ${selfFigures.engineMs} ms`);
+  assert.ok(selfFigures.outputMs > 0, 'the output device latency is shown');
+  const after2 = await cy.evaluate(() => {
+    const s = window.tutti.session;
+    return { names: s.view.participants.map((p) => p.name).sort(), peers: s.counters().perPeer };
+  });
+  assert.deepEqual(after2.names, ['Ana', 'Bo'], 'the loopback link is no participant');
+  await waitFor('the loopback link removed from the engine', async () => {
+    const peers = await cy.evaluate(() => window.tutti.session.view.engine.peers);
+    return { ok: peers === 2, peers };
+  }, 5000);
   assert.deepEqual(logs, [], 'no page errors');
   for (const page of pages) await page.context().close();
 });

@@ -1,6 +1,7 @@
 // Where the packet pump runs, decided once per session: in the net worker if this browser can
 // transfer an RTCDataChannel to a worker (Chromium and Safari can), else on the main thread.
 
+import { LoopbackChannel } from './loopback';
 import { PacketPump, netStatsBytes } from './pump';
 import type { NetWorkerMessage } from './net-worker';
 import NetWorker from './net-worker.ts?worker';
@@ -15,6 +16,8 @@ export interface PumpHost {
    */
   add(slot: number, channel: RTCDataChannel, control?: RTCDataChannel): void;
   remove(slot: number): void;
+  /** Serves `slot` with a loopback link to ourselves (our packets come straight back). */
+  addLoopback(slot: number): void;
   /** Asks the peer in `slot` to echo our stream for `ms` ms (0: stop), over its control channel. */
   requestEcho(slot: number, ms: number): void;
   stop(): void;
@@ -65,6 +68,7 @@ export function createPumpHost(
         ),
       remove: (slot) => post({ type: 'remove', slot }),
       requestEcho: (slot, ms) => post({ type: 'echo', slot, ms }),
+      addLoopback: (slot) => post({ type: 'add-loopback', slot }),
       stop: () => {
         post({ type: 'stop' });
         setTimeout(() => worker.terminate(), 100);
@@ -79,6 +83,7 @@ export function createPumpHost(
     add: (slot, channel, control) => pump.add(slot, channel, control ?? null),
     remove: (slot) => pump.remove(slot),
     requestEcho: (slot, ms) => void pump.requestEcho(slot, ms),
+    addLoopback: (slot) => pump.add(slot, new LoopbackChannel().asDataChannel()),
     stop: () => pump.stop(),
   };
 }

@@ -6,9 +6,11 @@
 //      { type: 'add', slot, channel, control }   (both channels transferred; control may be null)
 //      { type: 'remove', slot }
 //      { type: 'echo', slot, ms }             (ask the peer to echo our stream)
+//      { type: 'add-loopback', slot }         (a link to ourselves, made here)
 //      { type: 'stop' }
 // out: { type: 'error', message } when a message could not be applied.
 
+import { LoopbackChannel } from './loopback';
 import { PacketPump } from './pump';
 
 export type NetWorkerMessage =
@@ -22,6 +24,7 @@ export type NetWorkerMessage =
   | { type: 'add'; slot: number; channel: RTCDataChannel; control: RTCDataChannel | null }
   | { type: 'remove'; slot: number }
   | { type: 'echo'; slot: number; ms: number }
+  | { type: 'add-loopback'; slot: number }
   | { type: 'stop' };
 
 const scope = self as unknown as {
@@ -49,6 +52,10 @@ scope.onmessage = (ev: MessageEvent<NetWorkerMessage>) => {
         break;
       case 'echo':
         pump?.requestEcho(msg.slot, msg.ms);
+        break;
+      case 'add-loopback':
+        if (!pump) throw new Error('add-loopback before init');
+        pump.add(msg.slot, new LoopbackChannel().asDataChannel(), null);
         break;
       case 'stop':
         pump?.stop();

@@ -22,6 +22,7 @@ import {
   G_PROBE_HEARD,
   G_PROBE_RESULTS_AT,
   G_PROBE_SENT,
+  G_PROBE_SLOT,
   G_PROBE_STATE,
   G_QUANTA,
   PROBE_MAX_CLICKS,
@@ -170,6 +171,23 @@ export const PROBE_CLICKS = 10;
 /** How long a peer is asked to echo us for a probe, ms (ten clicks take 2-4 s). */
 export const PROBE_ECHO_MS = 8000;
 
+/** How long a started probe may take to show in the engine's stats block, ms. */
+const PROBE_START_GRACE_MS = 1500;
+
+interface ProbeRun {
+  peer: string;
+  slot: number;
+  clicks: number;
+  /** The peer was asked to echo (and is told to stop when the probe is over). */
+  echo: boolean;
+  /** The probe runs over a loopback link made for it in a room. */
+  selfLoop: boolean;
+  /** The engine's stats block has shown this probe running. */
+  seenRunning: boolean;
+  over: boolean;
+  startedAt: number;
+}
+
 /** A round-trip probe's progress and results (Session.probeResult). */
 export interface ProbeResult {
   peer: string;
@@ -213,10 +231,10 @@ class Session implements RoomSession {
   private readonly latencyScratch = new Float64Array(HB_BLOCK_LEN);
   /** The devices' latency last told to the engine, µs. */
   private deviceLatencySent = { outputUs: NaN, inputUs: NaN };
-  /** The participant a round-trip probe was started towards. */
-  private probePeer: string | null = null;
-  /** The probed peer was asked to echo and has not been told to stop yet. */
-  private probeEchoOpen = false;
+  /** The last round-trip probe started: towards whom, in which slot, how it stands. */
+  private probe: ProbeRun | null = null;
+  /** In a room: the slot of a loopback link to ourselves, there while a self probe runs. */
+  private selfLoopSlot: number | null = null;
 
   constructor(
     private readonly req: JoinRequest,
@@ -449,39 +467,79 @@ class Session implements RoomSession {
 
   /**
    * Starts a round-trip probe of `clicks` clicks towards `peer`: our outgoing audio becomes
-   * silence and clicks, and each click is timed when it comes back in that participant's stream.
-   * A remote participant is asked to echo our stream meanwhile; the sound check's loopback needs
-   * no echo. Returns false when there is no such participant or no engine.
+   * silence and clicks (everyone hears them), and each click is timed when it comes back in that
+   * participant's stream. A remote participant is asked to echo our stream meanwhile.
+   * `LOOPBACK_PEER` measures our own loop through the engine and the packet pump with no
+   * network: the sound check's participant, or in a room a loopback link made for the probe
+   * (muted in the mix) and removed after it. Returns false when there is no such participant or
+   * no engine.
    */
   startProbe(peer: string, clicks = PROBE_CLICKS): boolean {
-    const p = this.participants.get(peer);
     const engine = this.engine;
-    if (!p || !engine || this.ended) return false;
-    this.probePeer = peer;
-    if (!this.loopback) {
-      this.pump?.requestEcho(p.slot, PROBE_ECHO_MS);
-      this.probeEchoOpen = true;
-    }
-    engine.control({ type: 'probe', slot: p.slot, clicks });
+    if (!engine || this.ended) return false;
+    if (this.probe && !this.probe.over) this.stopProbe();
+    let slot = this.participants.get(peer)?.slot;
+    const selfLoop = slot === undefined && peer === LOOPBACK_PEER && !this.loopback;
+    if (selfLoop) slot = this.openSelfLoop() ?? undefined;
+    if (slot === undefined) return false;
+    const echo = !this.loopback && !selfLoop;
+    if (echo) this.pump?.requestEcho(slot, PROBE_ECHO_MS);
+    engine.control({ type: 'probe', slot, clicks });
+    this.probe = { peer, slot, clicks, echo, selfLoop, seenRunning: false, over: false, startedAt: performance.now() };
     return true;
   }
 
-  /** Stops a running probe (and the peer's echo). */
+  /** Stops a running probe (and the peer's echo, or our loopback link). */
   stopProbe(): void {
-    const p = this.probePeer ? this.participants.get(this.probePeer) : undefined;
     this.engine?.control({ type: 'probe-stop' });
-    if (p && this.probeEchoOpen) this.pump?.requestEcho(p.slot, 0);
-    this.probeEchoOpen = false;
+    this.endProbe();
+  }
+
+  /** A probe is over (done or stopped): the peer stops echoing, a self loop goes. */
+  private endProbe(): void {
+    const run = this.probe;
+    if (!run || run.over) return;
+    run.over = true;
+    if (run.echo) this.pump?.requestEcho(run.slot, 0);
+    if (run.selfLoop) this.closeSelfLoop();
+  }
+
+  /** In a room: a loopback link to ourselves in a free slot, muted in the mix. */
+  private openSelfLoop(): number | null {
+    const engine = this.engine;
+    const pump = this.pump;
+    if (this.selfLoopSlot !== null) return this.selfLoopSlot;
+    const slot = this.freeSlots.pop();
+    if (!engine || !pump || slot === undefined) return null;
+    engine.control({ type: 'add-peer', slot });
+    engine.control({ type: 'strip', slot, gain: 1, pan: 0, mute: true, solo: false });
+    pump.addLoopback(slot);
+    this.selfLoopSlot = slot;
+    return slot;
+  }
+
+  private closeSelfLoop(): void {
+    const slot = this.selfLoopSlot;
+    if (slot === null) return;
+    this.selfLoopSlot = null;
+    this.pump?.remove(slot);
+    this.engine?.control({ type: 'remove-peer', slot });
+    this.freeSlots.push(slot);
   }
 
   /**
    * Where the round-trip probe stands, from the engine's stats block (refreshed ten times a
-   * second); null before the first probe. Once it is done, the peer's echo is stopped.
+   * second); null before the first probe. Until the engine shows the new probe running (a
+   * moment after the start), it reads as running with nothing sent yet.
    */
   probeResult(): ProbeResult | null {
     const s = this.statsSnapshot;
-    const peer = this.probePeer;
-    if (!peer) return null;
+    const run = this.probe;
+    if (!run) return null;
+    const peer = run.peer;
+    if (!run.seenRunning && !run.over && performance.now() - run.startedAt < PROBE_START_GRACE_MS) {
+      return { peer, state: 'running', clicks: run.clicks, sent: 0, heard: 0, roundTripsMs: [], medianMs: NaN, minMs: NaN, maxMs: NaN };
+    }
     const state = s[G_PROBE_STATE] === 1 ? 'running' : s[G_PROBE_STATE] === 2 ? 'done' : 'idle';
     const roundTripsMs: number[] = [];
     for (let i = 0; i < Math.min(s[G_PROBE_SENT], PROBE_MAX_CLICKS); i++) roundTripsMs.push(s[G_PROBE_RESULTS_AT + i]);
@@ -728,11 +786,13 @@ class Session implements RoomSession {
     const figuresDue = this.refreshes++ % FIGURES_EVERY === 0;
     this.forwardClockOffsets();
     this.forwardDeviceLatency();
-    if (this.probeEchoOpen && s[G_PROBE_STATE] === 2) {
-      // The probe is done: the peer's outgoing audio goes back to their microphone.
-      const p = this.probePeer ? this.participants.get(this.probePeer) : undefined;
-      if (p) this.pump?.requestEcho(p.slot, 0);
-      this.probeEchoOpen = false;
+    const run = this.probe;
+    if (run && !run.over) {
+      // The block shows the previous probe until the engine takes the new one: only a probe seen
+      // running can be over. Once done, the peer's audio goes back to their microphone.
+      if (s[G_PROBE_STATE] === 1 && s[G_PROBE_SLOT] === run.slot) run.seenRunning = true;
+      const timedOut = !run.seenRunning && performance.now() - run.startedAt > PROBE_START_GRACE_MS;
+      if ((run.seenRunning && s[G_PROBE_STATE] !== 1) || timedOut) this.endProbe();
     }
     const previous = new Map(this.view.participants.map((v) => [v.peer, v]));
     const participants: ParticipantView[] = [];
