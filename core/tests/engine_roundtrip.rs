@@ -311,3 +311,62 @@ fn send_queue_records_and_stray_tags_are_counted_not_played() {
         "nothing was played"
     );
 }
+
+/// One engine hearing its own packets over a near-instant link (the sound check's shape), with
+/// host callbacks of `period` frames each: every callback renders, back to back, the quanta that
+/// start in it, as headless Chromium's 480-frame fake devices do. Returns the clicks' mean round
+/// trip and the transit's mean, ms.
+fn self_loop(period: u64) -> (f64, f64) {
+    let mut e = engine(1);
+    let mut link = Link::new(50.0, 0.0);
+    let mut ring_buf = vec![0u8; 1 << 16];
+    let quiet = [0f32; QUANTUM];
+    let (mut l, mut r) = ([0f32; QUANTUM], [0f32; QUANTUM]);
+    for q in 0..3000u64 {
+        let now = q * QUANTUM as u64;
+        let wall = WALL0_US + (now / period * period) as f64 * FRAME_US;
+        if q == 1000 {
+            e.reset_latency();
+            e.start_probe(1, 10).unwrap();
+        }
+        e.begin_quantum_at(now, wall);
+        link.deliver(&mut e, 1, wall, &mut ring_buf);
+        e.render(&mut l, &mut r);
+        let mut sent = Vec::new();
+        e.capture(&quiet, &quiet, &mut |p| {
+            sent.push(p.to_vec());
+            true
+        });
+        for p in sent {
+            link.send(&p, wall);
+        }
+    }
+    let p = e.probe();
+    assert_eq!(p.heard(), 10, "period {period}");
+    let rtt = p.results().iter().sum::<f64>() / 10.0 * 1000.0 / RATE;
+    (rtt, mean_ms(e.peer(1).unwrap().transit()))
+}
+
+/// With callbacks of n quanta, a callback's packets all leave at its start, so the wall-clock
+/// transit of the k-th one counts k quanta that its audio, on the audio clock, does not: the
+/// transit's mean exceeds a click's round trip (a click leaves from a callback's first quantum)
+/// by (n − 1) / 2 quanta. Known answers for n = 1, 2, 3, 4, and 3.75 (480-frame callbacks).
+#[test]
+fn transit_counts_the_wait_inside_a_callback_and_clicks_do_not() {
+    let quantum_ms = QUANTUM as f64 * FRAME_US / 1000.0;
+    for period in [128u64, 256, 384, 512, 480] {
+        let (rtt, transit) = self_loop(period);
+        let n = period as f64 / QUANTUM as f64;
+        let expected = (n - 1.0) / 2.0 * quantum_ms;
+        println!("callbacks of {period} frames: clicks {rtt:.3} ms, transit mean {transit:.3} ms, difference {:.3} (expected {expected:.3})", transit - rtt);
+        // From four quanta per callback the drift loop is still steering the buffer level while
+        // the clicks run (they move by 0.4 ms over the ten), and 480-frame callbacks alternate
+        // three and four quanta: within a quarter of a quantum there.
+        let tolerance = if period <= 384 { 0.1 } else { 0.7 };
+        assert!(
+            (transit - rtt - expected).abs() <= tolerance,
+            "period {period}: {} vs {expected}",
+            transit - rtt
+        );
+    }
+}

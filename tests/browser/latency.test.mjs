@@ -219,7 +219,10 @@ test('self loopback: the sound check measures its round trip through the engine,
   // audio in one go while the wall clock moves by the callback period (10 ms for headless
   // Chromium's fake devices, which run 3 or 4 quanta per callback), so the frames between the
   // click's callback and the one that plays it back differ from the wall time between them.
-  // Bound as for the peer: one callback period below the sum. Runs here read 2.8-3.9 ms below.
+  // And a callback's packets all leave at its start: the transit's mean counts (n − 1) / 2
+  // quanta that the click, sent from a callback's first quantum, does not (3.7 ms for 3.75
+  // quanta per callback; core/tests/engine_roundtrip.rs). Bound as for the peer: one callback
+  // period below the sum. Runs here read 2.8-3.9 ms below.
   const callbackMs = f.capture.p99;
   const low = sum - callbackMs - CLICK_TOL_MS;
   assert.ok(result.medianMs >= low && result.medianMs <= sum + CLICK_TOL_MS,
