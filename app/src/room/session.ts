@@ -68,7 +68,14 @@ import { randomId, type Member } from '../net/protocol';
 import { SignalingClient } from '../net/signaling';
 import { LoopbackChannel } from '../net/loopback';
 import { SessionRecorder, trackTag } from '../record/recorder';
-import { HB_BLOCK_LEN, PEER_STAGES, readLatency, type StageHistogram } from '../audio/latency';
+import {
+  HB_BLOCK_LEN,
+  HB_SEQUENCE,
+  PEER_STAGES,
+  readLatency,
+  type LatencySnapshot,
+  type StageHistogram,
+} from '../audio/latency';
 import type {
   JoinRequest,
   Levels,
@@ -172,7 +179,7 @@ export const PROBE_CLICKS = 10;
 export const PROBE_ECHO_MS = 8000;
 
 /** How long a started probe may take to show in the engine's stats block, ms. */
-const PROBE_START_GRACE_MS = 1500;
+export const PROBE_START_GRACE_MS = 1500;
 
 interface ProbeRun {
   peer: string;
@@ -229,6 +236,9 @@ class Session implements RoomSession {
   private refreshes = 0;
   private recorder: SessionRecorder | null = null;
   private readonly latencyScratch = new Float64Array(HB_BLOCK_LEN);
+  /** The last histogram block read and the publication (its sequence word) it came from: the
+   * engine publishes about once a second, the view and the history ask more often. */
+  private latencyRead: { sequence: number; snap: LatencySnapshot } | null = null;
   /** The devices' latency last told to the engine, µs. */
   private deviceLatencySent = { outputUs: NaN, inputUs: NaN };
   /** The last round-trip probe started: towards whom, in which slot, how it stands. */
@@ -449,8 +459,7 @@ class Session implements RoomSession {
     local: Record<string, StageHistogram>;
     devices: { outputMs: number; inputMs: number };
   } {
-    const shared = this.engine?.buffers.histograms;
-    const snap = shared ? readLatency(new Float64Array(shared), this.latencyScratch) : null;
+    const snap = this.latencySnapshot();
     if (!snap) return { peers: {}, local: {}, devices: { outputMs: NaN, inputMs: NaN } };
     const bySlot = new Map(snap.peers.map((p) => [p.slot, p]));
     const peers: Record<string, Record<string, StageHistogram>> = {};
@@ -463,6 +472,19 @@ class Session implements RoomSession {
       peers[peer] = stages;
     }
     return { peers, local: { capture: snap.capture }, devices: { outputMs: snap.outputMs, inputMs: snap.inputMs } };
+  }
+
+  /** The histogram block decoded, read again only when the engine has published since. */
+  private latencySnapshot(): LatencySnapshot | null {
+    const shared = this.engine?.buffers.histograms;
+    if (!shared) return null;
+    const block = new Float64Array(shared);
+    const sequence = block[HB_SEQUENCE];
+    if (this.latencyRead?.sequence === sequence) return this.latencyRead.snap;
+    const snap = readLatency(block, this.latencyScratch);
+    // An odd word means a copy was being written: that read is not kept.
+    if (snap && sequence % 2 === 0 && block[HB_SEQUENCE] === sequence) this.latencyRead = { sequence, snap };
+    return snap;
   }
 
   /**

@@ -4,7 +4,7 @@
 // export.
 
 import type { RoomSession, RoomView } from '../room/types';
-import type { ProbeResult, SessionCounters } from '../room/session';
+import { PROBE_START_GRACE_MS, type ProbeResult, type SessionCounters } from '../room/session';
 import { StatsHistory } from './history';
 import { verdict, type Verdict } from './verdict';
 import { buildExport, type DeviceLatency, type StageHistogram, type StatsExport } from './export';
@@ -318,8 +318,8 @@ export type ProbePhase = 'starting' | 'running' | 'done' | 'stopped' | 'failed';
 /** How often a running probe is polled, ms. */
 export const PROBE_POLL_MS = 200;
 /** The stats block shows the previous probe until the engine took the new one: a probe not seen
- * running within this long after its start is taken as it then stands, ms. */
-export const PROBE_START_GRACE_MS = 1500;
+ * running within this long after its start is taken as it then stands, ms (the session's). */
+export { PROBE_START_GRACE_MS };
 
 /**
  * One round-trip probe as the UI follows it: started once, then polled (every PROBE_POLL_MS)
