@@ -5,7 +5,8 @@
 # Debian machine (as root, no terminal, CI=true) and cost almost nothing when all is present,
 # so every step checks first and installs second. Any failure stops the script with a message.
 #
-#   apt:     chromium (headless browser tests), sox (test signals)
+#   apt:     chromium (headless browser tests), sox (test signals), pulseaudio and
+#            pulseaudio-utils (a sound server with 128-frame callbacks for the browser)
 #   rustup:  wasm32-unknown-unknown target, rustfmt and clippy components
 #   cargo:   wasm-pack (pinned), wasm-bindgen-cli (exactly the version wasm/Cargo.toml pins)
 #   npm:     node_modules from package-lock.json (includes binaryen's wasm-opt, which the
@@ -41,6 +42,8 @@ as_root() {
 apt_missing=()
 [ -x /usr/bin/chromium ] || apt_missing+=(chromium)
 command -v sox >/dev/null 2>&1 || apt_missing+=(sox)
+command -v pulseaudio >/dev/null 2>&1 || apt_missing+=(pulseaudio)
+command -v pactl >/dev/null 2>&1 || apt_missing+=(pulseaudio-utils)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   command -v apt-get >/dev/null 2>&1 || die "missing ${apt_missing[*]} and no apt-get to install them"
   log "apt-get update"
@@ -48,7 +51,7 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
   log "apt-get install ${apt_missing[*]}"
   as_root apt-get install -y -q --no-install-recommends "${apt_missing[@]}"
 else
-  log "ok    chromium, sox"
+  log "ok    chromium, sox, pulseaudio"
 fi
 
 # --- Rust toolchain --------------------------------------------------------------------------
