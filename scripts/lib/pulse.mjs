@@ -5,7 +5,8 @@
 // plays through it instead and honours `--audio-buffer-size` (scripts/lib/chromium.mjs): one
 // callback per 128 or 256 frames, as on a laptop with a small buffer. The server here has no
 // sound card: a null sink at 48 kHz takes the output (on the sound server's clock), and each
-// microphone is a sine source of a known frequency, so capture goes through the real path too.
+// microphone is an input device playing a sine of a known frequency, so capture goes through the
+// real path too.
 //
 // startPulse() spawns `pulseaudio --daemonize=no` itself (so the pid is ours), in a fresh private
 // directory (0700) that holds its socket, its runtime files and its config; `env` is what a client
@@ -17,8 +18,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export const PULSE_RATE = 48000;
-/** The sine sources' own level (module-sine-source writes a sine of this peak amplitude). */
-const SINE_SOURCE_AMPLITUDE = 0.5;
+/** The tones' own level: module-sine plays a sine of this peak amplitude. */
+const SINE_AMPLITUDE = 0.5;
 const START_TIMEOUT_MS = 10_000;
 const STOP_TIMEOUT_MS = 5_000;
 const PACTL_TIMEOUT_MS = 5_000;
@@ -33,21 +34,23 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * @property {Record<string, string>} env  for the client's process: XDG_RUNTIME_DIR, PULSE_SERVER, PULSE_COOKIE
  * @property {number} pid  the daemon's
  * @property {string} sink  the null sink's name (the default sink)
- * @property {{ freq: number, name: string, label: string }[]} sources  one sine per tone; the first is the default
- *   source. `label` is what the browser's enumerateDevices() calls it.
+ * @property {{ freq: number, name: string, label: string, sink: string }[]} sources  one input per tone; the first
+ *   is the default source. `label` is what the browser's enumerateDevices() calls it.
  * @property {string[]} logs  the daemon's last log lines
  * @property {(args: string[]) => Promise<string>} pactl  runs pactl against this server (bounded)
+ * @property {(freq: number, amplitude: number) => Promise<void>} setAmplitude  a tone's peak level (0..0.5)
  * @property {() => Promise<void>} stop  ends the daemon (SIGTERM, then SIGKILL) and removes its directory
  */
 
-/** The label the browser gives the sine source of `freq` Hz. */
+/** The label the browser gives the input device that plays `freq` Hz. */
 export function toneSourceLabel(freq) {
   return `Tutti tone ${freq} Hz`;
 }
 
 /**
- * Starts a private PulseAudio server: a 48 kHz null sink as the default output and one sine
- * source per entry of `tones` (Hz) at `amplitude` (peak, 0..0.5), the first the default input.
+ * Starts a private PulseAudio server: a 48 kHz null sink as the default output and one input
+ * device per entry of `tones` (Hz) playing its sine at `amplitude` (peak, 0..0.5), the first the
+ * default input.
  * Rejects, with the daemon's log, when pulseaudio is missing, exits, or does not answer within
  * 10 s.
  * @param {{ tones?: number[], amplitude?: number }} [opts]
@@ -57,8 +60,8 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
   if (tones.length === 0 || !tones.every((f) => Number.isFinite(f) && f > 0 && f < PULSE_RATE / 2)) {
     throw new RangeError(`tones must be frequencies in (0, ${PULSE_RATE / 2}) Hz: ${tones.join(', ')}`);
   }
-  if (!(amplitude > 0 && amplitude <= SINE_SOURCE_AMPLITUDE)) {
-    throw new RangeError(`amplitude must be in (0, ${SINE_SOURCE_AMPLITUDE}]: ${amplitude}`);
+  if (!(amplitude > 0 && amplitude <= SINE_AMPLITUDE)) {
+    throw new RangeError(`amplitude must be in (0, ${SINE_AMPLITUDE}]: ${amplitude}`);
   }
   const dir = mkdtempSync(join(tmpdir(), 'tutti-pulse-'));
   // Private: pulseaudio refuses a runtime directory others can enter.
@@ -71,9 +74,12 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
     join(dir, 'config', 'pulse', 'daemon.conf'),
     `default-sample-rate = ${PULSE_RATE}\nalternate-sample-rate = ${PULSE_RATE}\nexit-idle-time = -1\n`,
   );
-  const sources = tones.map((freq) => ({ freq, name: `tone_${String(freq).replace(/\W/g, '_')}`, label: toneSourceLabel(freq) }));
+  const sources = tones.map((freq) => {
+    const id = String(freq).replace(/\W/g, '_');
+    return { freq, name: `tone_${id}`, label: toneSourceLabel(freq), sink: `tone_${id}_sink` };
+  });
   // A module argument in single quotes holding a property list whose value is in double quotes.
-  const quoted = (s) => `'device.description="${s}"'`;
+  const described = (s) => `'device.description="${s}"'`;
   const args = [
     '--daemonize=no',
     '-n', // no default script: only the modules below
@@ -82,9 +88,15 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
     '--disallow-exit',
     '--log-target=stderr',
     '--log-level=notice',
-    `--load=module-null-sink sink_name=tutti_out rate=${PULSE_RATE} sink_properties=${quoted('Tutti null output')}`,
-    ...sources.map((s) =>
-      `--load=module-sine-source source_name=${s.name} rate=${PULSE_RATE} frequency=${s.freq} source_properties=${quoted(s.label)}`),
+    `--load=module-null-sink sink_name=tutti_out rate=${PULSE_RATE} sink_properties=${described('Tutti null output')}`,
+    // A microphone per tone: a sine player into a null sink of its own, whose monitor a remap
+    // source presents as an input device (browsers list no monitors). module-sine-source would
+    // be simpler, but it posts its sine in blocks of hundreds of ms: capture would starve.
+    ...sources.flatMap((s) => [
+      `--load=module-null-sink sink_name=${s.sink} rate=${PULSE_RATE} channels=1 sink_properties=${described(`${s.label} (player)`)}`,
+      `--load=module-sine sink=${s.sink} frequency=${s.freq}`,
+      `--load=module-remap-source master=${s.sink}.monitor source_name=${s.name} channels=1 source_properties=${described(s.label)}`,
+    ]),
     `--load=module-native-protocol-unix socket=${socket} auth-anonymous=1`,
   ];
   /** @type {string[]} */
@@ -97,6 +109,7 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
         HOME: dir,
         XDG_RUNTIME_DIR: dir,
         XDG_CONFIG_HOME: join(dir, 'config'),
+        PULSE_CONFIG: join(dir, 'config', 'pulse', 'daemon.conf'),
         LANG: 'C',
       },
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -192,12 +205,17 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
   try {
     await pactl(['set-default-sink', 'tutti_out']);
     await pactl(['set-default-source', sources[0].name]);
-    // The sources write a sine of SINE_SOURCE_AMPLITUDE; their (software) volume scales it.
-    const factor = amplitude / SINE_SOURCE_AMPLITUDE;
-    const db = (20 * Math.log10(factor)).toFixed(2);
-    for (const s of sources) await pactl(['set-source-volume', s.name, `${db}dB`]);
+    for (const s of sources) await setAmplitude(s.freq, amplitude);
   } catch (err) {
     throw await fail(err instanceof Error ? err.message : String(err));
   }
-  return { env: clientEnv, pid: proc.pid ?? -1, sink: 'tutti_out', sources, logs, pactl, stop };
+  return { env: clientEnv, pid: proc.pid ?? -1, sink: 'tutti_out', sources, logs, pactl, setAmplitude, stop };
+
+  /** The tone's sine is SINE_AMPLITUDE at the source; the source's (software) volume scales it. */
+  async function setAmplitude(freq, amp) {
+    const source = sources.find((s) => s.freq === freq);
+    if (!source) throw new Error(`no tone of ${freq} Hz (tones: ${sources.map((s) => s.freq).join(', ')})`);
+    if (!(amp > 0 && amp <= SINE_AMPLITUDE)) throw new RangeError(`amplitude must be in (0, ${SINE_AMPLITUDE}]: ${amp}`);
+    await pactl(['set-source-volume', source.name, `${(20 * Math.log10(amp / SINE_AMPLITUDE)).toFixed(2)}dB`]);
+  }
 }

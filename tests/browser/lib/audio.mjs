@@ -31,6 +31,26 @@ export function toneMicrophone({ freq, amplitude }) {
 }
 
 /**
+ * On a sound-server backend (scripts/lib/chromium.mjs): makes getUserMedia open the input device
+ * called `label` (scripts/lib/pulse.mjs plays a sine of known frequency into each) when the page
+ * names none, so that each page of one browser can have a tone of its own while capture stays
+ * the browser's real path. Fails like a missing device when there is no such input.
+ */
+export function pulseMicrophone({ label }) {
+  const real = navigator.mediaDevices.getUserMedia.bind(navigator.mediaDevices);
+  navigator.mediaDevices.getUserMedia = async (constraints) => {
+    const audio = constraints?.audio;
+    if (!audio || (typeof audio === 'object' && audio.deviceId)) return real(constraints);
+    const inputs = (await navigator.mediaDevices.enumerateDevices()).filter((d) => d.kind === 'audioinput');
+    const device = inputs.find((d) => d.label === label);
+    if (!device) {
+      throw new DOMException(`no input device "${label}" (inputs: ${inputs.map((d) => d.label).join(', ')})`, 'NotFoundError');
+    }
+    return real({ ...constraints, audio: { ...(typeof audio === 'object' ? audio : {}), deviceId: { exact: device.deviceId } } });
+  };
+}
+
+/**
  * Captures `seconds` of a page's output (the live session's `captureOutput`) and measures each tone in it (left channel): a
  * Hann-weighted least-squares fit of sine and cosine at the tone's exact frequency, over 100 ms
  * windows for the level (their median, dBFS) and over 20 ms windows every 10 ms for gaps. Short

@@ -1,10 +1,11 @@
 // What most browser test files set up the same way: the Chromium flags for fake media and
-// one-machine WebRTC, the real server on the built app plus one browser for the file's tests,
-// a page's logs, polling for a state, and downloads.
+// one-machine WebRTC, the real server on the built app plus one browser for the file's tests
+// (on Chromium's fake audio device, or on a private sound server with 128- or 256-frame
+// callbacks), a page's logs, polling for a state, and downloads.
 import { readFileSync } from 'node:fs';
 import { after, before } from 'node:test';
-import { DIST, launchChromium } from './browser.mjs';
-import { toneMicrophone } from './audio.mjs';
+import { browserAudio, DIST, launchChromium } from './browser.mjs';
+import { pulseMicrophone, toneMicrophone } from './audio.mjs';
 import { startServer } from '../../../scripts/lib/server.mjs';
 
 /** Audio plays without a gesture; getUserMedia gets a fake device without asking. */
@@ -24,14 +25,17 @@ export const ROOM_FLAGS = [
  * Starts the real server on the built app and one headless Chromium before the file's tests,
  * and stops both after them (ending the process: a harness that keeps handles would hang).
  * @param {string[]} flags
+ * @param {{ backend?: import('../../../scripts/lib/chromium.mjs').AudioBackend, tones?: number[] }} [audio]
+ *   the browser's audio backend ('fake' by default); on a sound server, the microphones' tones
+ *   (every tone a page of the file uses, Hz), started with the browser and stopped with it.
  * @returns {{ server: Awaited<ReturnType<typeof startServer>>, browser: import('playwright-core').Browser }}
  *   filled in once the tests run.
  */
-export function serverAndBrowser(flags) {
+export function serverAndBrowser(flags, { backend = 'fake', tones } = {}) {
   const h = /** @type {any} */ ({ server: null, browser: null });
   before(async () => {
     h.server = await startServer({ dist: DIST });
-    h.browser = await launchChromium(flags);
+    h.browser = await launchChromium(flags, { backend, tones });
   });
   after(async () => {
     await h.browser?.close().catch(() => {});
@@ -42,15 +46,27 @@ export function serverAndBrowser(flags) {
 }
 
 /**
- * A fresh browser context whose microphone is a sine of `freq` Hz at `amplitude`.
+ * A fresh browser context whose microphone is a sine of `freq` Hz at `amplitude`: on the fake
+ * audio device an oscillator in the page's own AudioContext; on a sound server the server's
+ * input device of that tone (its level set to `amplitude`; pages of one tone share it).
  * @param {import('playwright-core').Browser} browser
  * @param {{ freq: number, amplitude: number }} tone
  * @param {import('playwright-core').BrowserContextOptions} [options]
  */
 export async function toneContext(browser, tone, options = {}) {
+  const { pulse } = browserAudio(browser);
+  const source = pulse?.sources.find((s) => s.freq === tone.freq);
+  if (pulse && !source) {
+    throw new Error(`the sound server has no tone of ${tone.freq} Hz (tones: ${pulse.sources.map((s) => s.freq).join(', ')}): start it with that tone`);
+  }
   const context = await browser.newContext(options);
   await context.grantPermissions(['microphone']);
-  await context.addInitScript(toneMicrophone, tone);
+  if (pulse && source) {
+    await pulse.setAmplitude(tone.freq, tone.amplitude);
+    await context.addInitScript(pulseMicrophone, { label: source.label });
+  } else {
+    await context.addInitScript(toneMicrophone, tone);
+  }
   return context;
 }
 
