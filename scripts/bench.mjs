@@ -6,12 +6,15 @@
 // stdout with ONE line of JSON:
 //   {"engine":[{"peers":N,"wasm_ns_per_peer_quantum":x,"js_ns_per_peer_quantum":y,"underruns":u,...},...],
 //    "max_peers_under_5pct":N,"net":[{"remote_peers":4,"us_per_packet":x,...},...],
-//    "latency":{"median_ms":m,"p95_ms":p,"underruns":u,"seconds":s,"fixed8":{...},...},"machine":{...},"date":"..."}
+//    "latency":{"median_ms":m,"p95_ms":p,"underruns":u,"seconds":s,"backend":"pulse-128","fixed8":{...},
+//               "fake_device":{"median_ms":m,...,"fixed8":{...}},...},"machine":{...},"date":"..."}
 // The net part (scripts/lib/net-bench.mjs) measures the net worker's CPU time per received packet
 // on real loopback data channels. The latency part (scripts/lib/latency-bench.mjs) measures the
 // one-way latency the app adds between two pages in a room of the real server on loopback (the
 // engine's mouth-to-ear stage minus the devices' latency), with the adaptive jitter buffer and,
-// for comparison, a fixed 8-packet one. Method and caveats: bench/README.md.
+// for comparison, a fixed 8-packet one, on a sound server with 128-frame callbacks (the main
+// figures) and on headless Chromium's fake audio device beside it. Method and caveats:
+// bench/README.md.
 //
 // Options: --quick (3 peer counts, 1 repetition, quarter work: a smoke run of ~20 s)
 //          --peers 1,8,64   --reps N   --work F   --timeout SECONDS (default 300)
@@ -21,10 +24,12 @@
 //          --net-peers 4,15   --net-seconds S (each measured window, default 5)
 //          --latency-seconds S (adaptive window, default 60)
 //          --latency-fixed-seconds S (fixed 8-packet window, default 20; 0 skips it)
+//          --latency-backends pulse-128,fake (audio backends, the first gives the main figures;
+//            pulse-128, pulse-256 or fake)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { launchChromium } from './lib/chromium.mjs';
+import { AUDIO_BACKENDS, launchChromium } from './lib/chromium.mjs';
 import { printLatencyTable, runLatencyBench } from './lib/latency-bench.mjs';
 import { printNetTable, runNetBench } from './lib/net-bench.mjs';
 import { build } from './build.mjs';
@@ -75,6 +80,11 @@ if (!(latencySeconds >= 1) || !(latencyFixedSeconds >= 0)) {
   log('--latency-seconds takes a number of seconds >= 1, --latency-fixed-seconds >= 0 (0 skips)');
   process.exit(2);
 }
+const latencyBackends = (option('latency-backends') ?? 'pulse-128,fake').split(',');
+if (latencyBackends.length === 0 || !latencyBackends.every((b) => AUDIO_BACKENDS.includes(b)) || new Set(latencyBackends).size !== latencyBackends.length) {
+  log(`--latency-backends takes distinct backends among ${AUDIO_BACKENDS.join(', ')}, the first giving the main figures`);
+  process.exit(2);
+}
 
 if (!flag('no-build')) {
   const setup = await run('bash', [join(ROOT, 'scripts', 'setup.sh')]);
@@ -111,12 +121,12 @@ try {
   }
   if (runs('latency')) {
     // Its own waits are bounded (joining, hearing, the windows); this is the backstop.
-    const limitS = Math.max(timeoutS, latencySeconds + latencyFixedSeconds + 240);
+    const limitS = Math.max(timeoutS, latencyBackends.length * (latencySeconds + latencyFixedSeconds + 120) + 120);
     const watchdog = setTimeout(() => {
       log(`FAILED: the latency benchmark did not end within ${limitS} s`);
       process.exit(1);
     }, limitS * 1000);
-    const latency = await runLatencyBench({ log, seconds: latencySeconds, fixedSeconds: latencyFixedSeconds });
+    const latency = await runLatencyBench({ log, seconds: latencySeconds, fixedSeconds: latencyFixedSeconds, backends: latencyBackends });
     result.latency = latency.entry;
     browserVersion ??= latency.browserVersion;
     clearTimeout(watchdog);

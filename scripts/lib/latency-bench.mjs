@@ -3,7 +3,12 @@
 //
 // The scene is the real app: the server binary (target/release/tutti-server, as the browser tests
 // start it) and two pages of one headless Chromium joined into a room over loopback WebRTC, each
-// with a sine as its microphone (tests/browser/lib/harness.mjs `joinRoom`). Once each page hears
+// with a sine as its microphone (tests/browser/lib/harness.mjs `joinRoom`). It runs once per
+// audio backend (scripts/lib/chromium.mjs): by default first on a private sound server with
+// 128-frame callbacks (scripts/lib/pulse.mjs; the microphones are its sine inputs), which gives
+// the main figures, then on headless Chromium's fake device (10 ms callbacks of 3-4 quanta),
+// whose figures go beside them as `fake_device`. (`impaired` is kept for runs over an impaired
+// network, added beside these.) Once each page hears
 // the other and knows its clock offset (the engine's network stage has counts), and after a few
 // seconds of settling, both pages restart their latency histograms (`session.resetLatency()`);
 // after the measured window each page's stages for its peer are read (`session.latencyStages()`)
@@ -18,7 +23,7 @@
 // direction's; underruns are both directions' together.
 // Method and caveats: bench/README.md.
 import { loadavg } from 'node:os';
-import { launchChromium } from './chromium.mjs';
+import { BACKEND_CALLBACK_FRAMES, launchChromium } from './chromium.mjs';
 import { startServer } from './server.mjs';
 import { joinRoom, ROOM_FLAGS, waitFor } from '../../tests/browser/lib/harness.mjs';
 
@@ -46,27 +51,52 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const round = (x, digits = 2) => (Number.isFinite(x) ? Number(x.toFixed(digits)) : null);
 
 /**
- * Runs the latency benchmark: a room with the adaptive buffer for `seconds`, then (unless
- * `fixedSeconds` is 0) a room with a fixed 8-packet buffer for `fixedSeconds`. Starts and stops
- * its own server and browser. Throws (with the pages' errors) when a room does not come up.
- * @param {{ log: (...a: unknown[]) => void, seconds?: number, fixedSeconds?: number, settleS?: number }} opts
+ * Runs the latency benchmark on each of `backends` (the first gives the main figures): a room
+ * with the adaptive buffer for `seconds`, then (unless `fixedSeconds` is 0) a room with a fixed
+ * 8-packet buffer for `fixedSeconds`. Starts and stops its own server, and per backend its own
+ * browser (and sound server). Throws (with the pages' errors) when a room does not come up.
+ * @param {{ log: (...a: unknown[]) => void, seconds?: number, fixedSeconds?: number, settleS?: number,
+ *           backends?: import('./chromium.mjs').AudioBackend[] }} opts
  */
-export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, settleS = 3 }) {
+export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, settleS = 3, backends = ['pulse-128', 'fake'] }) {
   const server = await startServer();
   // A watchdog or an interrupt ends this process with process.exit(): take the server along.
   const killServer = () => server.kill();
   process.once('exit', killServer);
+  let browserVersion = null;
+  try {
+    /** @type {Record<string, object>} */
+    const byBackend = {};
+    for (const backend of backends) {
+      const run = await measureBackend({ server, backend, seconds, fixedSeconds, settleS, log });
+      byBackend[backend] = run.entry;
+      browserVersion ??= run.browserVersion;
+    }
+    const [main, ...others] = backends;
+    const { median_ms, p95_ms, underruns, seconds: s, ...rest } = byBackend[main];
+    const entry = { median_ms, p95_ms, underruns, seconds: s, backend: main, ...rest };
+    // The fake device beside the main backend, with the same keys.
+    for (const other of others) entry[other === 'fake' ? 'fake_device' : other.replace('-', '_')] = byBackend[other];
+    return { entry, browserVersion };
+  } finally {
+    await server.stop().catch(() => {});
+    process.off('exit', killServer);
+  }
+}
+
+/** One backend: its browser, the adaptive room, then the fixed 8-packet room. */
+async function measureBackend({ server, backend, seconds, fixedSeconds, settleS, log }) {
   let browser;
   try {
-    browser = await launchChromium(LATENCY_CHROMIUM_ARGS);
+    browser = await launchChromium(LATENCY_CHROMIUM_ARGS, { backend, tones: PLAYERS.map((p) => p.tone) });
     const h = { server, browser };
-    log(`latency: adaptive buffer, ${seconds} s measured`);
-    const adaptive = await measureRoom(h, { room: 'bench-latency-adaptive', audio: null, seconds, settleS, log });
+    log(`latency: ${backend}: adaptive buffer, ${seconds} s measured`);
+    const adaptive = await measureRoom(h, { room: `bench-latency-${backend}-adaptive`, audio: null, seconds, settleS, log });
     let fixed = null;
     if (fixedSeconds > 0) {
-      log(`latency: fixed ${FIXED_PACKETS}-packet buffer, ${fixedSeconds} s measured`);
+      log(`latency: ${backend}: fixed ${FIXED_PACKETS}-packet buffer, ${fixedSeconds} s measured`);
       fixed = await measureRoom(h, {
-        room: 'bench-latency-fixed',
+        room: `bench-latency-${backend}-fixed`,
         audio: { buffer: { mode: 'fixed', packets: FIXED_PACKETS } },
         seconds: fixedSeconds,
         settleS,
@@ -78,6 +108,7 @@ export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, se
       p95_ms: adaptive.p95_ms,
       underruns: adaptive.underruns,
       seconds: adaptive.seconds,
+      callback_frames: BACKEND_CALLBACK_FRAMES[backend],
       overall: 'worse direction (median and p95 each the larger of the two); underruns summed over both',
       directions: adaptive.directions,
       load_average_1m: adaptive.load_average_1m,
@@ -97,8 +128,6 @@ export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, se
     return { entry, browserVersion: browser.version() };
   } finally {
     await browser?.close().catch(() => {});
-    await server.stop().catch(() => {});
-    process.off('exit', killServer);
   }
 }
 
@@ -269,32 +298,44 @@ function peerState(page) {
   });
 }
 
+/** The runs of a latency entry, main backend first: [backend, buffer, run]. */
+function latencyRuns(latency) {
+  const runs = [];
+  const backends = [[latency.backend ?? 'fake', latency], ...(latency.fake_device ? [['fake', latency.fake_device]] : [])];
+  for (const [backend, e] of backends) {
+    runs.push([backend, 'adaptive', e]);
+    if (e.fixed8) runs.push([backend, `fixed ${FIXED_PACKETS}`, e.fixed8]);
+  }
+  return runs;
+}
+
 /** The human-readable table of the latency part, on stdout before the JSON line. */
 export function printLatencyTable(latency) {
-  const runs = [['adaptive', latency], ...(latency.fixed8 ? [[`fixed ${FIXED_PACKETS}`, latency.fixed8]] : [])];
-  const head = ['buffer', 'direction', 'added p50 ms', 'added p95 ms', 'stages sum p50', 'jitter wait p50', 'delivery p50', 'buffer target', 'underruns', 'seconds'];
+  const head = ['backend', 'buffer', 'direction', 'added p50 ms', 'added p95 ms', 'stages sum p50', 'jitter wait p50', 'delivery p50', 'arrival jitter', 'buffer target', 'underruns', 'seconds'];
   const body = [];
-  for (const [name, run] of runs) {
+  for (const [backend, name, run] of latencyRuns(latency)) {
     for (const d of run.directions) {
-      body.push([name, `${d.from}→${d.to}`, fmt(d.median_ms), fmt(d.p95_ms), fmt(d.stages_sum_p50_ms), fmt(d.jitter_wait_p50_ms),
-        fmt(d.delivery_p50_ms), fmt(d.buffer_target_ms), String(d.underruns), fmt(run.seconds, 0)]);
+      body.push([backend, name, `${d.from}→${d.to}`, fmt(d.median_ms), fmt(d.p95_ms), fmt(d.stages_sum_p50_ms), fmt(d.jitter_wait_p50_ms),
+        fmt(d.delivery_p50_ms), fmt(d.arrival_jitter_ms), fmt(d.buffer_target_ms), String(d.underruns), fmt(run.seconds, 0)]);
     }
-    body.push([name, 'worse', fmt(run.median_ms), fmt(run.p95_ms), '', '', '', '', String(run.underruns), fmt(run.seconds, 0)]);
+    body.push([backend, name, 'worse', fmt(run.median_ms), fmt(run.p95_ms), '', '', '', '', '', String(run.underruns), fmt(run.seconds, 0)]);
   }
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
-  const line = (cells) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  const line = (cells) => cells.map((c, i) => (i < 3 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   console.log('');
   console.log(line(head));
   for (const b of body) console.log(line(b));
   console.log('');
+  const backend = latency.backend ?? 'fake';
   const verdict = latency.seconds < 59.5
     ? `not judged (a ${fmt(latency.seconds, 0)} s window)`
     : latency.median_ms <= 10 && latency.underruns === 0 ? 'met' : 'MISSED';
-  console.log(`target: added one-way latency median <= 10 ms, 0 underruns over 60 s (adaptive, loopback): ` +
+  console.log(`target: added one-way latency median <= 10 ms, 0 underruns over 60 s (adaptive, loopback, ${backend}): ` +
     `${fmt(latency.median_ms)} ms, ${latency.underruns} underruns over ${fmt(latency.seconds, 0)} s, ${verdict}`);
-  if (latency.fixed8) {
-    console.log(`fixed ${FIXED_PACKETS}-packet buffer: median ${fmt(latency.fixed8.median_ms)} ms, ` +
-      `${fmt(latency.fixed8_over_adaptive_median)}x the adaptive median`);
+  for (const [b, name, run] of latencyRuns(latency)) {
+    if (b === backend && name === 'adaptive') continue;
+    console.log(`${b}, ${name}: median ${fmt(run.median_ms)} ms, p95 ${fmt(run.p95_ms)} ms, ${run.underruns} underruns over ${fmt(run.seconds, 0)} s` +
+      (latency.median_ms > 0 ? ` (${fmt(run.median_ms / latency.median_ms)}x the ${backend} adaptive median)` : ''));
   }
   console.log('');
 }
