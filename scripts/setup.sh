@@ -6,7 +6,8 @@
 # so every step checks first and installs second. Any failure stops the script with a message.
 #
 #   apt:     chromium (headless browser tests), sox (test signals), pulseaudio and
-#            pulseaudio-utils (a sound server with 128-frame callbacks for the browser)
+#            pulseaudio-utils (a sound server with 128-frame callbacks for the browser),
+#            iptables (iptables-legacy's NFQUEUE: impaired networks via bench/impair)
 #   rustup:  wasm32-unknown-unknown target, rustfmt and clippy components
 #   cargo:   wasm-pack (pinned), wasm-bindgen-cli (exactly the version wasm/Cargo.toml pins)
 #   npm:     node_modules from package-lock.json (includes binaryen's wasm-opt, which the
@@ -44,6 +45,7 @@ apt_missing=()
 command -v sox >/dev/null 2>&1 || apt_missing+=(sox)
 command -v pulseaudio >/dev/null 2>&1 || apt_missing+=(pulseaudio)
 command -v pactl >/dev/null 2>&1 || apt_missing+=(pulseaudio-utils)
+command -v iptables-legacy >/dev/null 2>&1 || apt_missing+=(iptables)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   command -v apt-get >/dev/null 2>&1 || die "missing ${apt_missing[*]} and no apt-get to install them"
   log "apt-get update"
@@ -51,7 +53,7 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
   log "apt-get install ${apt_missing[*]}"
   as_root apt-get install -y -q --no-install-recommends "${apt_missing[@]}"
 else
-  log "ok    chromium, sox, pulseaudio"
+  log "ok    chromium, sox, pulseaudio, iptables"
 fi
 
 # --- Rust toolchain --------------------------------------------------------------------------
