@@ -92,7 +92,8 @@
 //! ```
 
 use crate::clock::{DriftController, Resampler};
-use crate::jitter::{BufferMode, JitterBuffer, JitterConfig, PopKind};
+use crate::jitter::stall::LocalStall;
+use crate::jitter::{BufferMode, JitterBuffer, JitterConfig, PopKind, StreamState};
 use crate::latency::{self, Histogram, CAPTURE_AT, HIST_LEN, SLOTS_AT, STAGES};
 use crate::mix::{solo_audible, Master, Strip};
 use crate::packet::{self, Header, PacketError, SampleFormat, SampleRate, MAX_FRAMES};
@@ -397,6 +398,13 @@ impl Peer {
                 break;
             }
             need = need.saturating_sub(pop.frames);
+            let excess = self.jitter.take_start_excess();
+            if excess > 0 {
+                // Playout started above its target by less than a block: drop that much of
+                // the fade-in so that it starts exactly at the target.
+                self.resampler.skip(excess, 1.0);
+                need = self.resampler.frames_needed(frames, ratio);
+            }
         }
         if !playing {
             // Prefilling or idle: no drift to correct yet.
@@ -457,6 +465,10 @@ pub struct Engine {
     scratch_l: [f32; QUANTUM],
     scratch_r: [f32; QUANTUM],
     now: u64,
+    /// Peers playing at the last render (for the local-stall detector).
+    streaming: usize,
+    /// Tells a stall of this machine from the peers' lateness.
+    local_stall: LocalStall,
     counters: EngineCounters,
     capture: Capture,
     recording: bool,
@@ -507,6 +519,8 @@ impl Engine {
             scratch_l: [0.0; QUANTUM],
             scratch_r: [0.0; QUANTUM],
             now: 0,
+            streaming: 0,
+            local_stall: LocalStall::new(),
             counters: EngineCounters::default(),
             capture: Capture::new(&config),
             recording: false,
@@ -710,6 +724,9 @@ impl Engine {
                             - (one_way + delivery) * f64::from(LOCAL_RATE) / 1_000_000.0;
                     }
                 }
+                if let Some(until) = self.local_stall.arrival(self.now, self.streaming) {
+                    peer.jitter.excuse_until(until);
+                }
                 peer.jitter.push_noted(&pkt, self.now, sent);
                 Ok(())
             }
@@ -858,10 +875,12 @@ impl Engine {
         let (tmp_l, tmp_r) = (&mut self.scratch_l[..frames], &mut self.scratch_r[..frames]);
         let now = self.now;
         let echo = self.echo.map(|(slot, _)| slot);
+        let mut streaming = 0;
         for (slot, peer) in self.peers.iter_mut().enumerate() {
             let Some(peer) = peer.as_deref_mut() else {
                 continue;
             };
+            streaming += usize::from(peer.jitter.state() == StreamState::Playing);
             let audible = solo_audible(any_solo, peer.strip.solo(), peer.strip.mute());
             let probed = self.probe.listens_to(slot);
             let keep = self.recording || probed || echo == Some(slot);
@@ -871,6 +890,7 @@ impl Engine {
                     .incoming(now, &peer.stem_l[..frames], &peer.stem_r[..frames]);
             }
         }
+        self.streaming = streaming;
         self.master.process(left, right);
         self.counters.quanta += 1;
     }
