@@ -2,6 +2,8 @@
 //! PCM16 stereo packet per peer per quantum into an inbound ring, as the browser's net side does.
 //! The criterion benches live in `benches/`, a profiling run in `examples/profile_engine.rs`.
 
+pub mod jitter;
+
 use tutti_core::engine::{Engine, EngineConfig, Peer};
 use tutti_core::packet::{encode, Header, SampleFormat, SampleRate, MAX_PACKET_LEN};
 use tutti_core::ring;
