@@ -1,7 +1,9 @@
 // Latency end to end: the per-stage histograms of a 3-page room on loopback (real server, real
 // data channels, the real engine in its worklet), the network one-way estimate against RTT/2,
 // and the round-trip probe — clicks sent to a peer that echoes them back, and through the sound
-// check's loopback — against the sum of the stages the engines measured on the way.
+// check's loopback — against the sum of the stages the engines measured on the way. The browser
+// plays through a private sound server with 128-frame callbacks (TUTTI_LATENCY_BACKEND=fake runs
+// it on headless Chromium's own 10 ms device instead).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { collectLogs, joinRoom, MEDIA_FLAGS, ROOM_FLAGS, runSoundCheck, serverAndBrowser, toneContext, waitFor } from './lib/harness.mjs';
@@ -23,7 +25,19 @@ const NET_VS_RTT_TOL_MS = 1;
 const CLICK_TOL_MS = 2;
 /** One 128-frame block, ms. */
 const BLOCK_MS = (128 / 48000) * 1000;
-const h = serverAndBrowser([...ROOM_FLAGS, ...MEDIA_FLAGS, ...(process.env.TUTTI_EXTRA_FLAGS ?? '').split(' ').filter(Boolean)]);
+/** Measuring windows tried for one without underruns (see the depth check). */
+const WINDOWS = 3;
+/** A latency histogram bin's width relative to its value (8 bins per octave, core/src/latency.rs). */
+const BIN_WIDTH = 2 ** (1 / 8) - 1;
+/**
+ * The audio backend (scripts/lib/chromium.mjs): a private sound server with 128-frame callbacks,
+ * as a musician's machine has, unless TUTTI_LATENCY_BACKEND names another ('fake': headless
+ * Chromium's own device, 10 ms callbacks of three or four quanta).
+ */
+const BACKEND = process.env.TUTTI_LATENCY_BACKEND ?? 'pulse-128';
+/** Every microphone tone of this file: the players' and the sound check's. */
+const TONES = [...PLAYERS.map((p) => p.tone), 440];
+const h = serverAndBrowser([...ROOM_FLAGS, ...MEDIA_FLAGS, ...(process.env.TUTTI_EXTRA_FLAGS ?? '').split(' ').filter(Boolean)], { backend: BACKEND, tones: TONES });
 
 /** Per page, per peer name: the stage histograms' summaries and the counters. */
 async function figures(page) {
@@ -49,7 +63,7 @@ function line(who, f) {
     `; RTT ${p.counters.rttMs?.toFixed(3)} ms, target ${p.counters.targetMs?.toFixed(2)} ms`).join('\n');
 }
 
-test('3-page room: every stage fills, network one-way is RTT/2, and a click round trip is the sum of the stages', { timeout: 180_000 }, async () => {
+test('3-page room: every stage fills, network one-way is RTT/2, and a click round trip is the sum of the stages', { timeout: 180_000 }, async (ctx) => {
   const logs = [];
   const pages = [];
   for (const p of PLAYERS) pages.push(await joinRoom(h, ROOM, p, logs));
@@ -62,26 +76,49 @@ test('3-page room: every stage fills, network one-way is RTT/2, and a click roun
     })));
     return { ok: n.every((x) => x === 2), n };
   }, 60000);
-  // Settle, then measure afresh for 6 s (the histograms are published once a second).
+  // Settle, then measure afresh for 6 s (the histograms are published once a second). The
+  // buffer's depth is checked against its target below, which holds for a steady buffer only:
+  // an underrun in the window (a stall of this shared machine) raises the target and leaves
+  // packets waiting longer than any target seen. Such a window is measured again, up to
+  // WINDOWS times; a peer whose buffer underran in the last one has that one check reported,
+  // not judged.
   await pages[0].waitForTimeout(3000);
-  await Promise.all(pages.map((page) => page.evaluate(() => window.tutti.session.resetLatency())));
-  // The adaptive buffer's target over the window, per page and peer: its range.
-  const targets = pages.map(() => ({}));
-  const until = Date.now() + 6000;
-  while (Date.now() < until) {
-    const now = await Promise.all(pages.map((page) => page.evaluate(() => {
+  /** Per page, per peer name: the adaptive buffer's target over the window (its range) and underruns. */
+  let targets = [];
+  let steady = false;
+  for (let attempt = 1; attempt <= WINDOWS && !steady; attempt++) {
+    const start = await Promise.all(pages.map((page) => page.evaluate(() => {
       const s = window.tutti.session;
+      s.resetLatency();
       const c = s.counters();
-      return Object.fromEntries(s.view.participants.map((p) => [p.name, c.perPeer[p.peer].targetMs]));
+      return Object.fromEntries(s.view.participants.map((p) => [p.name, c.perPeer[p.peer].underruns]));
     })));
-    now.forEach((byName, i) => {
-      for (const [name, t] of Object.entries(byName)) {
-        const r = (targets[i][name] ??= { min: Infinity, max: -Infinity });
-        r.min = Math.min(r.min, t);
-        r.max = Math.max(r.max, t);
-      }
+    targets = pages.map(() => ({}));
+    const until = Date.now() + 6000;
+    let last = [];
+    while (Date.now() < until) {
+      last = await Promise.all(pages.map((page) => page.evaluate(() => {
+        const s = window.tutti.session;
+        const c = s.counters();
+        return Object.fromEntries(s.view.participants.map((p) => [p.name, { t: c.perPeer[p.peer].targetMs, u: c.perPeer[p.peer].underruns }]));
+      })));
+      last.forEach((byName, i) => {
+        for (const [name, { t }] of Object.entries(byName)) {
+          const r = (targets[i][name] ??= { min: Infinity, max: -Infinity, underruns: 0 });
+          r.min = Math.min(r.min, t);
+          r.max = Math.max(r.max, t);
+        }
+      });
+      await pages[0].waitForTimeout(250);
+    }
+    last.forEach((byName, i) => {
+      for (const [name, { u }] of Object.entries(byName)) targets[i][name].underruns = u - start[i][name];
     });
-    await pages[0].waitForTimeout(250);
+    const unsteady = targets.flatMap((byName, i) => Object.entries(byName)
+      .filter(([, r]) => r.underruns > 0)
+      .map(([name, r]) => `${PLAYERS[i].name} ← ${name}: ${r.underruns} underruns, target ${r.min.toFixed(2)}..${r.max.toFixed(2)} ms`));
+    steady = unsteady.length === 0;
+    if (!steady) console.log(`window ${attempt} of ${WINDOWS} not steady: ${unsteady.join('; ')}`);
   }
   const before = await Promise.all(pages.map(figures));
   for (const [i, f] of before.entries()) {
@@ -108,10 +145,17 @@ test('3-page room: every stage fills, network one-way is RTT/2, and a click roun
         `${at}: transit mean ${p.stages.transit.mean} vs network + delivery + wait ${parts}`);
       // The adaptive buffer's depth: the top of the wait distribution (the packets that arrived
       // earliest) is the depth the buffer holds them for, within one block of the target the
-      // buffer had over the window (it adapts, so the target is a range).
+      // buffer had over the window (it adapts, so the target is a range), or within the
+      // histogram's resolution where that is coarser (a stall can raise the target to 60 ms and
+      // more, where a bin is 9 % wide: 5 ms).
       const t = targets[i][name];
-      assert.ok(p.stages.jitterWait.p99 >= t.min - BLOCK_MS && p.stages.jitterWait.p99 <= t.max + BLOCK_MS,
-        `${at}: jitter-buffer wait p99 ${p.stages.jitterWait.p99} ms vs target ${t.min}..${t.max} ms`);
+      const tol = Math.max(BLOCK_MS, BIN_WIDTH * t.max);
+      const depth = `${at}: jitter-buffer wait p99 ${p.stages.jitterWait.p99} ms vs target ${t.min}..${t.max} ms (±${tol.toFixed(2)})`;
+      if (t.underruns === 0) assert.ok(p.stages.jitterWait.p99 >= t.min - tol && p.stages.jitterWait.p99 <= t.max + tol, depth);
+      else {
+        console.log(`not judged (${t.underruns} underruns in the window): ${depth}`);
+        ctx.diagnostic(`not judged (${t.underruns} underruns in the window): ${depth}`);
+      }
       // The added one-way latency adds the block and our send queue to each transit (the send
       // queue as last reported when the packet plays: its mean over played packets can differ
       // from its mean over sent ones when the pump stalls), and mouth to ear the devices.
@@ -145,8 +189,9 @@ test('3-page room: every stage fills, network one-way is RTT/2, and a click roun
   // quantum's audio time, which the stages (on the wall clock) do not see; the click's way back
   // is read on Ana's audio clock, which meets the wall clock only at her callbacks too (the self
   // loopback below reads 3-4 ms under its stages for that). Bound: one callback period (the top
-  // of the capture intervals) below the sum, CLICK_TOL_MS either side. Runs here read 6-8.4 ms
-  // below.
+  // of the capture intervals) below the sum, CLICK_TOL_MS either side. Runs on the fake device
+  // read 6-8.4 ms below; on the sound server's 128-frame callbacks (one quantum each) 0.1-0.4 ms
+  // above.
   const callbackMs = Math.max(after[0].capture.p99, after[1].capture.p99);
   const low = stagesSum - callbackMs - CLICK_TOL_MS;
   const high = stagesSum + CLICK_TOL_MS;
@@ -222,7 +267,8 @@ test('self loopback: the sound check measures its round trip through the engine,
   // And a callback's packets all leave at its start: the transit's mean counts (n − 1) / 2
   // quanta that the click, sent from a callback's first quantum, does not (3.7 ms for 3.75
   // quanta per callback; core/tests/engine_roundtrip.rs). Bound as for the peer: one callback
-  // period below the sum. Runs here read 2.8-3.9 ms below.
+  // period below the sum. Runs on the fake device read 2.8-3.9 ms below; on the sound server's
+  // 128-frame callbacks within 0.1-0.2 ms of the sum (n = 1), up to 1.4 ms above with stalls.
   const callbackMs = f.capture.p99;
   const low = sum - callbackMs - CLICK_TOL_MS;
   assert.ok(result.medianMs >= low && result.medianMs <= sum + CLICK_TOL_MS,
