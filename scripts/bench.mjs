@@ -16,11 +16,14 @@
 // figures) and on headless Chromium's fake audio device beside it. Method and caveats:
 // bench/README.md.
 //
+// The jitter part (bench/native, `jitter-oracle`) plays seeded network traces through the core's
+// jitter buffer natively and prints, per trace, the adaptive target against the oracle (the
+// smallest fixed depth that plays every packet that arrived) under "jitter".
 // Options: --quick (3 peer counts, 1 repetition, quarter work: a smoke run of ~20 s)
 //          --peers 1,8,64   --reps N   --work F   --timeout SECONDS (default 300)
 //          --loss P (default 0.01)   --jitter Q (largest delay in quanta, default 3)
 //          --no-build (use dist/ as it is)
-//          --only engine | --only net | --only latency (one part; writes bench/results/<part>.json)
+//          --only engine | --only net | --only latency | --only jitter (one part; writes bench/results/<part>.json)
 //          --net-peers 4,15   --net-seconds S (each measured window, default 5)
 //          --latency-seconds S (adaptive window, default 60)
 //          --latency-fixed-seconds S (fixed 8-packet window, default 20; 0 skips it)
@@ -62,9 +65,9 @@ for (const name of ['loss', 'jitter']) {
 }
 const timeoutS = Number(option('timeout') ?? 300);
 const only = option('only');
-const PARTS = ['engine', 'net', 'latency'];
+const PARTS = ['engine', 'net', 'latency', 'jitter'];
 if (only !== undefined && !PARTS.includes(only)) {
-  log(`--only takes "engine", "net" or "latency", not ${only}`);
+  log(`--only takes "engine", "net", "latency" or "jitter", not ${only}`);
   process.exit(2);
 }
 const runs = (part) => only === undefined || only === part;
@@ -118,6 +121,22 @@ try {
     result.net = net.entries;
     browserVersion ??= net.browserVersion;
     clearTimeout(watchdog);
+  }
+  if (runs('jitter')) {
+    // Native and seeded: the jitter buffer against its oracle on every trace (bench/native).
+    log('jitter: the buffer against its oracle (cargo run --release -p tutti-bench --bin jitter-oracle)');
+    const r = await run('cargo', ['run', '--release', '-q', '-p', 'tutti-bench', '--bin', 'jitter-oracle'], {
+      timeoutMs: timeoutS * 1000,
+      quiet: true,
+    });
+    const line = r.output.split('\n').find((l) => l.startsWith('{"jitter":'));
+    if (r.code !== 0 || !line) {
+      log(`FAILED: jitter-oracle exited ${r.code}`);
+      process.stderr.write(r.output);
+      process.exit(1);
+    }
+    process.stderr.write(r.output.split('\n').filter((l) => !l.startsWith('{')).join('\n'));
+    result.jitter = JSON.parse(line).jitter;
   }
   if (runs('latency')) {
     // Its own waits are bounded (joining, hearing, the windows); this is the backstop.

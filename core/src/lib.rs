@@ -12,7 +12,7 @@
 //! | --- | --- |
 //! | [`packet`] | the wire format: JackTrip's header, planar PCM16/PCM24/float32, Tutti's extension |
 //! | [`ring`] | the lock-free single-producer/single-consumer byte ring shared with JavaScript |
-//! | [`jitter`] | per-peer reordering, loss accounting and adaptive playout depth |
+//! | [`jitter`] | per-peer reordering, loss accounting and playout (submodules: lateness estimation, payload storage, local-stall detection) |
 //! | [`conceal`] | filling a missing block without a click |
 //! | [`clock`] | drift correction: a buffer-fill-driven resampling ratio and its interpolator |
 //! | [`mix`] | gain, pan, mute, solo, meters, master limiter |

@@ -41,9 +41,14 @@
 //!   - missing while later packets are buffered: a concealed block ([`crate::conceal`]) and the
 //!     sequence number is passed over (its packet, if it comes, is late);
 //!   - missing with nothing buffered: an **underrun**. The pop conceals *without* passing the
-//!     sequence number, so playout waits for the late packets (the delay grows by one block per
-//!     such pop: a jitter spike raises the depth at once). After 200 ms of this the buffer goes
-//!     Idle: a peer that paused costs one underrun, not an endless count.
+//!     sequence number, so playout waits (the delay grows by one block per such pop). When a
+//!     packet comes, the wait is settled: if it is the one playout waited for, it was late
+//!     (counted in `late_underruns`; its lateness has already raised the estimate); if numbers
+//!     before it are still missing, the wait was spent on a gap, and as many of the missing
+//!     numbers as blocks were stretched are passed at once (counted concealed), so a run of
+//!     losses leaves the delay where it was. Packets held back by a stall of the local machine
+//!     ([`stall`]) end it as `stall_underruns`. After 200 ms of waiting the buffer goes Idle: a
+//!     peer that paused costs one underrun, not an endless count.
 //!
 //! # Depth: target and fill
 //!
@@ -51,31 +56,21 @@
 //! packet's nominal arrival (sequence × block duration, in local frames) relative to the start of
 //! the stream. Sender bursts, network jitter and the receiver's own render bursts (a 480-frame
 //! device callback renders 3-4 quanta back to back, so packets are drained in clumps) all show in
-//! `L`. Per window of one second the buffer keeps the minimum of `L` and its 64 largest values;
-//! the window's **spread** is its 95th percentile minus its minimum (at least the two largest
-//! values are always ignored). Stragglers, up to 5% of a window's packets, do not move it: they
-//! are concealed and counted late. A packet later than the ceiling plus one quantum above the
-//! recent minimum never enters the percentile (no allowed depth could cover it: it is loss).
-//! The jitter estimate is the largest spread of the current window and the five before it, so it
-//! rises as soon as a window's percentile does and decays about six seconds after the jitter
-//! calms. Minima are per window, so a slow drift of `L` (clock drift) never inflates it.
-//! Stalls are what the percentile leaves out on purpose: a window whose largest lateness stands
-//! well above its spread (by a quarter of it plus a quantum) records that peak, and once two
-//! such peaks fall within a minute, the estimate covers the smaller of the two largest for as
-//! long as both stay within the minute. A lone stall is concealed (or underruns once); stalls
-//! that recur, as on a starved machine or a path that drops out every few seconds, are covered
-//! before they cost an underrun each.
+//! `L`; a packet that never arrives adds nothing to it, and nothing is learnt from underruns
+//! (the depth an underrun waited its way to measures a gap as much as any lateness).
+//! The lateness module turns `L` into the **jitter estimate**: per one-second window the 95th
+//! percentile of `L`, the largest of the current window and the five before it (absolute,
+//! carried forward by the drift trend, so a path-delay step moves the target and the fill
+//! together), above the recent minimum; and recurring peaks (stalls, a heavy tail) once two fall
+//! within a minute. A packet later than the ceiling plus one quantum above the recent minimum
+//! never enters the percentile (no allowed depth could cover it: it is loss).
 //!
-//! - **Adaptive target** = jitter estimate + one quantum + half a block (at least half a
-//!   quantum) of margin, rounded up to whole blocks; at least the fill that playout had waited
-//!   its way to when a recent underrun ended (see "underrun" above). That floor is held for ~6 s
-//!   after a single underrun; an underrun while it is held doubles the hold (up to ~2 min) and a
-//!   hold that runs out halves it, so recurring stalls (a starved machine, a bursty path) keep
-//!   the depth that covers them instead of costing an underrun every few seconds. The target is
-//!   clamped to `[floor, ceiling]` and to the capacity. The quantum
-//!   pays for what the consumer holds staged: the engine's resampler pops a block whenever it
-//!   holds less than a quantum plus its look-ahead, so about one block (at most a quantum) sits
-//!   there whenever the fill is read.
+//! - **Adaptive target** = jitter estimate + one quantum + half a quantum of margin, clamped to
+//!   `[floor, ceiling]` and to the capacity. The quantum pays for what the consumer holds
+//!   staged: the engine's resampler pops a block whenever it holds less than a quantum plus its
+//!   look-ahead, so about one block (at most a quantum) sits there whenever the fill is read.
+//!   `bench/native` (`jitter-oracle`) holds it against the oracle, the smallest fixed depth that
+//!   plays every packet that arrived, on seeded traces.
 //! - **Fixed target** = `packets × block_frames`.
 //!
 //! The **fill**, [`JitterBuffer::buffered_frames`], is the playout delay of the next block to
@@ -96,7 +91,9 @@
 //! - an excess above `max(1.5 blocks, 1 quantum)` for half a second (a spike has calmed, or the
 //!   start overshot): blocks are skipped, one per pop, until it is under half a block, each
 //!   merged into its neighbour by a crossfade and counted in `discarded`;
-//! - playout starts (after prefill) within half a block of the target.
+//! - playout starts (after prefill) at the target: blocks are dropped while it is a block or more
+//!   above, and the consumer drops the rest (less than a block) from the fade-in
+//!   ([`JitterBuffer::take_start_excess`]).
 //!
 //! Smaller differences are the drift controller's.
 //!
