@@ -23,7 +23,11 @@ fn every_trace_stays_near_its_oracle() {
             o.counters
         );
         assert!(o.target_over_oracle_p50 <= 1.3, "{}: {o:?}", t.name);
-        assert!(o.max_target_over_oracle_after_10s <= 2.0, "{}: {o:?}", t.name);
+        assert!(
+            o.max_target_over_oracle_after_10s <= 2.0,
+            "{}: {o:?}",
+            t.name
+        );
         assert!(o.underruns_beyond_losses <= 1, "{}: {o:?}", t.name);
         // Loss is counted exactly: every dropped packet, and nothing else.
         assert_eq!(o.counters.lost, o.dropped, "{}", t.name);
@@ -38,7 +42,10 @@ fn runs_of_loss_do_not_raise_the_depth() {
     let single = run(&find("loss_2"), ADAPTIVE);
     let runs = run(&find("loss_runs_2_mean_4"), ADAPTIVE);
     assert_eq!(single.target_p50_ms, runs.target_p50_ms);
-    assert_eq!(runs.max_target_over_oracle_after_10s, runs.target_over_oracle_p50);
+    assert_eq!(
+        runs.max_target_over_oracle_after_10s,
+        runs.target_over_oracle_p50
+    );
 }
 
 #[test]
