@@ -92,8 +92,9 @@
 //! ```
 
 use crate::clock::{DriftController, Resampler};
+use crate::continuity::Continuity;
 use crate::jitter::stall::LocalStall;
-use crate::jitter::{BufferMode, JitterBuffer, JitterConfig, PopKind, StreamState};
+use crate::jitter::{BufferMode, JitterBuffer, JitterConfig, PopKind, PushOutcome, StreamState};
 use crate::latency::{self, Histogram, CAPTURE_AT, HIST_LEN, SLOTS_AT, STAGES};
 use crate::mix::{solo_audible, Master, Strip};
 use crate::packet::{self, Header, PacketError, SampleFormat, SampleRate, MAX_FRAMES};
@@ -221,6 +222,8 @@ pub struct Peer {
     last_send_queue_us: f64,
     /// Our wall clock − this peer's, µs (`None`: unknown, no one-way delay is recorded).
     clock_offset_us: Option<i64>,
+    /// The peer's missed device callbacks, from its packets' send stamps.
+    sender_gaps: Continuity,
     /// The last quantum as it left the jitter buffer and drift correction, before the strip
     /// (pre-fader): what a recording keeps of this peer. Written only while recording.
     stem_l: [f32; QUANTUM],
@@ -249,6 +252,7 @@ impl Peer {
             one_way: Histogram::new(),
             last_send_queue_us: 0.0,
             clock_offset_us: None,
+            sender_gaps: Continuity::new(),
             stem_l: [0.0; QUANTUM],
             stem_r: [0.0; QUANTUM],
         })
@@ -310,6 +314,23 @@ impl Peer {
             self.network.reject();
             None
         }
+    }
+
+    /// Feeds the sender's continuity watch with a packet's send stamp (µs on the sender's wall
+    /// clock) against its place in the stream; a restarted stream restarts the watch.
+    fn note_send_stamp(&mut self, pkt: &packet::Packet<'_>, outcome: PushOutcome) {
+        match outcome {
+            PushOutcome::Started | PushOutcome::FormatReset => self.sender_gaps.restart(),
+            PushOutcome::Stored | PushOutcome::Late => {}
+            _ => return,
+        }
+        let (Some(ext), true) = (self.jitter.last_pushed(), pkt.header.timestamp != 0) else {
+            return;
+        };
+        let rate = f64::from(self.jitter.sender_rate().max(1));
+        let audio_us = ext as f64 * self.jitter.block_frames() as f64 * 1e6 / rate;
+        self.sender_gaps
+            .observe(audio_us, pkt.header.timestamp as f64);
     }
 
     /// Records the delivery time of a packet that arrived at `arrival_us` (net side's wall
@@ -469,6 +490,8 @@ pub struct Engine {
     streaming: usize,
     /// Tells a stall of this machine from the peers' lateness.
     local_stall: LocalStall,
+    /// Our own device's missed callbacks, from the wall clock of each quantum.
+    local_gaps: Continuity,
     counters: EngineCounters,
     capture: Capture,
     recording: bool,
@@ -521,6 +544,7 @@ impl Engine {
             now: 0,
             streaming: 0,
             local_stall: LocalStall::new(),
+            local_gaps: Continuity::new(),
             counters: EngineCounters::default(),
             capture: Capture::new(&config),
             recording: false,
@@ -637,8 +661,11 @@ impl Engine {
         if !wall_us.is_finite() {
             self.last_wall_us = None;
             self.wall_us = None;
+            self.local_gaps.restart();
             return;
         }
+        self.local_gaps
+            .observe(now as f64 * 1e6 / f64::from(LOCAL_RATE), wall_us);
         self.wall_us = Some(wall_us);
         // A callback that carries several quanta runs them back to back: a quantum that starts
         // less than half a quantum after the previous one continues the same callback.
@@ -727,7 +754,8 @@ impl Engine {
                 if let Some(until) = self.local_stall.arrival(self.now, self.streaming) {
                     peer.jitter.excuse_until(until);
                 }
-                peer.jitter.push_noted(&pkt, self.now, sent);
+                let outcome = peer.jitter.push_noted(&pkt, self.now, sent);
+                peer.note_send_stamp(&pkt, outcome);
                 Ok(())
             }
             Err(e) => {
@@ -969,6 +997,11 @@ impl Engine {
             row[P_NET_P50_MS..=P_NET_COUNT].copy_from_slice(&peer.network.summary_ms());
             row[P_NET_OUT_OF_RANGE] = peer.network.rejected() as f64;
             row[P_CLOCK_OFFSET_US] = peer.clock_offset_us.map_or(f64::NAN, |o| o as f64);
+            row[P_LATE_UNDERRUNS] = j.late_underruns as f64;
+            row[P_STALL_UNDERRUNS] = j.stall_underruns as f64;
+            row[P_SENDER_GAPS] = peer.sender_gaps.gaps() as f64;
+            row[P_SENDER_GAP_MS] = peer.sender_gaps.gap_ms();
+            row[P_STRETCHED] = j.stretched as f64;
         }
         out[G_CAPTURE_P50_MS..=G_CAPTURE_COUNT]
             .copy_from_slice(&self.capture_interval.summary_ms());
@@ -990,6 +1023,9 @@ impl Engine {
         out[G_INPUT_RMS] = f64::from(input.1);
         out[G_NONFINITE] = self.master.nonfinite_blocks() as f64;
         out[G_UNDERRUNS] = underruns as f64;
+        out[G_CAPTURE_GAPS] = self.local_gaps.gaps() as f64;
+        out[G_CAPTURE_GAP_MS] = self.local_gaps.gap_ms();
+        out[G_LOCAL_STALLS] = self.local_stall.stalls() as f64;
         let p = &self.probe;
         out[G_PROBE_STATE] = p.state().code();
         out[G_PROBE_SLOT] = p.slot() as f64;

@@ -14,6 +14,7 @@
 //! | [`ring`] | the lock-free single-producer/single-consumer byte ring shared with JavaScript |
 //! | [`jitter`] | per-peer reordering, loss accounting and playout (submodules: lateness estimation, payload storage, local-stall detection) |
 //! | [`conceal`] | filling a missing block without a click |
+//! | [`continuity`] | noticing missed device callbacks: ours, and each sender's from its packets' stamps |
 //! | [`clock`] | drift correction: a buffer-fill-driven resampling ratio and its interpolator |
 //! | [`mix`] | gain, pan, mute, solo, meters, master limiter |
 //! | [`latency`] | fixed-size latency histograms per stage and the shared histogram block |
@@ -30,6 +31,7 @@
 
 pub mod clock;
 pub mod conceal;
+pub mod continuity;
 pub mod engine;
 pub mod jitter;
 pub mod latency;

@@ -18,7 +18,7 @@
 //! ```
 
 /// Values before the first peer row.
-pub const GLOBAL_LEN: usize = 48;
+pub const GLOBAL_LEN: usize = 64;
 /// Values per peer row.
 pub const PEER_LEN: usize = 48;
 /// Peer slots the block has rows for.
@@ -93,6 +93,13 @@ pub const G_ECHO_SLOT: usize = 30;
 /// First of [`crate::probe::MAX_CLICKS`] values: each sent click's round trip, ms on the local
 /// audio clock (NaN: lost); values past the clicks sent are NaN.
 pub const G_PROBE_RESULTS_AT: usize = 32;
+/// Our own audio device's missed callbacks ([`crate::continuity`]): gaps seen.
+pub const G_CAPTURE_GAPS: usize = 48;
+/// Their total length, ms.
+pub const G_CAPTURE_GAP_MS: usize = 49;
+/// Stalls of this machine: every peer's packets stopped and came back together
+/// ([`crate::jitter::stall`]).
+pub const G_LOCAL_STALLS: usize = 50;
 
 /// 1 when the slot holds a peer, else 0.
 pub const P_ACTIVE: usize = 0;
@@ -169,6 +176,18 @@ pub const P_NET_COUNT: usize = 33;
 pub const P_NET_OUT_OF_RANGE: usize = 34;
 /// The clock offset in force (our wall clock − the peer's), µs; NaN while unknown.
 pub const P_CLOCK_OFFSET_US: usize = 35;
+/// Underruns that waited for a late packet (the rest of [`P_UNDERRUNS`] ended with a gap or a
+/// local stall).
+pub const P_LATE_UNDERRUNS: usize = 36;
+/// Underruns ended by packets a stall of this machine held back.
+pub const P_STALL_UNDERRUNS: usize = 37;
+/// The peer's own missed device callbacks, seen in its packets' send stamps
+/// ([`crate::continuity`]): every listener hears them at the same moment.
+pub const P_SENDER_GAPS: usize = 38;
+/// Their total length, ms.
+pub const P_SENDER_GAP_MS: usize = 39;
+/// Blocks synthesized without passing a sequence number (underrun waits, depth raised).
+pub const P_STRETCHED: usize = 40;
 
 /// Index of value `field` of peer `slot`.
 pub const fn peer_index(slot: usize, field: usize) -> usize {
@@ -220,6 +239,9 @@ mod tests {
             ("G_PROBE_HEARD", G_PROBE_HEARD),
             ("G_ECHO_SLOT", G_ECHO_SLOT),
             ("G_PROBE_RESULTS_AT", G_PROBE_RESULTS_AT),
+            ("G_CAPTURE_GAPS", G_CAPTURE_GAPS),
+            ("G_CAPTURE_GAP_MS", G_CAPTURE_GAP_MS),
+            ("G_LOCAL_STALLS", G_LOCAL_STALLS),
             ("PROBE_MAX_CLICKS", crate::probe::MAX_CLICKS),
             ("P_ACTIVE", P_ACTIVE),
             ("P_RECEIVED", P_RECEIVED),
@@ -257,6 +279,11 @@ mod tests {
             ("P_NET_COUNT", P_NET_COUNT),
             ("P_NET_OUT_OF_RANGE", P_NET_OUT_OF_RANGE),
             ("P_CLOCK_OFFSET_US", P_CLOCK_OFFSET_US),
+            ("P_LATE_UNDERRUNS", P_LATE_UNDERRUNS),
+            ("P_STALL_UNDERRUNS", P_STALL_UNDERRUNS),
+            ("P_SENDER_GAPS", P_SENDER_GAPS),
+            ("P_SENDER_GAP_MS", P_SENDER_GAP_MS),
+            ("P_STRETCHED", P_STRETCHED),
         ];
         let found = crate::testing::ts_numeric_constants(ts);
         for (name, value) in &found {

@@ -1,10 +1,10 @@
 // The stats block layout, mirrored from core/src/stats.rs (a Rust test checks they agree).
 // Every value is an f64; index 0 is a seqlock word (odd while the engine writes the block).
 
-export const GLOBAL_LEN = 48;
+export const GLOBAL_LEN = 64;
 export const PEER_LEN = 48;
 export const MAX_PEERS = 256;
-export const BLOCK_LEN = 12336;
+export const BLOCK_LEN = 12352;
 export const G_SEQUENCE = 0;
 export const G_QUANTA = 1;
 export const G_NOW_FRAMES = 2;
@@ -43,6 +43,11 @@ export const G_PROBE_HEARD = 29;
 export const G_ECHO_SLOT = 30;
 export const G_PROBE_RESULTS_AT = 32;
 export const PROBE_MAX_CLICKS = 16;
+/** Our own audio device's missed callbacks (core/src/continuity.rs): gaps, and their total ms. */
+export const G_CAPTURE_GAPS = 48;
+export const G_CAPTURE_GAP_MS = 49;
+/** Stalls of this machine: every peer's packets stopped and came back together. */
+export const G_LOCAL_STALLS = 50;
 export const P_ACTIVE = 0;
 export const P_RECEIVED = 1;
 export const P_LOST = 2;
@@ -84,6 +89,15 @@ export const P_NET_COUNT = 33;
 export const P_NET_OUT_OF_RANGE = 34;
 /** Clock offset in force (our wall clock − the peer's), µs; NaN while unknown. */
 export const P_CLOCK_OFFSET_US = 35;
+/** Underruns that waited for a late packet (the others ended with a gap or a local stall). */
+export const P_LATE_UNDERRUNS = 36;
+/** Underruns ended by packets a stall of this machine held back. */
+export const P_STALL_UNDERRUNS = 37;
+/** The peer's own missed device callbacks, seen in its send stamps: gaps, and their total ms. */
+export const P_SENDER_GAPS = 38;
+export const P_SENDER_GAP_MS = 39;
+/** Blocks synthesized without passing a sequence number (underrun waits, depth raised). */
+export const P_STRETCHED = 40;
 
 /** Index of value `field` of peer `slot`. */
 export function peerIndex(slot: number, field: number): number {

@@ -381,6 +381,8 @@ pub struct JitterBuffer {
     excused_now: bool,
     /// See [`JitterBuffer::take_start_excess`].
     start_excess: u32,
+    /// See [`JitterBuffer::last_pushed`].
+    last_ext: u64,
     /// Current segment of the loss accounting.
     seg_active: bool,
     seg_lowest: u64,
@@ -470,6 +472,7 @@ impl JitterBuffer {
             excused_until: None,
             excused_now: false,
             start_excess: 0,
+            last_ext: 0,
             delay: 0,
             lat: Lateness::new(),
             target_local: 0,
@@ -560,6 +563,12 @@ impl JitterBuffer {
     /// (see [`stall`]): they do not feed the lateness estimate. Real-time safe.
     pub fn excuse_until(&mut self, until: u64) {
         self.excused_until = Some(until);
+    }
+
+    /// The extended sequence number of the last unique packet pushed (`None` before the first):
+    /// its place in the stream, counted from the stream's first packet's number plus 2^32.
+    pub fn last_pushed(&self) -> Option<u64> {
+        (self.block > 0).then_some(self.last_ext)
     }
 
     /// Frames (stream frames, less than a block) by which the fill exceeded the target when
@@ -688,6 +697,7 @@ impl JitterBuffer {
         self.seg_lowest = self.seg_lowest.min(ext);
         self.seg_highest = self.seg_highest.max(ext);
         self.last_arrival = now;
+        self.last_ext = ext;
 
         let outcome = outcome.unwrap_or(PushOutcome::Stored);
         self.excused_now = self.excused_until.is_some_and(|u| now <= u);
@@ -727,9 +737,16 @@ impl JitterBuffer {
             && now.saturating_sub(self.last_arrival) > STOP_FRAMES;
         if self.state == StreamState::Idle || stopped {
             // The first packet after a pause: timing starts afresh from it (a prefill that
-            // waited through the pause drops what it held).
+            // waited through the pause drops what it held). Numbers skipped within the same
+            // stream were never played: they count as concealed (the buffer concealed, then
+            // faded to silence in their place), so that concealed = lost + late still holds.
+            let held = self.held_between(self.play, ext);
             self.drop_all();
+            let resets = self.counters.resets;
             self.check_sequence_jump(ext, now);
+            if self.counters.resets == resets && self.seg_active && ext > self.play {
+                self.counters.concealed += (ext - self.play).saturating_sub(held);
+            }
             self.restart(ext, now);
             return Some(PushOutcome::Started);
         }
@@ -1067,6 +1084,15 @@ impl JitterBuffer {
             }
         }
         self.buffered = 0;
+    }
+
+    /// Stored packets with numbers in `[from, to)`.
+    fn held_between(&self, from: u64, to: u64) -> u64 {
+        let n = self.n_slots as u64;
+        let start = from.max(to.saturating_sub(n));
+        (start..to)
+            .filter(|&s| self.slots[self.slot_of(s)].ext == s)
+            .count() as u64
     }
 
     /// Moves the play position forward to `to`, dropping stored packets on the way.

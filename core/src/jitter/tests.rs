@@ -982,7 +982,9 @@ fn paused_peer_goes_idle_and_restarts() {
     assert_eq!(c2.stretched, c.stretched);
     assert_eq!(jb.state(), StreamState::Playing);
 
-    // An outage: the sender keeps numbering for 1 s but nothing arrives. The gap is loss.
+    // An outage: the sender keeps numbering for 1 s but nothing arrives. The gap is loss, and
+    // every lost number was concealed (faded out, then silence) in its place: the counters add
+    // up (concealed = lost + late).
     let mut jb = JitterBuffer::new(JitterConfig::default());
     let q = feed(&mut jb, &src, 0..375, 0);
     pops(&mut jb, 375);
@@ -991,8 +993,15 @@ fn paused_peer_goes_idle_and_restarts() {
     let c = jb.counters();
     assert_eq!(
         (c.underruns, c.lost, c.concealed, c.resets, c.late),
-        (1, 375, 0, 0, 0)
+        (1, 375, 375, 0, 0)
     );
+    // One of the lost packets turns up after all: late, and it is no longer lost.
+    assert_eq!(
+        push(&mut jb, &src.packet(500), (q + 1200) * 128),
+        PushOutcome::Late
+    );
+    let c = jb.counters();
+    assert_eq!((c.lost, c.concealed, c.late), (374, 375, 1));
 }
 
 #[test]
