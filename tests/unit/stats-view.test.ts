@@ -27,6 +27,39 @@ describe('verdict', () => {
     ]);
     expect(verdict({ ...base, oneWayMs: null }).grade).toBe('good');
   });
+  it('names the measured cause: jitter the network stage does not show is this computer\'s', () => {
+    // A loopback room: 12 ms of jitter in the buffer, 0.4 ms of it in the network one-way stage.
+    const local = verdict({ ...base, jitterMs: 12, networkJitterMs: 0.4 });
+    expect(local.grade).toBe('fair');
+    expect(local.reasons).toEqual(['jitter 12.0 ms, mostly from this computer (the network\'s: 0.4 ms)']);
+    expect(local.hints.some((h) => h.startsWith('Use a wired'))).toBe(false);
+    expect(local.hints.some((h) => h.startsWith('Close other programs and browser tabs'))).toBe(true);
+    // The same jitter measured on the path: the network's.
+    const path = verdict({ ...base, jitterMs: 12, networkJitterMs: 9 });
+    expect(path.hints.some((h) => h.startsWith('Use a wired'))).toBe(true);
+    // Not measured: the path is the usual suspect.
+    expect(verdict({ ...base, jitterMs: 12, networkJitterMs: null }).hints.some((h) => h.startsWith('Use a wired'))).toBe(true);
+  });
+  it('splits dropouts by cause and counts a participant\'s device gaps as dropouts', () => {
+    // Five underruns here: three waited for late packets (two of them after gaps of their
+    // device), one ended with a stall of this machine, one ran dry while packets were lost.
+    const v = verdict({
+      ...base,
+      underrunsPerMinute: 5,
+      causes: { late: 3, stall: 1, senderGaps: 2, ownGaps: 0 },
+    });
+    expect(v.grade).toBe('poor');
+    expect(v.reasons).toEqual([
+      '5 dropouts in the last minute (2 from their device, 1 from this computer, 1 from late packets, 1 while packets were lost)',
+    ]);
+    expect(v.hints.some((h) => h.startsWith('Their computer missed audio callbacks'))).toBe(true);
+    expect(v.hints.some((h) => h.startsWith('Close other programs and browser tabs'))).toBe(true);
+    expect(v.hints.some((h) => h.startsWith('Use a wired'))).toBe(true);
+    // Our own device's gaps.
+    const ours = verdict({ ...base, causes: { late: 0, stall: 0, senderGaps: 0, ownGaps: 1 } });
+    expect(ours.reasons).toEqual(['1 dropout in the last minute (1 from this computer)']);
+    expect(ours.hints.some((h) => h.startsWith('This computer missed audio callbacks'))).toBe(true);
+  });
 });
 
 describe('StatsHistory', () => {
@@ -43,7 +76,7 @@ describe('StatsHistory', () => {
     const r = h.recent('p', 10);
     expect(r.lossPct).toBeCloseTo((100 * 40) / (3750 + 40), 9);
     expect(r.underruns).toBe(1);
-    expect(h.recent('nobody')).toEqual({ lossPct: 0, underruns: 0 });
+    expect(h.recent('nobody')).toEqual({ lossPct: 0, underruns: 0, causes: { late: 0, stall: 0, senderGaps: 0, ownGaps: 0 } });
   });
 });
 

@@ -47,6 +47,14 @@ import {
   P_RMS_R,
   P_TARGET_FRAMES,
   P_UNDERRUNS,
+  P_LATE_UNDERRUNS,
+  P_STALL_UNDERRUNS,
+  P_SENDER_GAPS,
+  P_SENDER_GAP_MS,
+  P_STRETCHED,
+  G_CAPTURE_GAPS,
+  G_CAPTURE_GAP_MS,
+  G_LOCAL_STALLS,
   peerIndex,
   readStats,
 } from '../audio/stats';
@@ -165,12 +173,28 @@ export interface PeerCounters {
   sendQueueMs?: number;
   /** The last packet's arrival − the send time in its header, ms (one-way + clock offset). */
   stampLagMs?: number;
+  // Where the dropouts come from (core/src/jitter, core/src/continuity.rs); optional so that
+  // counters recorded before they existed still read.
+  /** Underruns that waited for a late packet (the network, or the peer's sending side). */
+  lateUnderruns?: number;
+  /** Underruns ended by packets a stall of this machine held back. */
+  stallUnderruns?: number;
+  /** The peer's own missed audio callbacks, seen in its packets' send stamps, and their ms. */
+  senderGaps?: number;
+  senderGapMs?: number;
+  /** Blocks synthesized without passing a sequence number (underrun waits, depth raised). */
+  stretched?: number;
 }
 
 export interface SessionCounters {
   underruns: number;
   quanta: number;
   perPeer: Record<string, PeerCounters>;
+  /** Our own audio device's missed callbacks, and their total ms (optional: older records). */
+  captureGaps?: number;
+  captureGapMs?: number;
+  /** Stalls of this machine: every peer's packets stopped and came back together. */
+  localStalls?: number;
 }
 
 /** Clicks a round-trip probe sends. */
@@ -443,9 +467,21 @@ class Session implements RoomSession {
         clockExchanges: nat(NP_EXCHANGES),
         sendQueueMs: nat(NP_SEND_QUEUE_MS),
         stampLagMs: net ? nat(NP_STAMP_LAG_MS) : NaN,
+        lateUnderruns: at(P_LATE_UNDERRUNS),
+        stallUnderruns: at(P_STALL_UNDERRUNS),
+        senderGaps: at(P_SENDER_GAPS),
+        senderGapMs: at(P_SENDER_GAP_MS),
+        stretched: at(P_STRETCHED),
       };
     }
-    return { underruns: s[G_UNDERRUNS], quanta: s[G_QUANTA], perPeer };
+    return {
+      underruns: s[G_UNDERRUNS],
+      quanta: s[G_QUANTA],
+      perPeer,
+      captureGaps: s[G_CAPTURE_GAPS],
+      captureGapMs: s[G_CAPTURE_GAP_MS],
+      localStalls: s[G_LOCAL_STALLS],
+    };
   }
 
   /**

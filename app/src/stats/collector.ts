@@ -130,12 +130,20 @@ export class StatsCollector {
         discarded: c.discarded,
         underruns: c.underruns,
         driftPpm: c.driftPpm,
+        lateUnderruns: c.lateUnderruns ?? 0,
+        stallUnderruns: c.stallUnderruns ?? 0,
+        senderGaps: c.senderGaps ?? 0,
+        ownGaps: counters.captureGaps ?? 0,
+        localStalls: counters.localStalls ?? 0,
       });
       const samples = this.history.get(p.peer)!.samples;
       const avg = samples.reduce((a, s) => a + s.bufferMs, 0) / samples.length;
       const expected = c.received + c.lost;
       const pct = (n: number) => (expected > 0 ? (100 * n) / expected : 0);
       const recent = this.history.recent(p.peer, 60);
+      const net = stages.peers[p.peer]?.network;
+      const networkJitterMs =
+        net !== undefined && net.count > 0 && Number.isFinite(net.p95 - net.p50) ? net.p95 - net.p50 : null;
       rows.push({
         peer: p.peer,
         name: p.name,
@@ -166,6 +174,8 @@ export class StatsCollector {
           underrunsPerMinute: recent.underruns,
           blockFrames: view.engine.blockFrames,
           bufferMode: 'adaptive',
+          networkJitterMs,
+          causes: recent.causes,
         }),
       });
     }

@@ -20,6 +20,22 @@ export interface PeerSample {
   discarded: number;
   underruns: number;
   driftPpm: number;
+  /** Where dropouts come from, cumulative (optional: samples recorded before they existed):
+   * underruns that waited for a late packet, underruns ended by a stall of this machine, the
+   * peer's own missed audio callbacks, ours, and stalls of this machine. */
+  lateUnderruns?: number;
+  stallUnderruns?: number;
+  senderGaps?: number;
+  ownGaps?: number;
+  localStalls?: number;
+}
+
+/** Dropout causes over a recent window (counts). */
+export interface Causes {
+  late: number;
+  stall: number;
+  senderGaps: number;
+  ownGaps: number;
 }
 
 export interface PeerSeries {
@@ -66,9 +82,10 @@ export class StatsHistory {
    * Loss in percent over the last `seconds` (lost / (received + lost) between the first and the
    * last sample of that window), and underruns over the same window.
    */
-  recent(peer: string, seconds = 60): { lossPct: number; underruns: number } {
+  recent(peer: string, seconds = 60): { lossPct: number; underruns: number; causes: Causes } {
     const s = this.series.get(peer)?.samples;
-    if (!s || s.length === 0) return { lossPct: 0, underruns: 0 };
+    const none: Causes = { late: 0, stall: 0, senderGaps: 0, ownGaps: 0 };
+    if (!s || s.length === 0) return { lossPct: 0, underruns: 0, causes: none };
     const last = s[s.length - 1];
     let i = s.length - 1;
     while (i > 0 && last.t - s[i - 1].t <= seconds) i--;
@@ -79,6 +96,17 @@ export class StatsHistory {
     return {
       lossPct: expected > 0 ? (100 * Math.max(0, lost)) / expected : 0,
       underruns: Math.max(0, last.underruns - first.underruns),
+      causes: {
+        late: grew(first.lateUnderruns, last.lateUnderruns),
+        stall: grew(first.stallUnderruns, last.stallUnderruns),
+        senderGaps: grew(first.senderGaps, last.senderGaps),
+        ownGaps: grew(first.ownGaps, last.ownGaps),
+      },
     };
   }
+}
+
+/** How much an optional cumulative counter grew (0 when either end lacks it). */
+function grew(from: number | undefined, to: number | undefined): number {
+  return from === undefined || to === undefined ? 0 : Math.max(0, to - from);
 }

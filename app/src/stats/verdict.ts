@@ -7,8 +7,11 @@
 //   jitter            good ≤ 10 ms                          fair ≤ 25 ms   poor above
 //   loss              good < 0.5 %                          fair < 2 %     poor from 2 %
 //   underruns         good: none in the last minute         fair ≤ 3       poor above
-// The verdict is the worst of the four; each figure that is not good gives a reason and the
-// usual fix as a hint.
+// The verdict is the worst of the four; each figure that is not good gives a reason and a hint
+// for the cause that was measured, not a guess: jitter that the network stage does not show is
+// this computer's (its audio callbacks, a busy CPU), not the Wi-Fi's; dropouts are split into
+// late packets (the path), stalls of this machine, the participant's own device missing audio
+// callbacks (heard by everyone at once), and ours.
 
 export type Grade = 'good' | 'fair' | 'poor';
 
@@ -26,6 +29,11 @@ export interface QualityInput {
   blockFrames: number;
   /** The jitter-buffer mode, for the hints. */
   bufferMode: 'adaptive' | 'fixed';
+  /** The network's own jitter, ms: the one-way stage's p95 − p50 (null: not measured, e.g. the
+   * clock offset is not known yet). Optional: older records have none. */
+  networkJitterMs?: number | null;
+  /** Dropout causes in the last minute (optional: older records have none). */
+  causes?: { late: number; stall: number; senderGaps: number; ownGaps: number };
 }
 
 export interface Verdict {
@@ -45,6 +53,15 @@ export const THRESHOLDS = {
 
 const RANK: Record<Grade, number> = { good: 0, fair: 1, poor: 2 };
 const WIRED = 'Use a wired network connection (Wi-Fi adds jitter).';
+const CPU = 'Close other programs and browser tabs that use the CPU: this computer hands audio over in bursts.';
+const THEIR_DEVICE = 'Their computer missed audio callbacks (everyone hears it): they should close other programs, or use a larger block size.';
+const OUR_DEVICE = 'This computer missed audio callbacks: close other programs, or use a larger block size.';
+
+/** Whether the jitter the buffer absorbs is mostly the network's: unknown counts as yes. */
+function networkJitter(q: QualityInput): boolean {
+  const n = q.networkJitterMs;
+  return n === undefined || n === null || !Number.isFinite(n) || n >= q.jitterMs / 2;
+}
 
 function grade(value: number, t: { good: number; fair: number }, strictGood = false): Grade {
   if (strictGood ? value < t.good : value <= t.good) return 'good';
@@ -61,18 +78,21 @@ export function verdict(q: QualityInput): Verdict {
     reasons.push(reason);
     for (const f of fixes) hints.add(f);
   };
+  const fromNetwork = networkJitter(q);
   if (q.oneWayMs !== null && Number.isFinite(q.oneWayMs)) {
     note(
       grade(q.oneWayMs, THRESHOLDS.oneWayMs),
       `latency ${q.oneWayMs.toFixed(0)} ms one way (in time up to ${THRESHOLDS.oneWayMs.good} ms)`,
       ...(q.blockFrames > 64 ? ['Try a smaller block size.'] : []),
-      WIRED,
+      fromNetwork ? WIRED : CPU,
     );
   }
   note(
     grade(q.jitterMs, THRESHOLDS.jitterMs),
-    `jitter ${q.jitterMs.toFixed(1)} ms`,
-    WIRED,
+    fromNetwork
+      ? `jitter ${q.jitterMs.toFixed(1)} ms`
+      : `jitter ${q.jitterMs.toFixed(1)} ms, mostly from this computer (the network's: ${(q.networkJitterMs ?? 0).toFixed(1)} ms)`,
+    fromNetwork ? WIRED : CPU,
   );
   note(
     grade(q.lossPct, THRESHOLDS.lossPct, true),
@@ -80,10 +100,39 @@ export function verdict(q: QualityInput): Verdict {
     WIRED,
     'Close other uploads and downloads.',
   );
+  // Dropouts: underruns here, plus the participant's own device gaps (a hole in what they
+  // sent, heard by everyone, whether or not our buffer ran dry for it). A gap usually makes its
+  // packets late here too: those late underruns are the gap's, not the path's.
+  const c = q.causes;
+  const parts: string[] = [];
+  const fixes: string[] = [];
+  let n = q.underrunsPerMinute;
+  if (c) {
+    const lateOnly = Math.max(0, c.late - c.senderGaps);
+    const ours = c.stall + c.ownGaps;
+    const other = Math.max(0, q.underrunsPerMinute - c.late - c.stall);
+    n = c.senderGaps + ours + lateOnly + other;
+    if (c.senderGaps > 0) {
+      parts.push(`${c.senderGaps} from their device`);
+      fixes.push(THEIR_DEVICE);
+    }
+    if (ours > 0) {
+      parts.push(`${ours} from this computer`);
+      fixes.push(c.ownGaps > 0 ? OUR_DEVICE : CPU);
+    }
+    if (lateOnly > 0) {
+      parts.push(`${lateOnly} from late packets`);
+      fixes.push(fromNetwork ? WIRED : CPU);
+    }
+    if (other > 0) parts.push(`${other} while packets were lost`);
+  }
+  if (fixes.length === 0 || q.bufferMode === 'fixed') {
+    fixes.push(q.bufferMode === 'fixed' ? 'Use a larger fixed buffer, or the adaptive buffer.' : 'Close other programs that use the CPU.');
+  }
   note(
-    grade(q.underrunsPerMinute, THRESHOLDS.underrunsPerMinute),
-    `${q.underrunsPerMinute} dropout${q.underrunsPerMinute === 1 ? '' : 's'} in the last minute`,
-    q.bufferMode === 'fixed' ? 'Use a larger fixed buffer, or the adaptive buffer.' : 'Close other programs that use the CPU.',
+    grade(n, THRESHOLDS.underrunsPerMinute),
+    `${n} dropout${n === 1 ? '' : 's'} in the last minute${parts.length > 0 ? ` (${parts.join(', ')})` : ''}`,
+    ...fixes,
   );
   return { grade: worst, reasons, hints: [...hints] };
 }
