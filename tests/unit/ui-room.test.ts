@@ -21,6 +21,7 @@ function participant(peer: string, name: string): ParticipantView {
     targetMs: 5.3,
     lossPct: 0.12,
     underruns: 3,
+    senderGaps: 0,
     format: 'PCM16 stereo 128',
   };
 }

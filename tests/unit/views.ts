@@ -17,6 +17,7 @@ export function participant(peer: string, name: string, f: Partial<ParticipantVi
     targetMs: 0,
     lossPct: 0,
     underruns: 0,
+    senderGaps: 0,
     format: '',
     ...f,
   };

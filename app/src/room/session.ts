@@ -887,6 +887,7 @@ class Session implements RoomSession {
         targetMs: (at(P_TARGET_FRAMES) / SAMPLE_RATE) * 1000,
         lossPct: received + lost > 0 ? (100 * lost) / (received + lost) : 0,
         underruns: at(P_UNDERRUNS),
+        senderGaps: at(P_SENDER_GAPS),
         format:
           received > 0
             ? `${bits === 32 ? 'float32' : `PCM${bits}`} ${at(P_CHANNELS) === 1 ? 'mono' : 'stereo'} ${at(P_BLOCK_FRAMES)}`

@@ -41,6 +41,9 @@ export interface ParticipantView {
   /** Packets lost of those expected, percent, over the session. */
   lossPct: number;
   underruns: number;
+  /** Their own device's missed audio callbacks, seen in their packets' send stamps: holes in
+   * what they send, heard by everyone at once (0 when none or not known). */
+  senderGaps: number;
   /** Their format as received, e.g. "PCM16 stereo 128". Empty until the first packet. */
   format: string;
 }
