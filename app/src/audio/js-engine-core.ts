@@ -2,16 +2,21 @@
 // written the way a careful JavaScript author would: typed arrays sized up front, one class shape
 // per concept, no allocation per quantum or per packet. The benchmark runs it beside the WASM
 // engine (bench/README.md); it is also a readable reference of the render path. Its jitter buffer
-// and concealment live beside the benchmark, in app/src/bench/js-jitter.ts and js-conceal.ts.
+// (with its lateness estimate), concealment, local-stall detector and continuity watch live
+// beside the benchmark, in app/src/bench/js-jitter.ts, js-lateness.ts, js-conceal.ts, js-stall.ts
+// and js-continuity.ts.
 //
 // Per 128-frame quantum, `process()`:
 // 1. drains the inbound ring: each record's packet is checked (the rules of core/src/packet.rs)
 //    and its payload bytes stored in its peer's jitter buffer by sequence number, stamped with
-//    the quantum's `now`;
+//    the quantum's `now`; the local-stall detector (js-stall.ts) watches every arrival and
+//    excuses the clump that ends a silence of every streaming peer, and each peer's send stamps
+//    are watched for the sender's missed callbacks (js-continuity.ts);
 // 2. for every active peer: updates the drift loop (two one-pole stages + a narrowing PI loop on
 //    the buffer fill, clamped to ±1000 ppm, slew-limited), pulls blocks from the jitter buffer
 //    (real audio decoded straight into contiguous staging, concealment by pitch-period
-//    repetition with a fade, or silence before start) until a quantum is covered, and resamples
+//    repetition with a fade, or silence before start) until a quantum is covered (dropping the
+//    jitter buffer's start excess from the fade-in when playout starts), and resamples
 //    with a 4-tap cubic (Lagrange) whose integer offset is constant over the quantum and whose
 //    fraction moves linearly; the same pass meters the source (pre-fader) and adds it, gained
 //    and panned with a per-quantum ramp, into the output;
@@ -28,7 +33,18 @@ import type { Control, EngineBuffers, EngineConfig, EngineCore } from './engine-
 import { HEADER_LEN, MAX_PACKET_LEN, newPacketInfo, parsePacket } from './packet';
 import { RingReader, RingWriter } from './ring';
 import * as S from './stats';
-import { Jitter, POP_SILENCE } from '../bench/js-jitter';
+import { Continuity } from '../bench/js-continuity';
+import {
+  Jitter,
+  POP_SILENCE,
+  PUSH_FORMAT_RESET,
+  PUSH_LATE,
+  PUSH_STARTED,
+  PUSH_STORED,
+  SEQ_BASE,
+  STATE_PLAYING,
+} from '../bench/js-jitter';
+import { LocalStall } from '../bench/js-stall';
 
 /** Frames in one render quantum. */
 export const QUANTUM = 128;
@@ -42,6 +58,13 @@ const MAX_FRAMES = 256;
 const HISTORY = 16;
 /** Largest |ratio − 1| served by the block-constant resampling path. */
 const FAST_MAX_DEVIATION = 2e-3;
+/** Frames the interpolator reads beyond the position (core/src/clock.rs LOOK_AHEAD_FRAMES). */
+const LOOK_AHEAD = 2;
+/** Output frames per step of the Rust resampler's skip (its CHUNK). */
+const SKIP_CHUNK = 128;
+/** The Rust engine extends sequence numbers from 2^32, this one from SEQ_BASE: the send-stamp
+ * watch counts the stream's audio time from the Rust origin, so both compute the same doubles. */
+const EXT_TO_RUST = 2 ** 32 - SEQ_BASE;
 
 // Drift loop (the defaults of core/src/clock.rs): 375 updates/s, loop gain set for 48 kHz input,
 // two one-pole stages on the fill error and a PI loop whose 1/ωn narrows from 10 s to 60 s over
@@ -171,6 +194,8 @@ class Peer {
   loopT = DRIFT_T_ACQUIRE;
   /** Pre-fader meter. */
   readonly meter = new MeterState();
+  /** The peer's missed device callbacks, from its packets' send stamps. */
+  readonly senderGaps = new Continuity();
 
   resetDrift(): void {
     this.lp1 = 0;
@@ -198,6 +223,7 @@ class Peer {
     // Starts silent and fades in on its first quantum.
     this.gainL = this.gainR = 0;
     this.meter.reset();
+    this.senderGaps.clear();
     this.active = true;
   }
 
@@ -248,6 +274,11 @@ export class JsEngineCore implements EngineCore {
   private recordsRead = 0;
   private ringResyncs = 0;
   private nonFinite = 0;
+  /** Peers playing at the last render (for the local-stall detector). */
+  private streaming = 0;
+  private readonly localStall = new LocalStall();
+  /** Our own device's missed callbacks, from the wall clock of each quantum. */
+  private readonly localGaps = new Continuity();
   // Capture.
   private readonly captureFrames: number;
   private readonly captureChannels: number;
@@ -325,8 +356,20 @@ export class JsEngineCore implements EngineCore {
     this.publishStats();
   }
 
-  process(input: Float32Array[], outL: Float32Array, outR: Float32Array, nowFrames: number): void {
+  process(
+    input: Float32Array[],
+    outL: Float32Array,
+    outR: Float32Array,
+    nowFrames: number,
+    wallUs = NaN,
+  ): void {
     this.nowFrames = nowFrames;
+    if (wallUs === wallUs && wallUs !== Infinity && wallUs !== -Infinity) {
+      const g = this.localGaps;
+      g.audioUs = (nowFrames * 1e6) / LOCAL_RATE;
+      g.wallUs = wallUs;
+      g.observe();
+    }
     this.drainInbound(nowFrames);
     if (input.length > 0 && input[0].length === QUANTUM) {
       this.capture(input[0], input.length > 1 && input[1].length === QUANTUM ? input[1] : input[0]);
@@ -334,7 +377,13 @@ export class JsEngineCore implements EngineCore {
     outL.fill(0);
     outR.fill(0);
     const active = this.activeSlots;
-    for (let k = 0; k < this.activeCount; k++) this.renderPeer(this.peers[active[k]], outL, outR);
+    let streaming = 0;
+    for (let k = 0; k < this.activeCount; k++) {
+      const p = this.peers[active[k]];
+      if (p.jitter.state === STATE_PLAYING) streaming++;
+      this.renderPeer(p, outL, outR);
+    }
+    this.streaming = streaming;
     this.renderMaster(outL, outR);
     this.quanta++;
     if (this.quanta % STATS_EVERY === 0) this.publishStats();
@@ -371,10 +420,28 @@ export class JsEngineCore implements EngineCore {
       return;
     }
     const j = p.jitter;
+    const until = this.localStall.arrival(now, this.streaming);
+    if (until >= 0) j.excuseUntil(until);
     const buf = j.accept(info.seq, info.frames, info.rateHz, info.channels, info.bits, now);
+    this.noteSendStamp(p);
     if (buf < 0) return;
     // The payload is 4-aligned in the ring (records are) and a whole number of words long.
     j.writePayload(buf, this.ring32, info.payloadOffset >> 2, info.payloadLength >> 2, info.bits);
+  }
+
+  /** Feeds the sender's continuity watch with the packet's send stamp (µs on the sender's wall
+   * clock) against its place in the stream; a restarted stream restarts the watch. */
+  private noteSendStamp(p: Peer): void {
+    const j = p.jitter;
+    const outcome = j.outcome;
+    if (outcome === PUSH_STARTED || outcome === PUSH_FORMAT_RESET) p.senderGaps.restart();
+    else if (outcome !== PUSH_STORED && outcome !== PUSH_LATE) return;
+    const info = this.info;
+    if (j.block === 0 || (info.timestampLo === 0 && info.timestampHi === 0)) return;
+    const g = p.senderGaps;
+    g.audioUs = ((j.lastExt + EXT_TO_RUST) * j.block * 1e6) / Math.max(j.rate, 1);
+    g.wallUs = info.timestampHi * 4294967296 + info.timestampLo;
+    g.observe();
   }
 
   private policyTo(j: Jitter): void {
@@ -439,13 +506,20 @@ export class JsEngineCore implements EngineCore {
     const fast = Math.abs(ratio - 1) <= FAST_MAX_DEVIATION;
     // Staged frames from the read position must reach the last tap: 127 + 2 on the fast path,
     // else as far as the ratio carries the position.
-    const need = fast ? QUANTUM + 2 : Math.floor(p.frac + (QUANTUM - 1) * ratio) + 3;
+    let need = fast ? QUANTUM + 2 : Math.floor(p.frac + (QUANTUM - 1) * ratio) + 3;
     let playing = true;
     const b = j.block;
     while (p.writePos - p.readPos < need) {
       if (p.writePos + b > STAGE_FRAMES) this.compact(p);
       if (j.pop(p.stageL, p.stageR, p.writePos) === POP_SILENCE) playing = false;
       p.writePos += b;
+      const excess = j.takeStartExcess();
+      if (excess > 0) {
+        // Playout started above its target by less than a block: drop that much of the
+        // fade-in so that it starts exactly at the target.
+        this.skipStaged(p, excess);
+        if (!fast) need = Math.floor(p.frac + (QUANTUM - 1) * ratio) + 3;
+      }
     }
     if (!playing) p.resetDrift();
     if (p.gainL === 0 && p.gainR === 0 && p.targetL === 0 && p.targetR === 0) {
@@ -486,6 +560,24 @@ export class JsEngineCore implements EngineCore {
     st[2] = ssL;
     st[3] = ssR;
     this.meterPeer(p, st);
+  }
+
+  /** Consumes `frames` output frames of staging at ratio 1 without computing them, as the Rust
+   * resampler's skip(frames, 1.0) does: in chunks, each no further than the staged input
+   * (with the interpolator's look-ahead) reaches. */
+  private skipStaged(p: Peer, frames: number): void {
+    let done = 0;
+    while (done < frames) {
+      const want = Math.min(frames - done, SKIP_CHUNK);
+      const avail = p.writePos - p.readPos;
+      const k = want + LOOK_AHEAD <= avail ? want : Math.max(Math.min(avail - LOOK_AHEAD, want), 0);
+      const f = p.frac + k;
+      const whole = Math.floor(f);
+      p.readPos += whole;
+      p.frac = f - whole;
+      done += k;
+      if (k < want) break;
+    }
   }
 
   /** Moves the live part of staging (with history for the taps) to the front. */
@@ -832,6 +924,9 @@ export class JsEngineCore implements EngineCore {
     s[S.G_INPUT_PEAK] = this.inputPeak;
     s[S.G_INPUT_RMS] = Math.sqrt(this.inputMeanSq);
     s[S.G_NONFINITE] = this.nonFinite;
+    s[S.G_CAPTURE_GAPS] = this.localGaps.gaps;
+    s[S.G_CAPTURE_GAP_MS] = this.localGaps.gapUs / 1000;
+    s[S.G_LOCAL_STALLS] = this.localStall.stalls;
     let underruns = 0;
     for (let slot = 0; slot < this.maxPeers; slot++) {
       const p = this.peers[slot];
@@ -864,6 +959,11 @@ export class JsEngineCore implements EngineCore {
       s[row + S.P_BITS] = j.bits;
       s[row + S.P_JITTER_FRAMES] = j.jitter();
       s[row + S.P_RESETS] = j.resets;
+      s[row + S.P_LATE_UNDERRUNS] = j.lateUnderruns;
+      s[row + S.P_STALL_UNDERRUNS] = j.stallUnderruns;
+      s[row + S.P_SENDER_GAPS] = p.senderGaps.gaps;
+      s[row + S.P_SENDER_GAP_MS] = p.senderGaps.gapUs / 1000;
+      s[row + S.P_STRETCHED] = j.stretched;
     }
     s[S.G_UNDERRUNS] = underruns;
     s[S.G_SEQUENCE] = seq + 2;

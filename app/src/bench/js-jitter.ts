@@ -1,13 +1,27 @@
-// The jitter buffer of the plain-JavaScript engine (js-engine-core.ts), following
-// core/src/jitter.rs: received payloads are stored as bytes by extended sequence number and decoded
-// at pop straight into the resampler's staging; a bitmap of the last 8192 numbers tells duplicates;
-// lateness L = now − nominal arrival, kept per one-second window as its minimum and 64 largest
-// values; jitter = the largest 95th-percentile spread of the current and five past windows; target
-// = jitter + one quantum + half a block, rounded up to blocks (at least the depth a recent underrun
-// waited its way to), clamped; fill = playout delay above the earliest recent arrival; whole-block
-// growth and catch-up skips.
+// The jitter buffer of the plain-JavaScript engine (js-engine-core.ts), following core/src/jitter/
+// (mod.rs: playout; lateness.rs: the estimate, here js-lateness.ts; stall.rs: the local-stall
+// detector, here js-stall.ts, used by the engine). Received payloads are stored as bytes by
+// extended sequence number and decoded at pop straight into the resampler's staging; a bitmap of
+// the last 8192 numbers tells duplicates.
+//
+// Depth: every accepted packet not excused by a local stall gives a lateness L = now − nominal
+// arrival; per one-second window its absolute 95th percentile is kept, and the jitter estimate is
+// the largest of the current and five past percentiles (carried forward by the drift trend of the
+// window minima) above the recent minimum, at least the peak floor (recurring stalls, plus an
+// eighth). Target = jitter + one quantum + half a quantum, clamped to [floor, ceiling]. Fill =
+// playout delay above the earliest recent arrival. Playout starts exactly at the target: blocks
+// are dropped while the fill is a block or more above it, and the engine drops the rest (less
+// than a block) from the fade-in (takeStartExcess). Then whole-block growth (stretched blocks) and
+// catch-up skips keep the fill near the target.
+//
+// Underruns are not learnt from: when one ends, as many of the missing numbers as blocks were
+// stretched are passed at once (counted concealed), so a run of losses leaves the delay where it
+// was; it counts as a late underrun when playout really waited for a packet, as a stall underrun
+// when excused arrivals ended it. A stream restarting after Idle within the same segment counts
+// the numbers it skipped (minus those held) as concealed.
 
 import { Concealer, fadeInWeight, HISTORY_NEED, type TokenDecoder } from './js-conceal';
+import { Lateness } from './js-lateness';
 
 /** Frames in one render quantum. */
 const QUANTUM = 128;
@@ -22,11 +36,7 @@ const MAX_SLOTS = STORE_FRAMES / 32;
 const SEEN_BITS = 8192;
 /** Extended sequence number of a stream's first packet (room below for reordering). Kept small
  * so that extended numbers stay int32 (2^31 packets = 66 days at 375 packets/s). */
-const SEQ_BASE = 0x10000;
-const PAST_WINDOWS = 5;
-const TOP = 64;
-const PERCENTILE_DIVISOR = 20;
-const MIN_IGNORED = 2;
+export const SEQ_BASE = 0x10000;
 const STALE_RESTART = 8;
 /** Arrivals watched before adaptive playout starts, local frames (50 ms). */
 const START_OBSERVE = 2400;
@@ -34,11 +44,19 @@ const START_OBSERVE = 2400;
 const STOP_FRAMES = 9600;
 const STATE_IDLE = 0;
 const STATE_PREFILL = 1;
-const STATE_PLAYING = 2;
+/** Where playout stands: emitting blocks (the engine counts these peers as streaming). */
+export const STATE_PLAYING = 2;
 /** What a pop emitted. */
 export const POP_AUDIO = 0;
 export const POP_CONCEALED = 1;
 export const POP_SILENCE = 2;
+/** What accept() did with a packet (core/src/jitter/mod.rs PushOutcome). */
+export const PUSH_STORED = 0;
+export const PUSH_STARTED = 1;
+export const PUSH_FORMAT_RESET = 2;
+export const PUSH_DUPLICATE = 3;
+export const PUSH_LATE = 4;
+export const PUSH_STALE = 5;
 const EMPTY = -1;
 /** Payload bytes a frame may take (2 channels × 4 bytes). */
 const BYTES_PER_FRAME = 8;
@@ -47,12 +65,6 @@ const KEEP_FRAMES = HISTORY_NEED + MAX_FRAMES;
 const KEPT_RING = 64;
 /** Payload buffers at the smallest block size. */
 const MAX_BUFFERS = (STORE_FRAMES + KEEP_FRAMES) / 32;
-
-function rank(count: number): number {
-  const k = Math.floor(count / PERCENTILE_DIVISOR);
-  const c = k < MIN_IGNORED ? MIN_IGNORED : k > TOP - 1 ? TOP - 1 : k;
-  return c < count - 1 ? c : count - 1;
-}
 
 /** A peer's jitter buffer. Real-time safe after construction (which allocates everything). */
 export class Jitter implements TokenDecoder {
@@ -107,38 +119,40 @@ export class Jitter implements TokenDecoder {
   lastArrival = 0;
   delay = 0;
   targetLocal = 0;
+  /** The jitter estimate the target was computed from (−1: to be computed). */
   targetJitter = -1;
-  targetNeed = -1;
+  /** Frames emitted in the current run of empty pops (0: not in a run). */
   emptyFrames = 0;
   growPending = 0;
   skipPending = 0;
   overSince = -1;
   staleRun = 0;
-  // Lateness windows.
-  curCount = 0;
-  curMin = Infinity;
-  curSpread = 0;
-  curFloor = -Infinity;
-  curNeed = 0;
-  readonly curTop = new Float64Array(TOP).fill(-Infinity);
-  winStart = 0;
-  winStarted = false;
-  prevMin = Infinity;
-  pastSpreadMax = 0;
-  pastNeedMax = 0;
-  readonly pastSpread = new Float64Array(PAST_WINDOWS);
-  readonly pastMin = new Float64Array(PAST_WINDOWS).fill(Infinity);
-  readonly pastNeed = new Float64Array(PAST_WINDOWS);
-  last = 0;
+  /** Arrivals at or before this local time were held back by a local stall (−1: none). */
+  excusedUntil = -1;
+  /** Whether the last unique arrival was excused (so an underrun it ends is a stall's). */
+  excusedNow = false;
+  /** Stream frames (less than a block) the consumer drops from the fade-in; see takeStartExcess. */
+  startExcess = 0;
+  /** Extended sequence number of the last unique packet accepted. */
+  lastExt = 0;
+  /** What the last accept() did (PUSH_*). */
+  outcome = PUSH_STORED;
+  readonly lat = new Lateness();
   // Counters.
   received = 0;
   duplicates = 0;
   late = 0;
   concealed = 0;
   underruns = 0;
+  /** Underruns that ended with the very packet playout waited for (it came, late). */
+  lateUnderruns = 0;
+  /** Underruns ended by arrivals a local stall held back. */
+  stallUnderruns = 0;
   discarded = 0;
   resets = 0;
   played = 0;
+  /** Blocks synthesized without passing a sequence number (underrun waits, depth raised). */
+  stretched = 0;
 
   /** Forgets stream, history and counters (a new peer in the slot). */
   clear(): void {
@@ -158,10 +172,15 @@ export class Jitter implements TokenDecoder {
     this.tBase = this.sBase = this.lastArrival = this.delay = 0;
     this.emptyFrames = this.growPending = this.skipPending = this.staleRun = 0;
     this.overSince = -1;
-    this.forgetLateness();
+    this.excusedUntil = -1;
+    this.excusedNow = false;
+    this.startExcess = this.lastExt = 0;
+    this.outcome = PUSH_STORED;
+    this.lat.forget();
     this.received = this.duplicates = this.late = this.concealed = 0;
-    this.underruns = this.discarded = this.resets = this.played = 0;
-    this.targetJitter = this.targetNeed = -1;
+    this.underruns = this.lateUnderruns = this.stallUnderruns = 0;
+    this.discarded = this.resets = this.played = this.stretched = 0;
+    this.targetJitter = -1;
     this.updateTarget();
   }
 
@@ -261,111 +280,11 @@ export class Jitter implements TokenDecoder {
     }
   }
 
-  // ----- lateness windows -----
+  // ----- lateness -----
 
-  private addToWindow(l: number): void {
-    const before = this.curCount;
-    this.curCount = before + 1;
-    const k = rank(this.curCount);
-    let moved = l < this.curMin || before === 0 || rank(before) !== k;
-    if (l < this.curMin) this.curMin = l;
-    if (l > this.curFloor) {
-      const top = this.curTop;
-      let i = before < TOP - 1 ? before : TOP - 1;
-      while (i > 0 && top[i - 1] < l) {
-        top[i] = top[i - 1];
-        i--;
-      }
-      top[i] = l;
-      this.curFloor = top[TOP - 1];
-      if (i <= k) moved = true;
-    }
-    if (moved) {
-      const s = this.curTop[k] - this.curMin;
-      this.curSpread = s > 0 ? s : 0;
-    }
-  }
-
-  private lowerMin(l: number): void {
-    if (l < this.curMin) {
-      this.curMin = l;
-      if (this.curCount > 0) {
-        const s = this.curTop[rank(this.curCount)] - this.curMin;
-        this.curSpread = s > 0 ? s : 0;
-      }
-    }
-  }
-
-  private closeWindow(): void {
-    this.last = (this.last + 1) % PAST_WINDOWS;
-    this.pastSpread[this.last] = this.curSpread;
-    this.pastMin[this.last] = this.curMin;
-    this.prevMin = this.curMin;
-    this.pastNeed[this.last] = this.curNeed;
-    let s = 0;
-    let n = 0;
-    for (let i = 0; i < PAST_WINDOWS; i++) {
-      if (this.pastSpread[i] > s) s = this.pastSpread[i];
-      if (this.pastNeed[i] > n) n = this.pastNeed[i];
-    }
-    this.pastSpreadMax = s;
-    this.pastNeedMax = n;
-    this.resetCur();
-  }
-
-  private resetCur(): void {
-    this.curCount = 0;
-    this.curMin = Infinity;
-    this.curSpread = 0;
-    this.curFloor = -Infinity;
-    this.curNeed = 0;
-    this.curTop.fill(-Infinity);
-  }
-
-  private roll(now: number): void {
-    const len = LOCAL_RATE;
-    if (!this.winStarted) {
-      this.winStarted = true;
-      this.winStart = now;
-      return;
-    }
-    let closed = 0;
-    while (now >= this.winStart + len && closed <= PAST_WINDOWS) {
-      this.closeWindow();
-      this.winStart += len;
-      closed++;
-    }
-    if (now >= this.winStart + len || now < this.winStart) this.winStart = now;
-  }
-
-  private addLateness(l: number, cutoff: number): void {
-    if (!(Math.abs(l) < 2 ** 40)) return;
-    const m = this.curMin < this.prevMin ? this.curMin : this.prevMin;
-    if (m !== Infinity && l - m > cutoff) this.lowerMin(l);
-    else this.addToWindow(l);
-  }
-
-  private rebase(): void {
-    if (this.curCount > 0) this.closeWindow();
-    this.resetCur();
-    this.pastMin.fill(Infinity);
-    this.prevMin = Infinity;
-  }
-
-  private forgetLateness(): void {
-    this.resetCur();
-    this.winStart = 0;
-    this.winStarted = false;
-    this.pastSpread.fill(0);
-    this.pastMin.fill(Infinity);
-    this.pastNeed.fill(0);
-    this.prevMin = Infinity;
-    this.pastSpreadMax = this.pastNeedMax = 0;
-    this.last = 0;
-  }
-
+  /** The jitter estimate, local frames (js-lateness.ts). */
   jitter(): number {
-    return this.pastSpreadMax > this.curSpread ? this.pastSpreadMax : this.curSpread;
+    return this.lat.jitter();
   }
 
   // ----- depth -----
@@ -384,7 +303,10 @@ export class Jitter implements TokenDecoder {
   }
 
   private virtualFill(): number {
-    const m = this.curMin < this.prevMin ? this.curMin : this.prevMin;
+    // The recent minimum (Rust: Lateness::recent_min), read from the fields: a method returning
+    // Infinity would allocate it.
+    const lat = this.lat;
+    const m = lat.curMin < lat.prevMin ? lat.curMin : lat.prevMin;
     return this.delay - (m === Infinity ? 0 : m);
   }
 
@@ -404,13 +326,11 @@ export class Jitter implements TokenDecoder {
     return Math.min(Math.max(this.packets, 1) * this.block, STORE_FRAMES - 2 * this.block);
   }
 
-  /** Recomputes the target when its inputs (jitter, underrun allowance) changed. */
+  /** Recomputes the target when the jitter estimate changed (one comparison on most pushes). */
   updateTarget(): void {
-    const jitter = this.jitter();
-    const need = this.pastNeedMax > this.curNeed ? this.pastNeedMax : this.curNeed;
-    if (jitter === this.targetJitter && need === this.targetNeed) return;
+    const jitter = this.lat.jitter();
+    if (jitter === this.targetJitter) return;
     this.targetJitter = jitter;
-    this.targetNeed = need;
     const q = QUANTUM;
     const b = this.block === 0 ? q : this.blockLocal;
     const max = Math.max(this.toLocal(STORE_FRAMES) - 2 * b, b);
@@ -419,10 +339,8 @@ export class Jitter implements TokenDecoder {
       t = this.block === 0 ? Math.max(this.packets, 1) * q : this.toLocal(this.fixedTargetStream());
     } else {
       const ceiling = Math.max(this.ceiling, this.floor);
-      // Spread + one quantum (what the consumer stages) + half a block of margin, rounded up
-      // to whole blocks (the fill moves in blocks).
-      const wanted = jitter + q + Math.trunc(Math.max(q, b) / 2);
-      t = Math.max(Math.trunc((wanted + b - 1) / b) * b, need);
+      // Spread + one quantum (what the consumer stages) + half a quantum of margin.
+      t = jitter + q + (q >> 1);
       t = t < this.floor ? this.floor : t > ceiling ? ceiling : t;
     }
     this.targetLocal = Math.min(t, max);
@@ -430,7 +348,7 @@ export class Jitter implements TokenDecoder {
 
   /** The policy changed: recompute the target whatever its inputs. */
   retarget(): void {
-    this.targetJitter = this.targetNeed = -1;
+    this.targetJitter = -1;
     this.updateTarget();
   }
 
@@ -463,7 +381,7 @@ export class Jitter implements TokenDecoder {
     this.mask = this.nSlots - 1;
     this.sameRate = rate === LOCAL_RATE;
     this.blockLocal = this.toLocal(frames);
-    this.targetJitter = this.targetNeed = -1;
+    this.targetJitter = -1;
   }
 
   private restart(ext: number, now: number): void {
@@ -472,7 +390,7 @@ export class Jitter implements TokenDecoder {
     this.tBase = now;
     this.sBase = ext;
     this.delay = 0;
-    this.rebase();
+    this.lat.rebase();
     this.emptyFrames = 0;
     this.growPending = 0;
     this.skipPending = 0;
@@ -509,6 +427,15 @@ export class Jitter implements TokenDecoder {
       }
     }
     this.buffered = 0;
+  }
+
+  /** Stored packets with numbers in [from, to). */
+  private heldBetween(from: number, to: number): number {
+    let held = 0;
+    for (let s = Math.max(from, to - this.nSlots); s < to; s++) {
+      if (this.slotExt[s & this.mask] === s) held++;
+    }
+    return held;
   }
 
   private passTo(to: number): void {
@@ -573,8 +500,15 @@ export class Jitter implements TokenDecoder {
     }
     const stopped = this.state === STATE_PREFILL && now - this.lastArrival > STOP_FRAMES;
     if (this.state === STATE_IDLE || stopped) {
+      // The first packet after a pause: timing starts afresh from it. Numbers skipped within the
+      // same stream were never played: they count as concealed (concealed = lost + late).
+      const held = this.heldBetween(this.play, ext);
       this.dropAll();
+      const resets = this.resets;
       this.checkSequenceJump(ext, now);
+      if (this.resets === resets && this.segActive && ext > this.play) {
+        this.concealed += Math.max(ext - this.play - held, 0);
+      }
       this.restart(ext, now);
       return 1;
     }
@@ -594,20 +528,37 @@ export class Jitter implements TokenDecoder {
     return -1;
   }
 
+  /** Arrivals pushed with `now` up to `until` were held back by a local stall (js-stall.ts):
+   * they do not feed the lateness estimate. */
+  excuseUntil(until: number): void {
+    this.excusedUntil = until;
+  }
+
+  /** Stream frames (less than a block) by which the fill exceeded the target when playout
+   * started, taken once: the consumer drops that many from the start of the block just popped
+   * (it fades in from silence), so that playout starts exactly at the target. */
+  takeStartExcess(): number {
+    const e = this.startExcess;
+    this.startExcess = 0;
+    return e;
+  }
+
   /**
    * Accepts a packet's header; returns the buffer to copy its payload into (then call
    * writePayload), or -1 when it is dropped (duplicate, late, stale). Counters and depth are
-   * updated here.
+   * updated here; `outcome` tells what was done.
    */
   accept(seq: number, frames: number, rate: number, channels: number, bits: number, now: number): number {
     this.bits = bits;
     let started = false;
+    this.outcome = PUSH_STORED;
     if (this.block === 0) {
       this.setFormat(frames, rate, channels);
       const ext = SEQ_BASE + seq;
       this.newSegment(ext);
       this.restart(ext, now);
       started = true;
+      this.outcome = PUSH_STARTED;
     } else if (frames !== this.block || rate !== this.rate || channels !== this.channels) {
       this.resets++;
       this.dropAll();
@@ -617,6 +568,7 @@ export class Jitter implements TokenDecoder {
       this.newSegment(ext);
       this.restart(ext, now);
       started = true;
+      this.outcome = PUSH_FORMAT_RESET;
     }
     const ext = this.extend(seq);
     let late = false;
@@ -624,6 +576,7 @@ export class Jitter implements TokenDecoder {
       if (ext + SEEN_BITS <= this.highest) {
         if (++this.staleRun < STALE_RESTART) {
           this.discarded++;
+          this.outcome = PUSH_STALE;
           return -1;
         }
         // The sender restarted its numbering below the old one.
@@ -633,23 +586,32 @@ export class Jitter implements TokenDecoder {
         this.newSegment(ext);
         this.restart(ext, now);
         started = true;
+        this.outcome = PUSH_STARTED;
       } else if (this.isSeen(ext)) {
         this.duplicates++;
+        this.outcome = PUSH_DUPLICATE;
         return -1;
       }
     }
     this.staleRun = 0;
-    if (!started) late = this.place(ext, now) === 0;
+    if (!started) {
+      const placed = this.place(ext, now);
+      late = placed === 0;
+      if (late) this.outcome = PUSH_LATE;
+      else if (placed === 1) this.outcome = PUSH_STARTED;
+    }
     this.markSeen(ext);
     this.received++;
     this.segReceived++;
     if (ext < this.segLowest) this.segLowest = ext;
     if (ext > this.segHighest) this.segHighest = ext;
     this.lastArrival = now;
-    if (this.state !== STATE_IDLE) {
+    this.lastExt = ext;
+    this.excusedNow = this.excusedUntil >= 0 && now <= this.excusedUntil;
+    if (this.state !== STATE_IDLE && !this.excusedNow) {
       const l = now - this.tBase - this.nominal(ext);
-      this.roll(now);
-      this.addLateness(l, this.coverable() + QUANTUM);
+      this.lat.roll(now, LOCAL_RATE);
+      this.lat.addChecked(l, this.coverable() + QUANTUM);
       this.updateTarget();
     }
     if (late) {
@@ -711,9 +673,10 @@ export class Jitter implements TokenDecoder {
         return this.fade(L, R, at, b);
       }
       // Start at the target: the oldest blocks that waited for the estimate to form are
-      // dropped while the fill exceeds it by half a block.
+      // dropped while the fill exceeds it by a block or more; what remains above it (less than
+      // a block) the consumer drops from the fade-in (takeStartExcess).
       const bl = this.blockLocal;
-      while (this.adaptive && this.buffered > 1 && 2 * this.fillError() > bl) {
+      while (this.adaptive && this.buffered > 1 && this.fillError() >= bl) {
         const i = this.play & this.mask;
         if (this.slotExt[i] === this.play) {
           this.freeSlot(i);
@@ -725,10 +688,17 @@ export class Jitter implements TokenDecoder {
         this.play++;
         this.delay -= bl;
       }
+      if (this.adaptive) {
+        const e = this.fillError();
+        const excess = e < 0 ? 0 : e > bl - 1 ? bl - 1 : e;
+        this.startExcess = this.toStream(excess);
+        this.delay -= excess;
+      }
       this.state = STATE_PLAYING;
     }
     if (this.buffered === 0) {
       if (this.emptyFrames === 0) this.underruns++;
+      this.stretched++;
       this.emptyFrames += b;
       this.delay += this.blockLocal;
       if (this.emptyFrames >= Math.trunc(this.rate / 5)) {
@@ -737,16 +707,11 @@ export class Jitter implements TokenDecoder {
       }
       return this.fade(L, R, at, b);
     }
-    if (this.emptyFrames > 0) {
-      // An underrun ends: the depth playout waited its way to becomes a floor of the target.
-      this.emptyFrames = 0;
-      const reached = this.virtualFill() + this.stagingLocal();
-      if (reached > this.curNeed) this.curNeed = reached;
-      this.updateTarget();
-    }
+    if (this.emptyFrames > 0) this.endUnderrun();
     if (this.growPending > 0) {
       // The target grew: wait one block (a concealed block in place).
       this.growPending--;
+      this.stretched++;
       this.delay += this.blockLocal;
       return this.fade(L, R, at, b);
     }
@@ -791,6 +756,26 @@ export class Jitter implements TokenDecoder {
       this.concealer.playRef(L, R, at, b, token);
     }
     return POP_AUDIO;
+  }
+
+  /**
+   * An underrun ends: a packet is buffered again after pops that found none. If it is the one
+   * playout waited for, it was late: the wait stands. If numbers before it are still missing,
+   * the wait was spent on a gap: as many of them as blocks were stretched are passed at once
+   * (each counted concealed), so a run of losses leaves the delay where it was.
+   */
+  private endUnderrun(): void {
+    const stretched = Math.floor(this.emptyFrames / (this.block > 1 ? this.block : 1));
+    this.emptyFrames = 0;
+    let passed = 0;
+    while (passed < stretched && this.slotExt[this.play & this.mask] !== this.play) {
+      this.concealed++;
+      this.play++;
+      this.delay -= this.blockLocal;
+      passed++;
+    }
+    if (this.excusedNow) this.stallUnderruns++;
+    else if (passed < stretched) this.lateUnderruns++;
   }
 
   private fade(L: Float32Array, R: Float32Array, at: number, b: number): number {
