@@ -77,13 +77,16 @@ test('3-page room: every stage fills, network one-way is RTT/2, and a click roun
     return { ok: n.every((x) => x === 2), n };
   }, 60000);
   // Settle, then measure afresh for 6 s (the histograms are published once a second). The
-  // buffer's depth is checked against its target below, which holds for a steady buffer only:
-  // an underrun in the window (a stall of this shared machine) raises the target and leaves
-  // packets waiting longer than any target seen. Such a window is measured again, up to
-  // WINDOWS times; a peer whose buffer underran in the last one has that one check reported,
-  // not judged.
+  // wait stage is checked against the depth the buffer held below, which holds for a steady
+  // buffer only: an underrun in the window (a stall of this shared machine) leaves packets
+  // waiting longer than any depth sampled. Such a window is measured again, up to WINDOWS
+  // times; a peer whose buffer underran in the last one has that one check reported, not
+  // judged.
   await pages[0].waitForTimeout(3000);
-  /** Per page, per peer name: the adaptive buffer's target over the window (its range) and underruns. */
+  /**
+   * Per page, per peer name, over the window: the depth the buffer held (jitter buffer plus the
+   * resampler's staging, as the engine publishes it) and its target (ranges), and underruns.
+   */
   let targets = [];
   let steady = false;
   for (let attempt = 1; attempt <= WINDOWS && !steady; attempt++) {
@@ -100,13 +103,15 @@ test('3-page room: every stage fills, network one-way is RTT/2, and a click roun
       last = await Promise.all(pages.map((page) => page.evaluate(() => {
         const s = window.tutti.session;
         const c = s.counters();
-        return Object.fromEntries(s.view.participants.map((p) => [p.name, { t: c.perPeer[p.peer].targetMs, u: c.perPeer[p.peer].underruns }]));
+        return Object.fromEntries(s.view.participants.map((p) => [p.name, { t: c.perPeer[p.peer].targetMs, b: c.perPeer[p.peer].bufferedMs, u: c.perPeer[p.peer].underruns }]));
       })));
       last.forEach((byName, i) => {
-        for (const [name, { t }] of Object.entries(byName)) {
-          const r = (targets[i][name] ??= { min: Infinity, max: -Infinity, underruns: 0 });
+        for (const [name, { t, b }] of Object.entries(byName)) {
+          const r = (targets[i][name] ??= { min: Infinity, max: -Infinity, heldMin: Infinity, heldMax: -Infinity, underruns: 0 });
           r.min = Math.min(r.min, t);
           r.max = Math.max(r.max, t);
+          r.heldMin = Math.min(r.heldMin, b);
+          r.heldMax = Math.max(r.heldMax, b);
         }
       });
       await pages[0].waitForTimeout(250);
@@ -143,15 +148,20 @@ test('3-page room: every stage fills, network one-way is RTT/2, and a click roun
       const parts = p.stages.network.mean + p.stages.delivery.mean + p.stages.jitterWait.mean;
       assert.ok(Math.abs(p.stages.transit.mean - parts) <= 1.5,
         `${at}: transit mean ${p.stages.transit.mean} vs network + delivery + wait ${parts}`);
-      // The adaptive buffer's depth: the top of the wait distribution (the packets that arrived
-      // earliest) is the depth the buffer holds them for, within one block of the target the
-      // buffer had over the window (it adapts, so the target is a range), or within the
-      // histogram's resolution where that is coarser (a stall can raise the target to 60 ms and
-      // more, where a bin is 9 % wide: 5 ms).
+      // The wait stage against the buffer: the top of the wait distribution (the packets that
+      // arrived earliest) is the depth the buffer holds them for: the jitter buffer's fill plus
+      // the resampler's staging, which the engine publishes as the buffered depth. Within one
+      // block of the range sampled over the window (it adapts), or within the histogram's
+      // resolution where that is coarser (a stall can raise the depth to 60 ms and more, where a
+      // bin is 9 % wide: 5 ms). How closely that depth follows the target is the buffer's own
+      // policy, tested in core/: printed here, not judged (on 128-frame callbacks the target
+      // moves by a quantum every few seconds and the depth follows at the drift loop's pace).
       const t = targets[i][name];
-      const tol = Math.max(BLOCK_MS, BIN_WIDTH * t.max);
-      const depth = `${at}: jitter-buffer wait p99 ${p.stages.jitterWait.p99} ms vs target ${t.min}..${t.max} ms (±${tol.toFixed(2)})`;
-      if (t.underruns === 0) assert.ok(p.stages.jitterWait.p99 >= t.min - tol && p.stages.jitterWait.p99 <= t.max + tol, depth);
+      const tol = Math.max(BLOCK_MS, BIN_WIDTH * t.heldMax);
+      const depth = `${at}: jitter-buffer wait p99 ${p.stages.jitterWait.p99.toFixed(2)} ms vs depth held ` +
+        `${t.heldMin.toFixed(2)}..${t.heldMax.toFixed(2)} ms (±${tol.toFixed(2)}; target ${t.min.toFixed(2)}..${t.max.toFixed(2)} ms)`;
+      console.log(depth);
+      if (t.underruns === 0) assert.ok(p.stages.jitterWait.p99 >= t.heldMin - tol && p.stages.jitterWait.p99 <= t.heldMax + tol, depth);
       else {
         console.log(`not judged (${t.underruns} underruns in the window): ${depth}`);
         ctx.diagnostic(`not judged (${t.underruns} underruns in the window): ${depth}`);
