@@ -1002,6 +1002,7 @@ impl Engine {
             row[P_SENDER_GAPS] = peer.sender_gaps.gaps() as f64;
             row[P_SENDER_GAP_MS] = peer.sender_gaps.gap_ms();
             row[P_STRETCHED] = j.stretched as f64;
+            row[P_ORACLE_FRAMES] = f64::from(peer.jitter.oracle_frames(peer.drift.offset_ppm()));
         }
         out[G_CAPTURE_P50_MS..=G_CAPTURE_COUNT]
             .copy_from_slice(&self.capture_interval.summary_ms());

@@ -188,6 +188,9 @@ pub const P_SENDER_GAPS: usize = 38;
 pub const P_SENDER_GAP_MS: usize = 39;
 /// Blocks synthesized without passing a sequence number (underrun waits, depth raised).
 pub const P_STRETCHED: usize = 40;
+/// The oracle ([`crate::jitter::JitterBuffer::oracle_frames`]): the smallest fixed depth that
+/// would have played every packet that arrived in the last two minutes, frames.
+pub const P_ORACLE_FRAMES: usize = 41;
 
 /// Index of value `field` of peer `slot`.
 pub const fn peer_index(slot: usize, field: usize) -> usize {
@@ -284,6 +287,7 @@ mod tests {
             ("P_SENDER_GAPS", P_SENDER_GAPS),
             ("P_SENDER_GAP_MS", P_SENDER_GAP_MS),
             ("P_STRETCHED", P_STRETCHED),
+            ("P_ORACLE_FRAMES", P_ORACLE_FRAMES),
         ];
         let found = crate::testing::ts_numeric_constants(ts);
         for (name, value) in &found {

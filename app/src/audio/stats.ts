@@ -98,6 +98,9 @@ export const P_SENDER_GAPS = 38;
 export const P_SENDER_GAP_MS = 39;
 /** Blocks synthesized without passing a sequence number (underrun waits, depth raised). */
 export const P_STRETCHED = 40;
+/** The oracle: the smallest fixed depth that would have played every packet that arrived in the
+ * last two minutes, frames (a yardstick for P_TARGET_FRAMES). */
+export const P_ORACLE_FRAMES = 41;
 
 /** Index of value `field` of peer `slot`. */
 export function peerIndex(slot: number, field: number): number {

@@ -316,6 +316,9 @@ pub struct Outcome {
     pub dropped: u64,
     /// Local stalls the detector saw.
     pub local_stalls: u64,
+    /// The buffer's own oracle five seconds before the end (`JitterBuffer::oracle_frames`, with
+    /// the drift loop's estimate), ms: it should match `oracle_ms`.
+    pub buffer_oracle_ms: f64,
 }
 
 fn packet(block: u64) -> Vec<u8> {
@@ -371,6 +374,7 @@ pub fn run(t: &Trace, mode: BufferMode) -> Outcome {
     let mut events = 0;
     let mut last_event: Option<u64> = None;
     let mut prev = jb.counters();
+    let mut buffer_oracle_ms = 0.0;
     let mut next = 0;
     for q in 0..quanta {
         while other_next < other.len() && other[other_next] == q {
@@ -440,6 +444,10 @@ pub fn run(t: &Trace, mode: BufferMode) -> Outcome {
         if glitch {
             last_event = Some(q);
         }
+        if q + 5 * RATE as u64 / QUANTUM == quanta {
+            // Five seconds before the end (a fast sender's stream ends before the trace does).
+            buffer_oracle_ms = f64::from(jb.oracle_frames(drift.offset_ppm())) / MS;
+        }
     }
     ratios.sort_by(f64::total_cmp);
     let p50 = ratios.get(ratios.len() / 2).copied().unwrap_or(0.0);
@@ -455,6 +463,7 @@ pub fn run(t: &Trace, mode: BufferMode) -> Outcome {
         counters: jb.counters(),
         dropped,
         local_stalls: detector.stalls(),
+        buffer_oracle_ms,
     }
 }
 

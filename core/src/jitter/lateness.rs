@@ -29,6 +29,8 @@ const PEAK_WINDOWS: usize = 60;
 /// A window's peak counts when it exceeds the window's spread by a quarter of it plus this many
 /// local frames (one 48 kHz quantum).
 const PEAK_EXCESS: i64 = 128;
+/// Windows the oracle looks back over (two minutes).
+const ORACLE_WINDOWS: usize = 120;
 /// Largest lateness values kept per window (for the percentile).
 const TOP: usize = 64;
 /// Outliers ignored per window: one per this many packets (the 95th percentile).
@@ -137,6 +139,11 @@ pub(super) struct Lateness {
     /// Per window (ring, PEAK_WINDOWS long): its peak lateness above its minimum when that
     /// stood well above its spread (a stall), else 0.
     peaks: [i64; PEAK_WINDOWS],
+    /// Per window (ring, ORACLE_WINDOWS long, the latest at `oracle_at`; see `oracle`): its
+    /// smallest and largest lateness (`i64::MAX`/`i64::MIN` when empty or before a rebase).
+    oracle_min: [i64; ORACLE_WINDOWS],
+    oracle_max: [i64; ORACLE_WINDOWS],
+    oracle_at: usize,
 }
 
 impl Lateness {
@@ -155,6 +162,9 @@ impl Lateness {
             peak_floor: 0,
             peak_at: 0,
             peaks: [0; PEAK_WINDOWS],
+            oracle_min: [i64::MAX; ORACLE_WINDOWS],
+            oracle_max: [i64::MIN; ORACLE_WINDOWS],
+            oracle_at: 0,
             last: 0,
         }
     }
@@ -196,6 +206,9 @@ impl Lateness {
             .max()
             .unwrap_or(0);
         self.slope = self.trend();
+        self.oracle_at = (self.oracle_at + 1) % ORACLE_WINDOWS;
+        self.oracle_min[self.oracle_at] = self.cur.min;
+        self.oracle_max[self.oracle_at] = self.cur.top[0];
         self.cur = Window::EMPTY;
     }
 
@@ -250,6 +263,8 @@ impl Lateness {
         self.cur = Window::EMPTY;
         self.past_min = [i64::MAX; PAST_WINDOWS];
         self.past_p95 = [i64::MIN; PAST_WINDOWS];
+        self.oracle_min = [i64::MAX; ORACLE_WINDOWS];
+        self.oracle_max = [i64::MIN; ORACLE_WINDOWS];
         self.past_spread_max = self.past_spread.iter().copied().max().unwrap_or(0);
         self.prev_min = i64::MAX;
         self.slope = 0;
@@ -295,6 +310,29 @@ impl Lateness {
     }
 
     /// Minimum lateness over the current and the previous window.
+    /// The oracle: the smallest fill that would have played every packet that arrived over the
+    /// last two minutes (largest minus smallest lateness; stragglers later than any allowed
+    /// depth are left out, as the percentile leaves them), or `None` before any arrival. Older
+    /// windows are carried forward by `drift_per_window` (local frames per window: how much
+    /// later the same path delivers each window, from the drift loop's estimate). A yardstick for the target, not an input to it:
+    /// it knows the future of every packet it covers.
+    pub(super) fn oracle(&self, drift_per_window: f64) -> Option<i64> {
+        let mut lo = self.cur.min;
+        let mut hi = self.cur.top[0];
+        for age in 1..=ORACLE_WINDOWS {
+            let i = (self.oracle_at + ORACLE_WINDOWS + 1 - age) % ORACLE_WINDOWS;
+            if self.oracle_min[i] == i64::MAX || self.oracle_max[i] == i64::MIN {
+                continue;
+            }
+            // Carried to the present along the drift: a window `age` old saw every lateness
+            // `age × drift` away from where the same path puts it now.
+            let shift = (drift_per_window * age as f64).round() as i64;
+            lo = lo.min(self.oracle_min[i].saturating_add(shift));
+            hi = hi.max(self.oracle_max[i].saturating_add(shift));
+        }
+        (lo != i64::MAX && hi != i64::MIN).then(|| (hi - lo).max(0))
+    }
+
     pub(super) fn recent_min(&self) -> Option<i64> {
         let m = self.cur.min.min(self.prev_min);
         (m != i64::MAX).then_some(m)

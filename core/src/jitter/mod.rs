@@ -538,6 +538,26 @@ impl JitterBuffer {
         self.lat.jitter().clamp(0, i64::from(u32::MAX)) as u32
     }
 
+    /// The oracle, stream frames, counted as the target is (fill plus the consumer's staging):
+    /// the smallest fixed depth that would have played every packet that arrived over the last
+    /// two minutes of this stream; 0 before the first packet. A yardstick for the target (it
+    /// knows every packet's lateness in hindsight), not an input to it. `sender_ppm`: how much
+    /// faster the sender's clock runs than ours (the drift loop's estimate), so that two
+    /// minutes of drift do not count as jitter.
+    pub fn oracle_frames(&self, sender_ppm: f64) -> u32 {
+        let per_window = if sender_ppm.is_finite() {
+            -sender_ppm * 1e-6 * f64::from(self.cfg.local_rate)
+        } else {
+            0.0
+        };
+        match self.lat.oracle(per_window) {
+            Some(o) => self
+                .to_stream(o + self.staging_local())
+                .clamp(0, i64::from(u32::MAX)) as u32,
+            None => 0,
+        }
+    }
+
     /// Desired average fill, stream frames (see the module docs).
     pub fn target_frames(&self) -> u32 {
         if let BufferMode::Fixed { packets } = self.cfg.mode {
