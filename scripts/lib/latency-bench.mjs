@@ -7,8 +7,10 @@
 // audio backend (scripts/lib/chromium.mjs): by default first on a private sound server with
 // 128-frame callbacks (scripts/lib/pulse.mjs; the microphones are its sine inputs), which gives
 // the main figures, then on headless Chromium's fake device (10 ms callbacks of 3-4 quanta),
-// whose figures go beside them as `fake_device`. (`impaired` is kept for runs over an impaired
-// network, added beside these.) Once each page hears
+// whose figures go beside them as `fake_device`; then, as `impaired`, the adaptive room on the
+// sound server through 10 ± 3 ms of delay and 2 % loss (scripts/lib/latency-impaired.mjs, in a
+// network namespace of its own, with tutti-impair: jitter-buffer wait against the buffer's
+// oracle, lost against concealed, underruns beyond losses). Once each page hears
 // the other and knows its clock offset (the engine's network stage has counts), and after a few
 // seconds of settling, both pages restart their latency histograms (`session.resetLatency()`);
 // after the measured window each page's stages for its peer are read (`session.latencyStages()`)
@@ -22,7 +24,9 @@
 // median of the sum; close when the stages are narrow). The overall figures are the worse
 // direction's; underruns are both directions' together.
 // Method and caveats: bench/README.md.
+import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { BACKEND_CALLBACK_FRAMES, launchChromium } from './chromium.mjs';
 import { startServer } from './server.mjs';
 import { joinRoom, ROOM_FLAGS, waitFor } from '../../tests/browser/lib/harness.mjs';
@@ -58,7 +62,7 @@ const round = (x, digits = 2) => (Number.isFinite(x) ? Number(x.toFixed(digits))
  * @param {{ log: (...a: unknown[]) => void, seconds?: number, fixedSeconds?: number, settleS?: number,
  *           backends?: import('./chromium.mjs').AudioBackend[] }} opts
  */
-export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, settleS = 3, backends = ['pulse-128', 'fake'] }) {
+export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, settleS = 3, backends = ['pulse-128', 'fake'], impairedSeconds = 60 }) {
   const server = await startServer();
   // A watchdog or an interrupt ends this process with process.exit(): take the server along.
   const killServer = () => server.kill();
@@ -77,11 +81,40 @@ export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, se
     const entry = { median_ms, p95_ms, underruns, seconds: s, backend: main, ...rest };
     // The fake device beside the main backend, with the same keys.
     for (const other of others) entry[other === 'fake' ? 'fake_device' : other.replace('-', '_')] = byBackend[other];
+    if (impairedSeconds > 0) entry.impaired = await measureImpaired(impairedSeconds, log);
     return { entry, browserVersion };
   } finally {
     await server.stop().catch(() => {});
     process.off('exit', killServer);
   }
+}
+
+/**
+ * The adaptive room through an impaired network (scripts/lib/latency-impaired.mjs, a child
+ * process in a network namespace of its own): its JSON entry, `{ skipped }` without root, or
+ * `{ error }` when it failed (its progress and errors go to stderr as they come).
+ * @param {number} seconds
+ * @param {(...a: unknown[]) => void} log
+ */
+async function measureImpaired(seconds, log) {
+  const script = fileURLToPath(new URL('./latency-impaired.mjs', import.meta.url));
+  const limitMs = (seconds + 300) * 1000;
+  const child = spawn(process.execPath, [script, '--seconds', String(seconds)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  const timer = setTimeout(() => child.kill('SIGTERM'), limitMs);
+  const code = await new Promise((resolve) => {
+    child.on('error', () => resolve(127));
+    child.on('close', (c) => resolve(c ?? 1));
+  });
+  clearTimeout(timer);
+  const last = out.trim().split('\n').pop() ?? '';
+  try {
+    if (code === 0) return JSON.parse(last);
+  } catch {}
+  const error = `latency-impaired.mjs exited ${code}${code === 143 ? ` (time limit ${limitMs / 1000} s)` : ''} without its JSON line`;
+  log(`latency: impaired: ${error}`);
+  return { error };
 }
 
 /** One backend: its browser, the adaptive room, then the fixed 8-packet room. */
@@ -135,7 +168,7 @@ async function measureBackend({ server, backend, seconds, fixedSeconds, settleS,
  * One room of two pages: join, wait until each hears the other with a known clock offset,
  * settle, reset the histograms, measure for `seconds`, read both pages.
  */
-async function measureRoom(h, { room, audio, seconds, settleS, log }) {
+export async function measureRoom(h, { room, audio, seconds, settleS, log }) {
   /** @type {string[]} */
   const logs = [];
   const pages = [];
@@ -228,8 +261,12 @@ async function measureRoom(h, { room, audio, seconds, settleS, log }) {
         block_ms: round(blockMs, 3),
         buffer_target_ms: round(a.counters.targetMs),
         arrival_jitter_ms: round(a.counters.jitterMs),
+        oracle_ms: round(a.counters.oracleMs),
         concealed: a.counters.concealed - before[i].counters.perPeer[a.peer].concealed,
         lost: a.counters.lost - before[i].counters.perPeer[a.peer].lost,
+        late: a.counters.late - before[i].counters.perPeer[a.peer].late,
+        late_underruns: (a.counters.lateUnderruns ?? 0) - (before[i].counters.perPeer[a.peer].lateUnderruns ?? 0),
+        stall_underruns: (a.counters.stallUnderruns ?? 0) - (before[i].counters.perPeer[a.peer].stallUnderruns ?? 0),
         rejected: { network: d.network.rejected, delivery: d.delivery.rejected, one_way: d.oneWay.rejected },
       };
     });
@@ -336,6 +373,20 @@ export function printLatencyTable(latency) {
     if (b === backend && name === 'adaptive') continue;
     console.log(`${b}, ${name}: median ${fmt(run.median_ms)} ms, p95 ${fmt(run.p95_ms)} ms, ${run.underruns} underruns over ${fmt(run.seconds, 0)} s` +
       (latency.median_ms > 0 ? ` (${fmt(run.median_ms / latency.median_ms)}x the ${backend} adaptive median)` : ''));
+  }
+  const imp = latency.impaired;
+  if (imp && !imp.error && !imp.skipped) {
+    const n = imp.network;
+    console.log(`impaired (${imp.backend}, ${n.delay_ms} ± ${n.jitter_ms} ms, ${n.loss * 100} % loss; the impairer dropped ${fmt(imp.impairer.dropped_pct)} %): ` +
+      `jitter-buffer wait p50 ${fmt(imp.jitter_wait_p50_ms)} ms against the oracle ${fmt(imp.oracle_ms)} ms (${imp.wait_within_one_block_of_oracle ? 'within' : 'NOT within'} one block), ` +
+      `lost ${imp.lost}, concealed ${imp.concealed}, underruns beyond losses ${imp.underruns_beyond_losses}, ` +
+      `added one-way median ${fmt(imp.median_ms)} ms over ${fmt(imp.seconds, 0)} s`);
+    for (const d of imp.directions) {
+      console.log(`  ${d.from}→${d.to}: wait p50 ${fmt(d.jitter_wait_p50_ms)} ms, oracle ${fmt(d.oracle_ms)} ms, target ${fmt(d.buffer_target_ms)} ms, ` +
+        `lost ${d.lost}, concealed ${d.concealed}, late ${d.late}, underruns ${d.underruns} (late ${d.late_underruns}, stall ${d.stall_underruns})`);
+    }
+  } else if (imp) {
+    console.log(`impaired: ${imp.error ?? imp.skipped}`);
   }
   console.log('');
 }

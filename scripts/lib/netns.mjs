@@ -271,3 +271,41 @@ export async function startImpairer(opts) {
     },
   };
 }
+
+/**
+ * Drops every loopback UDP packet sent from one of `ports` (an outage of one sender, as a cut
+ * link or a sender whose packets never leave) until `restore()` removes the rules. Only inside
+ * reexecInNetns()'s namespace. The rules go before any NFQUEUE rule, so the impairer never
+ * sees those packets.
+ * @param {number[]} ports
+ * @returns {Promise<{ restore(): Promise<void> }>}
+ */
+export async function dropUdpFrom(ports) {
+  if (!inPrivateNetns()) {
+    throw new Error("dropUdpFrom: refusing outside a private network namespace (call reexecInNetns() first)");
+  }
+  const unique = [...new Set(ports)];
+  if (unique.length === 0 || !unique.every((p) => Number.isInteger(p) && p > 0 && p < 65536)) {
+    throw new Error(`dropUdpFrom: bad ports ${JSON.stringify(ports)}`);
+  }
+  const match = (p) => ['-o', 'lo', '-p', 'udp', '--sport', String(p), '-j', 'DROP'];
+  const added = [];
+  try {
+    for (const p of unique) {
+      await iptables(['-I', 'OUTPUT', '1', ...match(p)]);
+      added.push(p);
+    }
+  } catch (e) {
+    for (const p of added) await iptables(['-D', 'OUTPUT', ...match(p)]).catch(() => {});
+    throw e;
+  }
+  let restored = null;
+  return {
+    restore() {
+      restored ??= (async () => {
+        for (const p of added) await iptables(['-D', 'OUTPUT', ...match(p)]);
+      })();
+      return restored;
+    },
+  };
+}

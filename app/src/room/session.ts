@@ -52,6 +52,7 @@ import {
   P_SENDER_GAPS,
   P_SENDER_GAP_MS,
   P_STRETCHED,
+  P_ORACLE_FRAMES,
   G_CAPTURE_GAPS,
   G_CAPTURE_GAP_MS,
   G_LOCAL_STALLS,
@@ -184,6 +185,12 @@ export interface PeerCounters {
   senderGapMs?: number;
   /** Blocks synthesized without passing a sequence number (underrun waits, depth raised). */
   stretched?: number;
+  /**
+   * The buffer's oracle, ms: the smallest fixed depth (counted as the target is) that would have
+   * played every packet of the last two minutes; 0 before the first packet. A yardstick for
+   * `targetMs`, not an input to it.
+   */
+  oracleMs?: number;
 }
 
 export interface SessionCounters {
@@ -472,6 +479,7 @@ class Session implements RoomSession {
         senderGaps: at(P_SENDER_GAPS),
         senderGapMs: at(P_SENDER_GAP_MS),
         stretched: at(P_STRETCHED),
+        oracleMs: (at(P_ORACLE_FRAMES) / SAMPLE_RATE) * 1000,
       };
     }
     return {

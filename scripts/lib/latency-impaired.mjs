@@ -1,0 +1,83 @@
+// The latency benchmark over an impaired network (the `impaired` entry of `"latency"`): the
+// room of latency-bench.mjs (two pages, adaptive buffer, a sound server with 128-frame
+// callbacks) while tutti-impair holds every data-channel packet for 10 ± 3 ms and drops 2 %.
+//
+// Run by runLatencyBench as a child process, since it needs a private network namespace of its
+// own (scripts/lib/netns.mjs; root): it re-runs itself there, starts the server, the browser and
+// the impairer, measures, stops them by pid, and prints progress on stderr and ONE JSON line on
+// stdout (the entry, or {"skipped": why} without root).
+//
+// Usage: node scripts/lib/latency-impaired.mjs [--seconds S] [--settle S]
+import { reexecInNetns } from './netns.mjs';
+
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(name);
+  const v = i >= 0 ? Number(process.argv[i + 1]) : dflt;
+  if (!(v >= 1 && v <= 600)) throw new Error(`${name} takes a number of seconds in [1, 600]`);
+  return v;
+};
+const seconds = arg('--seconds', 60);
+const settleS = arg('--settle', 5);
+
+if (process.getuid?.() !== 0) {
+  console.log(JSON.stringify({ skipped: 'needs root: a private network namespace and an iptables rule' }));
+  process.exit(0);
+}
+if (!(await reexecInNetns(process.argv, { timeoutMs: (seconds + settleS + 240) * 1000 }))) process.exit(process.exitCode ?? 1);
+
+const { loadavg } = await import('node:os');
+const { startImpairer } = await import('./netns.mjs');
+const { launchChromium } = await import('./chromium.mjs');
+const { startServer } = await import('./server.mjs');
+const { LATENCY_CHROMIUM_ARGS, measureRoom } = await import('./latency-bench.mjs');
+
+/** The network: delay ± uniform jitter (packets keep their order), independent loss. */
+const IMPAIRMENT = { delayMs: 10, jitterMs: 3, loss: 0.02, lossRun: 1, seed: 11 };
+const BACKEND = 'pulse-128';
+const BLOCK_MS = (128 / 48000) * 1000;
+const log = (...a) => console.error(...a);
+const round = (x, digits = 2) => (Number.isFinite(x) ? Number(x.toFixed(digits)) : null);
+
+const server = await startServer();
+process.once('exit', () => server.kill());
+let browser = null;
+let impairer = null;
+try {
+  impairer = await startImpairer({ ...IMPAIRMENT, durationS: seconds + settleS + 180 });
+  browser = await launchChromium(LATENCY_CHROMIUM_ARGS, { backend: BACKEND, tones: [330, 550] });
+  log(`latency: ${BACKEND}: adaptive buffer through ${IMPAIRMENT.delayMs} ± ${IMPAIRMENT.jitterMs} ms, ${IMPAIRMENT.loss * 100} % loss, ${seconds} s measured`);
+  const r = await measureRoom({ server, browser }, { room: 'bench-latency-impaired', audio: null, seconds, settleS, log });
+  const stats = await impairer.stop();
+  impairer = null;
+  // The worse direction by jitter-buffer wait, with its oracle beside it.
+  const worse = r.directions.reduce((a, b) => (b.jitter_wait_p50_ms > a.jitter_wait_p50_ms ? b : a));
+  const sum = (f) => r.directions.reduce((n, d) => n + d[f], 0);
+  const entry = {
+    jitter_wait_p50_ms: worse.jitter_wait_p50_ms,
+    oracle_ms: worse.oracle_ms,
+    lost: sum('lost'),
+    concealed: sum('concealed'),
+    underruns_beyond_losses: sum('late_underruns') + sum('stall_underruns') + sum('late'),
+    wait_within_one_block_of_oracle: Math.abs(worse.jitter_wait_p50_ms - worse.oracle_ms) <= BLOCK_MS,
+    underruns: r.underruns,
+    median_ms: r.median_ms,
+    p95_ms: r.p95_ms,
+    seconds: r.seconds,
+    backend: BACKEND,
+    network: { delay_ms: IMPAIRMENT.delayMs, jitter_ms: IMPAIRMENT.jitterMs, loss: IMPAIRMENT.loss, loss_run: IMPAIRMENT.lossRun },
+    impairer: {
+      packets_seen: stats.packets_seen,
+      dropped_loss: stats.dropped_loss,
+      dropped_pct: round((100 * stats.dropped_loss) / Math.max(1, stats.packets_seen)),
+      verdict_lateness_p99_us: stats.verdict_lateness_us.p99,
+    },
+    directions: r.directions,
+    load_average_1m: round(loadavg()[0]),
+  };
+  console.log(JSON.stringify(entry));
+} finally {
+  await impairer?.stop().catch(() => {});
+  await browser?.close().catch(() => {});
+  await server.stop().catch(() => {});
+}
+process.exit(0);
