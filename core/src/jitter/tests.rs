@@ -76,6 +76,16 @@ impl Source {
     }
 }
 
+/// Every block size at 48 kHz, and 128-frame blocks at 44.1 kHz: the streams the format-grid
+/// tests play.
+const FORMATS: &[(usize, SampleRate)] = &[
+    (32, SampleRate::Hz48000),
+    (64, SampleRate::Hz48000),
+    (128, SampleRate::Hz48000),
+    (256, SampleRate::Hz48000),
+    (128, SampleRate::Hz44100),
+];
+
 fn push(jb: &mut JitterBuffer, bytes: &[u8], now: u64) -> PushOutcome {
     jb.push(&parse(bytes).expect("well-formed test packet"), now)
 }
@@ -1064,13 +1074,7 @@ fn kept_payloads_cover_the_concealer_history() {
     // the kept blocks are held (buffers >= slots + kept); over a stream of 4% loss and up
     // to 3 quanta of arrival jitter (many concealment runs, recoveries and catch-up merges),
     // no token the concealer reads names a buffer written since it was played.
-    for &(frames, rate) in &[
-        (32usize, SampleRate::Hz48000),
-        (64, SampleRate::Hz48000),
-        (128, SampleRate::Hz48000),
-        (256, SampleRate::Hz48000),
-        (128, SampleRate::Hz44100),
-    ] {
+    for &(frames, rate) in FORMATS {
         let mut src = Source::new(frames);
         src.rate = rate;
         let mut rng = Rng::new(frames as u64);
@@ -1206,13 +1210,7 @@ fn adaptive_depth_for_every_block_size() {
     // 10 s each, adaptive depth and the drift loop. Known answers: no underrun after the
     // first second, nothing lost or concealed; target within one quantum + one block +
     // half a block of margin above the spread (at most 128 + 2 x 256 + 128 frames).
-    for &(frames, rate) in &[
-        (32usize, SampleRate::Hz48000),
-        (64, SampleRate::Hz48000),
-        (128, SampleRate::Hz48000),
-        (256, SampleRate::Hz48000),
-        (128, SampleRate::Hz44100),
-    ] {
+    for &(frames, rate) in FORMATS {
         let mut src = Source::new(frames);
         src.rate = rate;
         let hz = u64::from(rate.hz());
