@@ -439,14 +439,18 @@ export class Jitter implements TokenDecoder {
   }
 
   private passTo(to: number): void {
+    let held = 0;
     for (let s = Math.max(this.play, to - this.nSlots); s < to; s++) {
       const i = s & this.mask;
       if (this.slotExt[i] === s) {
         this.freeSlot(i);
         this.buffered--;
         this.discarded++;
+        held++;
       }
     }
+    // Numbers passed without their packet were concealed: concealed = lost + late holds.
+    if (to > this.play) this.concealed += to - this.play - held;
     this.play = to;
   }
 

@@ -1119,13 +1119,20 @@ impl JitterBuffer {
     fn pass_to(&mut self, to: u64) {
         let n = self.n_slots as u64;
         let from = self.play.max(to.saturating_sub(n));
+        let mut held = 0;
         for s in from..to {
             let i = self.slot_of(s);
             if self.slots[i].ext == s {
                 self.free_slot(i);
                 self.buffered -= 1;
                 self.counters.discarded += 1;
+                held += 1;
             }
+        }
+        // The numbers passed without their packet were concealed (the audio jumps from a
+        // continuation), so that concealed = lost + late still holds.
+        if to > self.play {
+            self.counters.concealed += (to - self.play) - held;
         }
         self.play = to;
     }

@@ -854,6 +854,27 @@ fn too_far_ahead_drops_the_oldest_or_restarts() {
     assert_eq!(kinds[..4], [PopKind::Audio; 4]);
     assert_eq!(jb.counters().concealed, 1, "block 100 is concealed");
 
+    // The same with block 95 missing: the jump passes it without its packet. Known answer: it
+    // is lost and concealed, and once playout has passed every number, concealed = lost + late.
+    let mut jb = JitterBuffer::new(fixed(8));
+    let q = feed(&mut jb, &src, 0..95, 0);
+    let q = feed(&mut jb, &src, 96..100, q);
+    assert!(
+        jb.play - SEQ_BASE <= 95,
+        "block 95 is still ahead of playout"
+    );
+    push(&mut jb, &src.packet(159), q * 128);
+    assert_eq!(jb.play - SEQ_BASE, 96);
+    let c = jb.counters();
+    assert_eq!(
+        (c.lost, c.concealed),
+        (60, 1),
+        "block 95 passed: lost and concealed"
+    );
+    feed(&mut jb, &src, 160..260, q + 1);
+    let c = jb.counters();
+    assert_eq!(c.concealed, c.lost + c.late, "{c:?}");
+
     // A jump of 30000 sequence numbers in one quantum cannot be elapsed time: the sender
     // restarted its numbering. Everything buffered is dropped, a reset is counted, and the
     // jump is not loss.
