@@ -43,7 +43,7 @@ const PLAYERS = [
 ];
 /** The network of part 1 (tutti-impair's flags). */
 const IMPAIR = { delayMs: 5, jitterMs: 3, loss: 0.02, lossRun: 4, seed: 7 };
-/** After the room forms through the impairer: long enough for a few loss runs and windows. */
+/** After the impairer starts: long enough for a few loss runs and lateness windows. */
 const WARMUP_MS = 10_000;
 /** Seconds over which targets are held to the oracle, read once a second. */
 const WATCH_S = 15;
