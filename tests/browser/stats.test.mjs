@@ -71,10 +71,10 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 12
   // Per-stage histograms: they fill, and the jitter-buffer wait matches the buffer's depth within
   // one block (128 frames = 2.67 ms).
   const BLOCK_MS = (128 / 48000) * 1000;
-  // Start the histograms afresh once the room has settled, and let them fill.
-  await page.evaluate(() => window.tutti.session.resetLatency());
-  await page.waitForTimeout(6000);
-  const stages = await page.evaluate(() => {
+  // Start the histograms afresh once the room has settled, and let them fill. The wait check
+  // holds for a window without underrun: a stall of this shared machine holds packets longer
+  // than any depth (playout waits), so such a window is measured again, up to three times.
+  const readStages = () => page.evaluate(() => {
     const s = window.tutti.session;
     const st = s.latencyStages();
     const c = s.counters();
@@ -90,6 +90,16 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 12
     }
     return { peers, capture: st.local.capture ?? null };
   });
+  let stages;
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    const u0 = await page.evaluate(() => window.tutti.session.counters().underruns);
+    await page.evaluate(() => window.tutti.session.resetLatency());
+    await page.waitForTimeout(6000);
+    stages = await readStages();
+    const u = (await page.evaluate(() => window.tutti.session.counters().underruns)) - u0;
+    if (u === 0) break;
+    console.log(`stats: window ${attempt} of 3 had ${u} underruns; measuring again`);
+  }
   const summary = Object.fromEntries(Object.entries(stages.peers).map(([n, v]) => [n, {
     wait: v.wait && { count: v.wait.count, p50: +v.wait.p50.toFixed(2), mean: +v.wait.mean.toFixed(2), p99: +v.wait.p99.toFixed(2) },
     network: v.network && { count: v.network.count, p50: +v.network.p50.toFixed(3) },
