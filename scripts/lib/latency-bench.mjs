@@ -24,10 +24,10 @@
 // median of the sum; close when the stages are narrow). The overall figures are the worse
 // direction's; underruns are both directions' together.
 // Method and caveats: bench/README.md.
-import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { BACKEND_CALLBACK_FRAMES, launchChromium } from './chromium.mjs';
+import { run } from './run.mjs';
 import { startServer } from './server.mjs';
 import { joinRoom, ROOM_FLAGS, waitFor } from '../../tests/browser/lib/harness.mjs';
 
@@ -52,7 +52,7 @@ const HEAR_TIMEOUT_MS = 30_000;
 const RESTART_TIMEOUT_MS = 5000;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const round = (x, digits = 2) => (Number.isFinite(x) ? Number(x.toFixed(digits)) : null);
+export const round = (x, digits = 2) => (Number.isFinite(x) ? Number(x.toFixed(digits)) : null);
 
 /**
  * Runs the latency benchmark on each of `backends` (the first gives the main figures): a room
@@ -98,21 +98,15 @@ export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, se
  */
 async function measureImpaired(seconds, log) {
   const script = fileURLToPath(new URL('./latency-impaired.mjs', import.meta.url));
-  const limitMs = (seconds + 300) * 1000;
-  const child = spawn(process.execPath, [script, '--seconds', String(seconds)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  const timer = setTimeout(() => child.kill('SIGTERM'), limitMs);
-  const code = await new Promise((resolve) => {
-    child.on('error', () => resolve(127));
-    child.on('close', (c) => resolve(c ?? 1));
+  const r = await run(process.execPath, [script, '--seconds', String(seconds)], {
+    timeoutMs: (seconds + 300) * 1000,
+    quietStdout: true,
   });
-  clearTimeout(timer);
-  const last = out.trim().split('\n').pop() ?? '';
+  const line = r.output.split('\n').findLast((l) => l.startsWith('{'));
   try {
-    if (code === 0) return JSON.parse(last);
+    if (r.code === 0 && line) return JSON.parse(line);
   } catch {}
-  const error = `latency-impaired.mjs exited ${code}${code === 143 ? ` (time limit ${limitMs / 1000} s)` : ''} without its JSON line`;
+  const error = `latency-impaired.mjs exited ${r.code}${r.timedOut ? ' (time limit)' : ''} without its JSON line`;
   log(`latency: impaired: ${error}`);
   return { error };
 }
@@ -229,7 +223,9 @@ export async function measureRoom(h, { room, audio, seconds, settleS, log }) {
       const d = a.stages;
       const devicesMs = known(a.devices.outputMs) + known(a.devices.inputMs);
       const blockMs = (sender.blockFrames / 48000) * 1000;
-      const underruns = a.counters.underruns - before[i].counters.perPeer[a.peer].underruns;
+      /** What a counter of this direction gained over the window. */
+      const gained = (f) => (a.counters[f] ?? 0) - (before[i].counters.perPeer[a.peer][f] ?? 0);
+      const underruns = gained('underruns');
       const expected = windowS * PACKETS_PER_SECOND;
       if (!(d.oneWay.count >= 0.5 * expected)) {
         throw fail(`${PLAYERS[1 - i].name}→${PLAYERS[i].name}: ${d.oneWay.count} packets measured in ${windowS.toFixed(1)} s (expected about ${expected.toFixed(0)}): the page stopped hearing its peer`);
@@ -262,11 +258,11 @@ export async function measureRoom(h, { room, audio, seconds, settleS, log }) {
         buffer_target_ms: round(a.counters.targetMs),
         arrival_jitter_ms: round(a.counters.jitterMs),
         oracle_ms: round(a.counters.oracleMs),
-        concealed: a.counters.concealed - before[i].counters.perPeer[a.peer].concealed,
-        lost: a.counters.lost - before[i].counters.perPeer[a.peer].lost,
-        late: a.counters.late - before[i].counters.perPeer[a.peer].late,
-        late_underruns: (a.counters.lateUnderruns ?? 0) - (before[i].counters.perPeer[a.peer].lateUnderruns ?? 0),
-        stall_underruns: (a.counters.stallUnderruns ?? 0) - (before[i].counters.perPeer[a.peer].stallUnderruns ?? 0),
+        concealed: gained('concealed'),
+        lost: gained('lost'),
+        late: gained('late'),
+        late_underruns: gained('lateUnderruns'),
+        stall_underruns: gained('stallUnderruns'),
         rejected: { network: d.network.rejected, delivery: d.delivery.rejected, one_way: d.oneWay.rejected },
       };
     });

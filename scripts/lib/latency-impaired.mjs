@@ -29,14 +29,12 @@ const { loadavg } = await import('node:os');
 const { startImpairer } = await import('./netns.mjs');
 const { launchChromium } = await import('./chromium.mjs');
 const { startServer } = await import('./server.mjs');
-const { LATENCY_CHROMIUM_ARGS, measureRoom } = await import('./latency-bench.mjs');
+const { LATENCY_CHROMIUM_ARGS, measureRoom, round } = await import('./latency-bench.mjs');
 
 /** The network: delay ± uniform jitter (packets keep their order), independent loss. */
 const IMPAIRMENT = { delayMs: 10, jitterMs: 3, loss: 0.02, lossRun: 1, seed: 11 };
 const BACKEND = 'pulse-128';
-const BLOCK_MS = (128 / 48000) * 1000;
 const log = (...a) => console.error(...a);
-const round = (x, digits = 2) => (Number.isFinite(x) ? Number(x.toFixed(digits)) : null);
 
 const server = await startServer();
 process.once('exit', () => server.kill());
@@ -58,7 +56,7 @@ try {
     lost: sum('lost'),
     concealed: sum('concealed'),
     underruns_beyond_losses: sum('late_underruns') + sum('stall_underruns') + sum('late'),
-    wait_within_one_block_of_oracle: Math.abs(worse.jitter_wait_p50_ms - worse.oracle_ms) <= BLOCK_MS,
+    wait_within_one_block_of_oracle: Math.abs(worse.jitter_wait_p50_ms - worse.oracle_ms) <= worse.block_ms,
     underruns: r.underruns,
     median_ms: r.median_ms,
     p95_ms: r.p95_ms,

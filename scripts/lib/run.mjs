@@ -31,8 +31,10 @@ export function toolPath(env = process.env) {
  * Runs a command. Resolves (never rejects) with its exit code and captured output.
  * @param {string} cmd
  * @param {string[]} args
+ * `quiet` keeps the child's output off this terminal; `quietStdout` only its stdout (a JSON line
+ * the caller parses), its stderr (progress) still streaming through.
  * @param {{ cwd?: string, env?: Record<string, string|undefined>, timeoutMs?: number,
- *           quiet?: boolean }} [opts]
+ *           quiet?: boolean, quietStdout?: boolean }} [opts]
  * @returns {Promise<{ code: number, output: string, timedOut: boolean, error?: string, ms: number }>}
  */
 export function run(cmd, args, opts = {}) {
@@ -52,15 +54,15 @@ export function run(cmd, args, opts = {}) {
       resolve({ code: 127, output: '', timedOut: false, error: String(e), ms: 0 });
       return;
     }
-    const take = (stream, sink) => {
+    const take = (stream, sink, quiet) => {
       stream.on('data', (chunk) => {
         output += chunk.toString();
-        if (!opts.quiet) sink.write(chunk);
+        if (!quiet) sink.write(chunk);
       });
     };
     if (child.pid) running.add(child.pid);
-    take(child.stdout, process.stdout);
-    take(child.stderr, process.stderr);
+    take(child.stdout, process.stdout, opts.quiet || opts.quietStdout);
+    take(child.stderr, process.stderr, opts.quiet);
     let timer;
     if (opts.timeoutMs) {
       timer = setTimeout(() => {
