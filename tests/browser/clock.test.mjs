@@ -5,7 +5,7 @@
 // clock at sending, so at the receiver they lag its own wall clock by the one-way delay only.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor } from './lib/harness.mjs';
+import { joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor, waitForRoomOf } from './lib/harness.mjs';
 
 const ROOM = 'e2e-clock';
 const PLAYERS = [
@@ -29,11 +29,7 @@ test('every page knows each peer clock offset (0 on one machine) and RTT, and pa
   const logs = [];
   const pages = [];
   for (const p of PLAYERS) pages.push(await join(p, logs));
-  await waitFor('room of 3', async () => {
-    const n = await Promise.all(pages.map((page) => page.evaluate(() =>
-      window.tutti?.session?.view.participants.filter((p) => p.link === 'connected' && p.format).length ?? 0)));
-    return { ok: n.every((x) => x === 2), n };
-  }, 45000);
+  await waitForRoomOf(pages);
   await pages[0].waitForTimeout(5000);
 
   const figures = await Promise.all(pages.map((page) => page.evaluate(() => {

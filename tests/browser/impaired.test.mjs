@@ -33,7 +33,7 @@ if (ROOT_OK && !(await reexecInNetns(process.argv, { timeoutMs: 295_000 }))) pro
 
 const { dropUdpFrom, startImpairer } = await import('../../scripts/lib/netns.mjs');
 const { measureOutputTones } = await import('./lib/audio.mjs');
-const { joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor } = await import('./lib/harness.mjs');
+const { joinRoom, ROOM_FLAGS, serverAndBrowser, waitForRoomOf } = await import('./lib/harness.mjs');
 
 const ROOM = 'e2e-impaired';
 const PLAYERS = [
@@ -121,7 +121,6 @@ async function checkTones(label) {
   });
 }
 
-/** concealed = lost + late for every stream, over [before, after]. */
 /**
  * concealed = lost + late for every stream since it began, read when nothing is in flight
  * (`settled`: no loss being made, the counters steady). Not over a window that starts mid-loss:
@@ -140,11 +139,7 @@ test('three pages through 2 % loss in runs and ±3 ms: targets below 2× the ora
   // The room forms first (how links come up under loss is the mesh's business, not this
   // test's), then the network turns bad and the buffers have the warm-up to follow it.
   for (const p of PLAYERS) members.push({ ...p, page: await joinRoom(h, ROOM, p, logs) });
-  await waitFor('room of 3', async () => {
-    const n = await Promise.all(members.map((m) => m.page.evaluate(() =>
-      window.tutti?.session?.view.participants.filter((p) => p.link === 'connected' && p.format).length ?? 0)));
-    return { ok: n.every((x) => x === 2), n };
-  }, 45_000);
+  await waitForRoomOf(members.map((m) => m.page));
   impairer = await startImpairer({ ...IMPAIR, durationS: 240 });
   await sleep(WARMUP_MS);
 

@@ -7,7 +7,7 @@
 // last second of it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { collectLogs, download, ROOM_FLAGS, serverAndBrowser, toneContext, waitFor } from './lib/harness.mjs';
+import { collectLogs, download, ROOM_FLAGS, serverAndBrowser, toneContext, waitForRoomOf } from './lib/harness.mjs';
 import { parseWav } from './lib/wav.mjs';
 import { toneDbMedian, toneFrequency } from './lib/audio.mjs';
 
@@ -60,11 +60,7 @@ async function join(context, name, logs) {
 }
 
 function roomFormed() {
-  return waitFor('room of 3', async () => {
-    const n = await Promise.all(members.map((m) => m.page.evaluate(() =>
-      window.tutti?.session?.view.participants.filter((p) => p.link === 'connected' && p.format).length ?? 0)));
-    return { ok: n.every((x) => x === members.length - 1), n };
-  }, 45000);
+  return waitForRoomOf(members.map((m) => m.page));
 }
 
 /** Every recording's metadata, read from IndexedDB with the browser's own API (not the app's). */

@@ -3,7 +3,7 @@
 // session's stats as JSON and CSV that parse back with their time series.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { download, joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor } from './lib/harness.mjs';
+import { download, joinRoom, ROOM_FLAGS, serverAndBrowser, waitForRoomOf } from './lib/harness.mjs';
 
 const ROOM = 'e2e-stats';
 const PLAYERS = [
@@ -46,11 +46,7 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 12
       : null;
     pages.push(await join(p, logs, fixed));
   }
-  await waitFor('room of 3', async () => {
-    const n = await Promise.all(pages.map((page) => page.evaluate(() =>
-      window.tutti?.session?.view.participants.filter((p) => p.link === 'connected' && p.format).length ?? 0)));
-    return { ok: n.every((x) => x === 2), n };
-  }, 45000);
+  await waitForRoomOf(pages);
   const page = pages[0];
   await page.getByTestId('stats-toggle').click();
   await page.getByTestId('stats-table').waitFor();

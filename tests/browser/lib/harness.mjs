@@ -101,6 +101,19 @@ export async function waitFor(what, fn, timeoutMs = 30000, everyMs = 200) {
   throw new Error(`${what}: not reached in ${timeoutMs / 1000} s; last: ${JSON.stringify(last)}`);
 }
 
+/**
+ * Waits until every page of a room hears every other: each has `pages.length − 1` participants
+ * connected and sending (a stream format known). Throws with the counts after `timeoutMs`.
+ * @param {import('playwright-core').Page[]} pages
+ */
+export function waitForRoomOf(pages, timeoutMs = 45000) {
+  return waitFor(`room of ${pages.length}`, async () => {
+    const n = await Promise.all(pages.map((page) => page.evaluate(() =>
+      window.tutti?.session?.view.participants.filter((p) => p.link === 'connected' && p.format).length ?? 0)));
+    return { ok: n.every((x) => x === pages.length - 1), n };
+  }, timeoutMs);
+}
+
 /** Clicks `locator` and returns the file it downloads: suggested name and bytes. */
 export async function download(page, locator) {
   const [dl] = await Promise.all([page.waitForEvent('download'), locator.click()]);
