@@ -58,6 +58,8 @@ const LOSS_TOL = 0.005;
 /** Packets per second of a 128-frame stream. */
 const RATE = 48000 / 128;
 const CAPTURE_GAP_MS = 100;
+/** Headless Chromium's audio device calls back every 10 ms. */
+const CALLBACK_MS = 10;
 const OUTAGE_MS = 400;
 
 const h = ROOT_OK ? serverAndBrowser(ROOM_FLAGS) : null;
@@ -239,7 +241,9 @@ test(`a sender misses ${CAPTURE_GAP_MS} ms of callbacks: it and every listener c
     const line = `${members[j].name} ← ${sender.name}: sender gaps ${d('senderGaps')} (${d('senderGapMs').toFixed(1)} ms), underruns ${d('underruns')} (late ${d('lateUnderruns')}), lost ${d('lost')}, concealed ${d('concealed')}, late ${d('late')}`;
     console.log(`capture gap: ${line}`);
     assert.equal(d('senderGaps'), 1, line);
-    assert.ok(Math.abs(d('senderGapMs') - ownMs) <= 5, `${line}: the listener's gap against the sender's ${ownMs.toFixed(1)} ms`);
+    // Both read the same send stamps (1 ms steps), each through the minima of its own half-second
+    // windows, which one late callback of this 10 ms device can move: within one callback.
+    assert.ok(Math.abs(d('senderGapMs') - ownMs) <= CALLBACK_MS, `${line}: the listener's gap against the sender's ${ownMs.toFixed(1)} ms`);
     // Nothing was lost: the sender's numbers went on where its audio did. Playout ran dry
     // waiting for the packet after the gap (at least once: the resumed device may deliver its
     // first callbacks unevenly), and every underrun ended with the packet it waited for.
