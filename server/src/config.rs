@@ -7,6 +7,8 @@ use std::time::Duration;
 use clap::Parser;
 use serde_json::Value;
 
+use crate::turn::TurnRest;
+
 /// Tutti's server: serves the built app and relays WebRTC signaling between room members.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "tutti-server", version, about)]
@@ -64,6 +66,25 @@ pub struct Config {
     /// Most simultaneous WebSocket connections; further upgrades are refused with 503.
     #[arg(long, env = "TUTTI_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
+
+    /// TURN server URLs (comma-separated turn: or turns: URLs) to hand browsers with
+    /// time-limited credentials made from --turn-secret (the TURN REST scheme).
+    #[arg(long, env = "TUTTI_TURN_URLS", default_value = "")]
+    pub turn_urls: String,
+
+    /// Secret shared with the TURN server (coturn: use-auth-secret, static-auth-secret=...);
+    /// at least 16 bytes. Prefer the environment variable: flags show in process lists.
+    #[arg(long, env = "TUTTI_TURN_SECRET", hide_env_values = true)]
+    pub turn_secret: Option<String>,
+
+    /// How long a TURN credential handed out stays valid, in seconds.
+    #[arg(long, env = "TUTTI_TURN_TTL_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(60..=604_800))]
+    pub turn_ttl_secs: u64,
+
+    /// With TLS: also listen for plain HTTP on this port and redirect every request to HTTPS
+    /// (308). Off when not given.
+    #[arg(long, env = "TUTTI_HTTP_REDIRECT_PORT")]
+    pub http_redirect_port: Option<u16>,
 }
 
 impl Config {
@@ -83,6 +104,19 @@ impl Config {
         Duration::from_millis(self.heartbeat_timeout_ms)
     }
 
+    /// The TURN REST settings, if a secret is given.
+    pub fn turn(&self) -> Result<Option<TurnRest>, String> {
+        match &self.turn_secret {
+            Some(secret) => TurnRest::new(&self.turn_urls, secret, self.turn_ttl_secs).map(Some),
+            None if !self.turn_urls.trim().is_empty() => Err(
+                "--turn-urls (TUTTI_TURN_URLS) needs --turn-secret (TUTTI_TURN_SECRET): \
+                 credentials are made from it."
+                    .into(),
+            ),
+            None => Ok(None),
+        }
+    }
+
     /// Checks what clap cannot; returns the parsed ICE servers.
     pub fn validate(&self) -> Result<Value, String> {
         if self.tls_cert.is_some() != self.tls_key.is_some() {
@@ -98,6 +132,20 @@ impl Config {
                 self.rate
             ));
         }
+        if self.http_redirect_port.is_some() && self.tls_cert.is_none() {
+            return Err(
+                "--http-redirect-port (TUTTI_HTTP_REDIRECT_PORT) redirects to HTTPS: give \
+                 --tls-cert and --tls-key too."
+                    .into(),
+            );
+        }
+        if self.http_redirect_port.is_some() && self.http_redirect_port == Some(self.port) {
+            return Err(format!(
+                "--http-redirect-port must differ from --port ({}).",
+                self.port
+            ));
+        }
+        self.turn()?;
         if self.heartbeat_timeout_ms <= self.heartbeat_ms {
             return Err(format!(
                 "--heartbeat-timeout-ms ({}) must be longer than --heartbeat-ms ({}).",

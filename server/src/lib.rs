@@ -22,6 +22,7 @@ pub mod protocol;
 pub mod ratelimit;
 pub mod rooms;
 pub mod statics;
+pub mod turn;
 pub mod ws;
 
 use std::fmt;
@@ -30,7 +31,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{FromRef, State};
 use axum::http::header;
@@ -53,7 +54,10 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 pub struct App {
     rooms: Rooms,
     dist: Dist,
-    api_config: String,
+    /// `/api/config` without its ICE servers, which are made per request.
+    api_config: serde_json::Map<String, serde_json::Value>,
+    ice_servers: Vec<serde_json::Value>,
+    turn: Option<turn::TurnRest>,
     max_message_bytes: usize,
     rate: f64,
     burst: u32,
@@ -121,6 +125,8 @@ impl std::error::Error for StartError {}
 pub struct Server {
     listener: TcpListener,
     tls: Option<RustlsConfig>,
+    /// The plain-HTTP listener of `--http-redirect-port`.
+    redirect: Option<TcpListener>,
     app: Arc<App>,
     shutdown: watch::Sender<bool>,
     url: String,
@@ -131,6 +137,16 @@ impl Server {
     /// Validates `config`, checks the app directory, loads TLS files and binds the port.
     pub async fn bind(config: Config) -> Result<Server, StartError> {
         let ice_servers = config.validate().map_err(StartError::Config)?;
+        let turn = config.turn().map_err(StartError::Config)?;
+        let serde_json::Value::Array(ice_servers) = ice_servers else {
+            unreachable!("validate() returns the array it checked")
+        };
+        if has_fixed_turn_credentials(&ice_servers) {
+            event(
+                "warning: --ice-servers hands every visitor a fixed TURN password; prefer \
+                 --turn-urls with --turn-secret (time-limited credentials)",
+            );
+        }
         let dist = Dist::open(&config.dist).map_err(StartError::Dist)?;
         let tls = match (&config.tls_cert, &config.tls_key) {
             (Some(cert), Some(key)) => {
@@ -147,20 +163,15 @@ impl Server {
             }
             _ => None,
         };
-        let addr = SocketAddr::new(config.addr, config.port);
-        let listener = TcpListener::bind(addr).await.map_err(|error| {
-            if error.kind() == io::ErrorKind::AddrInUse {
-                StartError::PortInUse {
-                    addr: config.addr,
-                    port: config.port,
-                }
-            } else {
-                StartError::Bind { addr, error }
-            }
+        let listener = listen(config.addr, config.port).await?;
+        let redirect = match config.http_redirect_port {
+            Some(port) => Some(listen(config.addr, port).await?),
+            None => None,
+        };
+        let local_addr = listener.local_addr().map_err(|error| StartError::Bind {
+            addr: SocketAddr::new(config.addr, config.port),
+            error,
         })?;
-        let local_addr = listener
-            .local_addr()
-            .map_err(|error| StartError::Bind { addr, error })?;
         let host = match local_addr.ip() {
             ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_owned(),
             ip if ip.is_unspecified() => "[::1]".to_owned(),
@@ -169,17 +180,16 @@ impl Server {
         };
         let scheme = if tls.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{host}:{}/", local_addr.port());
-        let api_config = serde_json::json!({
-            "iceServers": ice_servers,
-            "roomCap": config.room_cap,
-            "heartbeatMs": config.heartbeat_ms,
-        })
-        .to_string();
+        let mut api_config = serde_json::Map::new();
+        api_config.insert("roomCap".into(), config.room_cap.into());
+        api_config.insert("heartbeatMs".into(), config.heartbeat_ms.into());
         let (shutdown, shutdown_rx) = watch::channel(false);
         let app = Arc::new(App {
             rooms: Rooms::new(config.room_cap as usize),
             dist,
             api_config,
+            ice_servers,
+            turn,
             max_message_bytes: config.max_message_bytes as usize,
             rate: config.rate,
             burst: config.burst,
@@ -194,6 +204,7 @@ impl Server {
         Ok(Server {
             listener,
             tls,
+            redirect,
             app,
             shutdown,
             url,
@@ -217,11 +228,13 @@ impl Server {
         let Server {
             listener,
             tls,
+            redirect,
             app,
             shutdown,
+            local_addr,
             ..
         } = self;
-        let router = router(app.clone());
+        let router = router(app.clone(), tls.is_some());
         let tls_handle = axum_server::Handle::new();
         let mut server = match tls {
             None => {
@@ -239,6 +252,16 @@ impl Server {
                 tokio::spawn(serve)
             }
         };
+        let https_port = local_addr.port();
+        let redirect = redirect.map(|listener| {
+            let mut flag = app.shutdown.clone();
+            let serve = axum::serve(listener, redirect_router(https_port)).with_graceful_shutdown(
+                async move {
+                    let _ = flag.wait_for(|stopping| *stopping).await;
+                },
+            );
+            tokio::spawn(async move { serve.await })
+        });
         let mut signal = tokio::spawn(signal);
         tokio::select! {
             result = &mut server => {
@@ -256,6 +279,9 @@ impl Server {
         })
         .await;
         server.abort();
+        if let Some(redirect) = redirect {
+            redirect.abort();
+        }
         match drained {
             Ok(()) => event("stopped"),
             Err(_) => event("stopped (some connections did not close in time)"),
@@ -264,20 +290,134 @@ impl Server {
     }
 }
 
-fn router(app: Arc<App>) -> Router {
-    Router::new()
+async fn listen(ip: IpAddr, port: u16) -> Result<TcpListener, StartError> {
+    let addr = SocketAddr::new(ip, port);
+    TcpListener::bind(addr).await.map_err(|error| {
+        if error.kind() == io::ErrorKind::AddrInUse {
+            StartError::PortInUse { addr: ip, port }
+        } else {
+            StartError::Bind { addr, error }
+        }
+    })
+}
+
+fn router(app: Arc<App>, tls: bool) -> Router {
+    let router = Router::new()
         .route("/api/config", get(api_config))
         .route("/ws", get(ws::upgrade))
         .fallback(statics::serve)
         .layer(axum::middleware::map_response(
             headers::add_security_headers,
-        ))
-        .with_state(app)
+        ));
+    let router = if tls {
+        router.layer(axum::middleware::map_response(headers::add_hsts))
+    } else {
+        router
+    };
+    router.with_state(app)
 }
 
+/// `/api/config`: ICE servers (with TURN credentials fresh for this request), room cap, heartbeat.
 async fn api_config(State(app): State<Arc<App>>) -> impl IntoResponse {
+    let mut ice_servers = app.ice_servers.clone();
+    if let Some(turn) = &app.turn {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        ice_servers.push(turn.ice_server(now));
+    }
+    let mut body = app.api_config.clone();
+    body.insert("iceServers".into(), ice_servers.into());
     (
         [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
-        app.api_config.clone(),
+        serde_json::Value::Object(body).to_string(),
     )
+}
+
+/// Whether an `--ice-servers` entry is a TURN server with a fixed password.
+fn has_fixed_turn_credentials(servers: &[serde_json::Value]) -> bool {
+    servers.iter().any(|s| {
+        let turn_url = |u: &serde_json::Value| {
+            u.as_str()
+                .is_some_and(|u| u.starts_with("turn:") || u.starts_with("turns:"))
+        };
+        let is_turn = match &s["urls"] {
+            serde_json::Value::Array(urls) => urls.iter().any(turn_url),
+            u => turn_url(u),
+        };
+        is_turn && s.get("credential").is_some()
+    })
+}
+
+/// The plain-HTTP listener of `--http-redirect-port`: every request gets a 308 to the same path
+/// on HTTPS at `https_port`, on the host the client asked for.
+fn redirect_router(https_port: u16) -> Router {
+    Router::new().fallback(move |request: axum::extract::Request| async move {
+        let host = request
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .and_then(host_without_port);
+        let Some(host) = host else {
+            return (
+                axum::http::StatusCode::BAD_REQUEST,
+                "This server speaks HTTPS; the request named no usable Host.\n",
+            )
+                .into_response();
+        };
+        let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
+        let location = format!("https://{host}:{https_port}{path}");
+        match axum::http::HeaderValue::from_str(&location) {
+            Ok(location) => (
+                axum::http::StatusCode::PERMANENT_REDIRECT,
+                [(header::LOCATION, location)],
+            )
+                .into_response(),
+            Err(_) => (axum::http::StatusCode::BAD_REQUEST, "Bad request.\n").into_response(),
+        }
+    })
+}
+
+/// `example.org:80` → `example.org`, `[::1]:80` → `[::1]`; `None` for what is not a host name
+/// or address (a redirect must not be steered to a URL of the client's making).
+fn host_without_port(host: &str) -> Option<&str> {
+    let name = if host.starts_with('[') {
+        &host[..=host.find(']')?]
+    } else {
+        host.rsplit_once(':').map_or(host, |(name, _)| name)
+    };
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b));
+    ok.then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirect_hosts() {
+        assert_eq!(host_without_port("example.org:8080"), Some("example.org"));
+        assert_eq!(host_without_port("example.org"), Some("example.org"));
+        assert_eq!(host_without_port("[::1]:80"), Some("[::1]"));
+        assert_eq!(host_without_port("192.168.1.2:80"), Some("192.168.1.2"));
+        assert_eq!(host_without_port("evil/x:80"), None);
+        assert_eq!(host_without_port("a@b"), None);
+        assert_eq!(host_without_port(":80"), None);
+        assert_eq!(host_without_port("[::1"), None);
+    }
+
+    #[test]
+    fn spots_fixed_turn_passwords() {
+        let fixed = serde_json::json!([{"urls":["turn:t:3478"],"username":"u","credential":"p"}]);
+        let stun = serde_json::json!([{"urls":"stun:s:3478"}]);
+        let (Some(fixed), Some(stun)) = (fixed.as_array(), stun.as_array()) else {
+            unreachable!("literal arrays")
+        };
+        assert!(has_fixed_turn_credentials(fixed));
+        assert!(!has_fixed_turn_credentials(stun));
+    }
 }

@@ -5,7 +5,7 @@ mod common;
 use common::{http, TestServer, INDEX, WASM};
 
 const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self' \
-blob:; connect-src 'self' ws: wss:; style-src 'self' 'unsafe-inline'; img-src 'self' data: \
+blob:; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: \
 blob:; media-src 'self' blob:; font-src 'self'; manifest-src 'self'; object-src 'none'; \
 base-uri 'self'; form-action 'self'; frame-ancestors 'none'";
 
@@ -189,4 +189,52 @@ async fn bad_start_configurations_are_refused_clearly() {
     let mut bad_ice = tutti_server::Config::with_dist(&dist.dist);
     bad_ice.ice_servers = "[{\"urls\":\"http://x\"}]".into();
     assert!(tutti_server::Server::bind(bad_ice).await.is_err());
+}
+
+#[tokio::test]
+async fn turn_credentials_are_time_limited_hmacs_of_the_shared_secret() {
+    use base64::Engine as _;
+    use hmac::Mac as _;
+    let secret = "a-secret-shared-with-coturn";
+    let server = TestServer::start(|c| {
+        c.turn_urls = "turn:turn.example.org:3478,turns:turn.example.org:5349".into();
+        c.turn_secret = Some(secret.into());
+        c.turn_ttl_secs = 600;
+    })
+    .await;
+    let r = http(server.addr, "GET", "/api/config").await;
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("JSON body");
+    let turn = &v["iceServers"][0];
+    assert_eq!(
+        turn["urls"],
+        serde_json::json!(["turn:turn.example.org:3478", "turns:turn.example.org:5349"])
+    );
+    let username = turn["username"].as_str().unwrap_or_default();
+    let (expiry, user) = username.split_once(':').unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let expiry: u64 = expiry.parse().unwrap_or_default();
+    assert!(
+        (now + 595..=now + 605).contains(&expiry),
+        "expiry {expiry}, now {now}"
+    );
+    assert_eq!(user, "tutti");
+    // What coturn computes to check it: base64(HMAC-SHA1(static-auth-secret, username)).
+    let mut mac =
+        hmac::Hmac::<sha1::Sha1>::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(username.as_bytes());
+    let expected = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+    assert_eq!(turn["credential"], expected);
+
+    // Urls without a secret, or a short secret, do not start.
+    let dist = common::TempDist::new();
+    let mut no_secret = tutti_server::Config::with_dist(&dist.dist);
+    no_secret.turn_urls = "turn:t".into();
+    let e = tutti_server::Server::bind(no_secret).await.err();
+    assert!(e.is_some_and(|e| e.to_string().contains("--turn-secret")));
+    let mut short = tutti_server::Config::with_dist(&dist.dist);
+    short.turn_urls = "turn:t".into();
+    short.turn_secret = Some("short".into());
+    assert!(tutti_server::Server::bind(short).await.is_err());
 }
