@@ -130,7 +130,7 @@ export const NP_EXCHANGES = 15; // pongs taken as clock samples
  * clock offset (a diagnostic; NaN until a packet with a header arrives). */
 export const NP_STAMP_LAG_MS = 16;
 /** Echo requests from the peer dropped unasked: one pending already, its echo running, or in the
- * cooldown after a denial (echo-consent.ts). */
+ * cooldown after a denial, an unanswered or withdrawn request or a stop (echo-consent.ts). */
 export const NP_ECHO_DROPPED = 17;
 
 /** Atomics.waitAsync (ES2024; in every browser the engine runs in). */
@@ -380,6 +380,12 @@ export class PacketPump {
     if (!this.writer.push(TAG_ECHO | slot, ms, NO_PAYLOAD) && link) this.stats[link.base + NP_RX_DROPPED]++;
   }
 
+  /** A prompt went unanswered for too long: the asker is told, the prompt goes. */
+  private readonly unanswered = (slot: number): void => {
+    this.reply(slot, ECHO_UNANSWERED);
+    this.onEcho({ type: 'echo-withdrawn', slot });
+  };
+
   private reply(slot: number, answer: number): void {
     const link = this.links[slot];
     if (!link) return;
@@ -392,10 +398,7 @@ export class PacketPump {
    * out round-trip prompts nobody answered. Called by the pump's timer (and by tests).
    */
   tickClock(nowMs = performance.now()): void {
-    this.consent.tick(nowMs, (slot) => {
-      this.reply(slot, ECHO_UNANSWERED);
-      this.onEcho({ type: 'echo-withdrawn', slot });
-    });
+    this.consent.tick(nowMs, this.unanswered);
     for (let slot = 0; slot < this.links.length; slot++) {
       const link = this.links[slot];
       if (!link || !link.control || link.control.readyState !== 'open') continue;

@@ -252,6 +252,7 @@ interface ProbeRun {
   /** The engine's stats block has shown this probe running. */
   seenRunning: boolean;
   over: boolean;
+  /** performance.now() of the request; once the peer allowed the echo, of the clicks' start. */
   startedAt: number;
 }
 
