@@ -11,8 +11,9 @@
 //! 3. [`Engine::render`], which plays every peer (jitter buffer → decode → drift correction →
 //!    gain/pan → mix) into the output quantum and runs the master (gain, limiter, meters);
 //! 4. [`Engine::capture`] with the local input quantum, which encodes it into outgoing packets
-//!    handed to a sink (the outbound ring). Capture may also come before render; after it, an
-//!    echo (below) sends the peer's quantum of this very callback;
+//!    handed to a sink (the outbound ring) with their destination ([`Destination`]). Capture may
+//!    also come before render; after it, an echo (below) sends the peer's quantum of this very
+//!    callback;
 //! 5. now and then [`Engine::write_stats`] into the shared stats block, and more rarely
 //!    [`Engine::write_histograms`] into the histogram block.
 //!
@@ -57,10 +58,12 @@
 //! [`Engine::start_probe`] sends clicks into our outgoing stream (muting the input) and times
 //! their return in a peer's stream on the local audio clock ([`crate::probe`]). For the return
 //! to happen the peer echoes us: a [`TAG_ECHO`] record in its inbound ring (its net side writes
-//! one when we ask over the control channel) or [`Engine::set_echo`] makes its outgoing audio our
-//! stream as it played there, for at most [`MAX_ECHO_MS`]. A click's round trip is then our send
-//! queue + their transit + their echo (none: render before capture) + our transit, which the
-//! test `core/tests/engine_roundtrip.rs` checks against the stages to the frame.
+//! one when we ask over the control channel and its user allows it) or [`Engine::set_echo`]
+//! makes its outgoing audio TO US our stream as it played there, for at most [`MAX_ECHO_MS`],
+//! while everyone else keeps getting its input ([`crate::capture`]: a second packet per block,
+//! addressed to us). A click's round trip is then our send queue + their transit + their echo
+//! (none: render before capture) + our transit, which the test `core/tests/engine_roundtrip.rs`
+//! checks against the stages to the frame.
 //!
 //! All of these are real-time safe: they never allocate, lock or log, and no input can make them
 //! panic. Joining peers are built with [`Peer::new`] (which allocates) off the render path and
@@ -91,13 +94,14 @@
 //! assert!(left.iter().all(|x| x.is_finite() && x.abs() <= 1.0));
 //! ```
 
+use crate::capture::{Capture, Destination};
 use crate::clock::{DriftController, Resampler};
 use crate::continuity::Continuity;
 use crate::jitter::stall::LocalStall;
 use crate::jitter::{BufferMode, JitterBuffer, JitterConfig, PopKind, PushOutcome, StreamState};
 use crate::latency::{self, Histogram, CAPTURE_AT, HIST_LEN, SLOTS_AT, STAGES};
 use crate::mix::{solo_audible, Master, Strip};
-use crate::packet::{self, Header, PacketError, SampleFormat, SampleRate, MAX_FRAMES};
+use crate::packet::{self, PacketError, SampleFormat};
 use crate::probe::ClickProbe;
 use crate::ring;
 use crate::stats::*;
@@ -124,8 +128,9 @@ pub const DELIVERY_SLACK_US: f64 = 2_000.0;
 /// the tag's low byte, in µs in the record's time field, with no payload (the net side writes
 /// one per packet it hands to that peer's data channel).
 pub const TAG_SEND_QUEUE: u16 = 0x8000;
-/// Inbound ring tag bit: the peer in the tag's low byte asks us to echo its stream for the
-/// record's time field in milliseconds (0: stop), at most [`MAX_ECHO_MS`]; no payload.
+/// Inbound ring tag bit: echo the stream of the peer in the tag's low byte back to it for the
+/// record's time field in milliseconds (0: stop), at most [`MAX_ECHO_MS`]; no payload. The net
+/// side writes one only for a request our user allowed (see [`Engine::set_echo`]).
 pub const TAG_ECHO: u16 = 0x4000;
 /// The slot part of a tagged record's tag.
 pub const TAG_SLOT_MASK: u16 = 0x00FF;
@@ -474,6 +479,11 @@ pub struct EngineCounters {
     pub packets_sent: u64,
     /// Packets the sink refused (outbound ring full).
     pub send_dropped: u64,
+    /// Packets of an echoed peer's stream handed to the sink for that peer (beside
+    /// `packets_sent`, which counts our own).
+    pub echo_sent: u64,
+    /// Echo requests refused: for a peer muted in our mix.
+    pub echo_refused: u64,
 }
 
 /// The multi-peer session. See the module docs for the call order.
@@ -493,7 +503,7 @@ pub struct Engine {
     /// Our own device's missed callbacks, from the wall clock of each quantum.
     local_gaps: Continuity,
     counters: EngineCounters,
-    capture: Capture,
+    capture: Box<Capture>,
     recording: bool,
     /// Interval between consecutive quanta on the host's wall clock, µs.
     capture_interval: Histogram,
@@ -546,7 +556,7 @@ impl Engine {
             local_stall: LocalStall::new(),
             local_gaps: Continuity::new(),
             counters: EngineCounters::default(),
-            capture: Capture::new(&config),
+            capture: Capture::new(config.block_frames, config.format, config.capture_channels),
             recording: false,
             capture_interval: Histogram::new(),
             last_wall_us: None,
@@ -601,7 +611,9 @@ impl Engine {
             .ok_or(EngineError::NoSuchSlot(slot))
     }
 
-    /// Sets a peer's gain (linear), pan (−1 left … 1 right), mute and solo. Real-time safe.
+    /// Sets a peer's gain (linear), pan (−1 left … 1 right), mute and solo. Muting the peer we
+    /// echo stops the echo: whoever the user does not want to hear gets nothing sent back.
+    /// Real-time safe.
     pub fn set_strip(
         &mut self,
         slot: usize,
@@ -615,6 +627,9 @@ impl Engine {
         peer.strip.set_pan(pan);
         peer.strip.set_mute(mute);
         peer.strip.set_solo(solo);
+        if mute && self.echoing() == Some(slot) {
+            self.echo = None;
+        }
         self.recount();
         Ok(())
     }
@@ -804,37 +819,51 @@ impl Engine {
         if tag & TAG_SEND_QUEUE != 0 {
             peer.send_queue.record(f64::from(value));
             peer.last_send_queue_us = f64::from(value);
+        } else if value == 0 {
+            // A stop ends only this peer's echo.
+            if self.echoing() == Some(slot) {
+                self.echo = None;
+            }
+        } else if peer.strip.mute() {
+            self.counters.echo_refused += 1;
         } else {
             let frames = u64::from(value.min(MAX_ECHO_MS)) * u64::from(LOCAL_RATE) / 1000;
-            self.echo = (frames > 0).then_some((slot, self.now + frames));
+            self.echo = Some((slot, self.now + frames));
         }
     }
 
     /// Takes one quantum of local input (`left`, and `right` for stereo; pass the same slice twice
-    /// for a mono input) and hands every completed outgoing packet to `sink`, which returns false
-    /// when it could not take it (counted as a send drop). While the round-trip probe runs, the
-    /// probe's silence and clicks go out instead; while echoing, the echoed peer's last rendered
-    /// quantum (call [`Engine::render`] first for an echo without a quantum's delay).
-    /// Real-time safe.
-    pub fn capture(&mut self, left: &[f32], right: &[f32], sink: &mut dyn FnMut(&[u8]) -> bool) {
+    /// for a mono input) and hands every completed outgoing packet to `sink` with its
+    /// [`Destination`]; `sink` returns false when it could not take it (counted as a send drop).
+    /// While the round-trip probe runs, the probe's silence and clicks go out instead of the
+    /// input. While echoing a peer, that peer gets its own stream as it last played here (call
+    /// [`Engine::render`] first for an echo without a quantum's delay) and everyone else the
+    /// input ([`crate::capture`]). Real-time safe.
+    pub fn capture(
+        &mut self,
+        left: &[f32],
+        right: &[f32],
+        sink: &mut dyn FnMut(Destination, &[u8]) -> bool,
+    ) {
         let now = self.now;
         let start = self.callback_start;
-        let sent = if self
+        let probing = self
             .probe
-            .outgoing(now, start, &mut self.probe_l, &mut self.probe_r)
-        {
-            self.capture.push(&self.probe_l, &self.probe_r, now, sink)
-        } else if let Some(peer) = self
-            .echo
-            .and_then(|(slot, _)| self.peers.get(slot))
-            .and_then(|p| p.as_deref())
-        {
-            self.capture.push(&peer.stem_l, &peer.stem_r, now, sink)
+            .outgoing(now, start, &mut self.probe_l, &mut self.probe_r);
+        let (left, right): (&[f32], &[f32]) = if probing {
+            (&self.probe_l, &self.probe_r)
         } else {
-            self.capture.push(left, right, now, sink)
+            (left, right)
         };
-        self.counters.packets_sent += sent.0;
-        self.counters.send_dropped += sent.1;
+        let peers = &self.peers;
+        let echo = self.echo.and_then(|(slot, _)| {
+            let peer = peers.get(slot)?.as_deref()?;
+            Some((slot, &peer.stem_l[..], &peer.stem_r[..]))
+        });
+        let sent = self.capture.push(left, right, echo, now, sink);
+        self.counters.packets_sent += sent.packets;
+        self.counters.echo_sent += sent.echoes;
+        self.counters.send_dropped += sent.dropped;
     }
 
     /// Starts the round-trip probe ([`crate::probe`]) towards the peer in `slot`: `clicks`
@@ -855,9 +884,13 @@ impl Engine {
         &self.probe
     }
 
-    /// Echoes the stream of the peer in `slot` as our outgoing audio for `ms` milliseconds (at
-    /// most [`MAX_ECHO_MS`]; 0 stops), as a remote peer's [`TAG_ECHO`] request does: the peer
-    /// then measures the round trip to us with its probe. Real-time safe.
+    /// Sends the peer in `slot` its own stream back for `ms` milliseconds (at most
+    /// [`MAX_ECHO_MS`]; 0 stops that peer's echo), as a [`TAG_ECHO`] record does: the peer then
+    /// measures the round trip to us with its probe. Only that peer gets the echo; everyone else
+    /// keeps getting our input. One peer at a time: a new echo replaces the previous one. A peer
+    /// muted in our mix is refused (counted in [`EngineCounters::echo_refused`]), and muting the
+    /// echoed peer stops its echo. The host asks the user first (the net side writes the record
+    /// only for a request the user allowed). Real-time safe.
     pub fn set_echo(&mut self, slot: usize, ms: u32) -> Result<(), EngineError> {
         self.peer_mut(slot)?;
         self.note(TAG_ECHO | (slot as u16 & TAG_SLOT_MASK), ms);
@@ -1095,110 +1128,5 @@ impl EngineConfig {
             return Err(EngineError::TooManyPeers(self.max_peers));
         }
         Ok(())
-    }
-}
-
-/// The capture side: collects local input quanta into blocks and encodes them into packets.
-struct Capture {
-    block: usize,
-    format: SampleFormat,
-    channels: u8,
-    left: [f32; MAX_FRAMES + QUANTUM],
-    right: [f32; MAX_FRAMES + QUANTUM],
-    filled: usize,
-    seq: u16,
-    frames_sent: u64,
-    bytes: [u8; packet::MAX_PACKET_LEN],
-    peak: f32,
-    mean_square: f32,
-}
-
-impl Capture {
-    fn new(config: &EngineConfig) -> Capture {
-        Capture {
-            block: usize::from(config.block_frames),
-            format: config.format,
-            channels: config.capture_channels,
-            left: [0.0; MAX_FRAMES + QUANTUM],
-            right: [0.0; MAX_FRAMES + QUANTUM],
-            filled: 0,
-            seq: 0,
-            frames_sent: 0,
-            bytes: [0; packet::MAX_PACKET_LEN],
-            peak: 0.0,
-            mean_square: 0.0,
-        }
-    }
-
-    /// Input peak and RMS (linear).
-    fn meter(&self) -> (f32, f32) {
-        (self.peak, self.mean_square.sqrt())
-    }
-
-    /// Returns (packets sent, packets refused by the sink).
-    fn push(
-        &mut self,
-        left: &[f32],
-        right: &[f32],
-        now: u64,
-        sink: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> (u64, u64) {
-        let n = left.len().min(right.len()).min(QUANTUM);
-        self.meter_input(&left[..n]);
-        let room = self.left.len() - self.filled;
-        let n = n.min(room);
-        self.left[self.filled..self.filled + n].copy_from_slice(&left[..n]);
-        self.right[self.filled..self.filled + n].copy_from_slice(&right[..n]);
-        self.filled += n;
-        let (mut sent, mut dropped) = (0, 0);
-        while self.filled >= self.block {
-            let header = Header {
-                // The sender's audio clock in microseconds, as JackTrip stamps its packets.
-                timestamp: now.saturating_sub(self.filled as u64) * 1_000_000
-                    / u64::from(LOCAL_RATE),
-                seq: self.seq,
-                frames: self.block as u16,
-                rate: SampleRate::Hz48000,
-                format: self.format,
-                channels_in: self.channels,
-                channels_out: self.channels,
-            };
-            let block = self.block;
-            let planar_stereo = [&self.left[..block], &self.right[..block]];
-            let planar = &planar_stereo[..usize::from(self.channels)];
-            match packet::encode(&header, None, planar, &mut self.bytes) {
-                Ok(len) => {
-                    if sink(&self.bytes[..len]) {
-                        sent += 1;
-                    } else {
-                        dropped += 1;
-                    }
-                }
-                // Unreachable for a validated configuration; counted rather than trusted.
-                Err(_) => dropped += 1,
-            }
-            self.seq = self.seq.wrapping_add(1);
-            self.frames_sent += block as u64;
-            self.left.copy_within(block..self.filled, 0);
-            self.right.copy_within(block..self.filled, 0);
-            self.filled -= block;
-        }
-        (sent, dropped)
-    }
-
-    fn meter_input(&mut self, x: &[f32]) {
-        let mut peak = 0f32;
-        let mut sum = 0f32;
-        for &v in x {
-            peak = peak.max(v.abs());
-            sum += v * v;
-        }
-        if !peak.is_finite() {
-            return;
-        }
-        let ms = sum / x.len().max(1) as f32;
-        // Peak falls by about 20 dB per second; RMS is a ~300 ms one-pole on the mean square.
-        self.peak = peak.max(self.peak * 0.9939);
-        self.mean_square += (ms - self.mean_square) * 0.0088;
     }
 }

@@ -19,6 +19,7 @@
 //! | [`mix`] | gain, pan, mute, solo, meters, master limiter |
 //! | [`latency`] | fixed-size latency histograms per stage and the shared histogram block |
 //! | [`probe`] | the round-trip probe: clicks out, found again in a peer's stream |
+//! | [`capture`] | our input into outgoing packets, each with its destination; the echo lane |
 //! | [`stats`] | the shared stats block's layout |
 //! | [`engine`] | the multi-peer session that ties them together |
 //!
@@ -29,6 +30,7 @@
 //! everything a quantum calls is real-time safe: no allocation, no lock, no log, no panic on any
 //! input. `core/tests/engine_alloc.rs` proves the allocation part with a counting allocator.
 
+pub mod capture;
 pub mod clock;
 pub mod conceal;
 pub mod continuity;

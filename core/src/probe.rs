@@ -8,8 +8,9 @@
 //!   through a loopback channel into a peer slot); a click goes out with the packets and is heard
 //!   in that slot after packetization, the net side, the jitter buffer and drift correction;
 //! - **peer loopback**: a remote peer echoes our stream ([`crate::engine::Engine::set_echo`] on
-//!   its side: its outgoing audio becomes our stream as it played there); a click makes the round
-//!   trip to the peer and back, with both ends' send, network, delivery and jitter-buffer stages.
+//!   its side, once its user allowed it: its outgoing audio TO US becomes our stream as it played
+//!   there, everyone else still getting its input); a click makes the round trip to the peer and
+//!   back, with both ends' send, network, delivery and jitter-buffer stages.
 //!
 //! While a probe runs, our outgoing audio is silence and the clicks (so that music in the
 //! microphone cannot be mistaken for a click, and the peer hears only clicks); one click is in

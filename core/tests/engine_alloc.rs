@@ -10,6 +10,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::{sine_packet, Rng};
+use tutti_core::capture::Destination;
 use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM, TAG_ECHO, TAG_SEND_QUEUE};
 use tutti_core::latency::HB_BLOCK_LEN;
 use tutti_core::ring;
@@ -135,11 +136,11 @@ fn render_path_never_allocates() {
             if q % 700 == 650 {
                 engine.stop_probe();
             }
-            let mut sink = |bytes: &[u8]| match ring::write_record(
+            let mut sink = |to: Destination, bytes: &[u8]| match ring::write_record(
                 &mut outbound,
                 out_write,
                 out_read,
-                0xFFFF,
+                to.tag(),
                 0,
                 bytes,
             ) {
@@ -182,4 +183,5 @@ fn render_path_never_allocates() {
     assert!(peers.iter().any(|p| p.delivery().count() > 100));
     assert!(peers.iter().any(|p| p.send_queue().count() > 100));
     assert!(engine.probe().sent() > 0, "a probe ran");
+    assert!(engine.counters().echo_sent > 0, "the echo lane ran");
 }

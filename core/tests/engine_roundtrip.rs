@@ -142,8 +142,11 @@ fn step(
     inbound.deliver(e, slot, wall, ring_buf);
     e.render(&mut l, &mut r);
     let mut sent = Vec::new();
-    e.capture(input, input, &mut |p| {
-        sent.push(p.to_vec());
+    // The link leads to the one peer, in `slot`: what is addressed to it.
+    e.capture(input, input, &mut |to, p| {
+        if to.includes(usize::from(slot)) {
+            sent.push(p.to_vec());
+        }
         true
     });
     for p in sent {
@@ -333,8 +336,10 @@ fn self_loop(period: u64) -> (f64, f64) {
         link.deliver(&mut e, 1, wall, &mut ring_buf);
         e.render(&mut l, &mut r);
         let mut sent = Vec::new();
-        e.capture(&quiet, &quiet, &mut |p| {
-            sent.push(p.to_vec());
+        e.capture(&quiet, &quiet, &mut |to, p| {
+            if to.includes(1) {
+                sent.push(p.to_vec());
+            }
             true
         });
         for p in sent {

@@ -183,11 +183,14 @@ test('3-page room: every stage fills, network one-way is RTT/2, and a click roun
     }
   }
 
-  // Peer loopback: Ana clicks, Bo echoes. The stages are measured afresh over the same window.
+  // Peer loopback: Ana clicks, Bo allows the echo and echoes. The stages are measured afresh over
+  // the same window.
   const [ana, bo] = pages;
   await Promise.all(pages.map((page) => page.evaluate(() => window.tutti.session.resetLatency())));
   const boId = await ana.evaluate(() => window.tutti.session.view.participants.find((p) => p.name === 'Bo').peer);
   assert.equal(await ana.evaluate((id) => window.tutti.session.startProbe(id), boId), true);
+  // Bo is asked first; the clicks start once he allows the echo.
+  await bo.getByTestId('echo-allow').click();
   const result = await waitFor('ten clicks back', async () => {
     const r = await ana.evaluate(() => window.tutti.session.probeResult());
     return { ok: r?.state === 'done', ...r };

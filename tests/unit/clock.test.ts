@@ -5,10 +5,14 @@ import {
   BURST,
   BURST_EVERY_MS,
   CTL_ECHO,
+  CTL_ECHO_REPLY,
   CTL_PING,
   CTL_PONG,
   ClockEstimator,
+  ECHO_ALLOWED,
   ECHO_LEN,
+  ECHO_REPLY_LEN,
+  ECHO_STOPPED,
   MAX_ECHO_MS,
   PING_EVERY_MS,
   PING_LEN,
@@ -18,6 +22,7 @@ import {
   nextPingAt,
   parseControl,
   writeEcho,
+  writeEchoReply,
   writePing,
   writePong,
 } from '../../app/src/net/clock';
@@ -152,7 +157,7 @@ describe('control messages', () => {
     writePong(pong, T0, T0 + 100.5, T0 + 130.75);
     expect(pong.getUint8(0)).toBe(2);
     expect(parseControl(pong, m)).toBe(true);
-    expect(m).toEqual({ type: CTL_PONG, t1: T0, t2: T0 + 100.5, t3: T0 + 130.75, ms: 0 });
+    expect(m).toEqual({ type: CTL_PONG, t1: T0, t2: T0 + 100.5, t3: T0 + 130.75, ms: 0, answer: 0 });
 
     const echo = new DataView(new ArrayBuffer(ECHO_LEN));
     writeEcho(echo, 8000);
@@ -163,6 +168,26 @@ describe('control messages', () => {
     writeEcho(echo, 0);
     expect(parseControl(echo, m)).toBe(true);
     expect(m.ms).toBe(0);
+  });
+
+  it('round-trips an echo reply through its byte layout and rejects a bad one', () => {
+    const reply = new DataView(new ArrayBuffer(ECHO_REPLY_LEN));
+    writeEchoReply(reply, ECHO_STOPPED);
+    expect([...new Uint8Array(reply.buffer)]).toEqual([4, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0]);
+    const m = newControlMessage();
+    expect(parseControl(reply, m)).toBe(true);
+    expect([m.type, m.answer]).toEqual([CTL_ECHO_REPLY, ECHO_STOPPED]);
+    for (const answer of [0, ECHO_STOPPED + 1, 0xffffffff]) {
+      writeEchoReply(reply, answer);
+      expect(parseControl(reply, m)).toBe(false);
+      expect(m.type).toBe(0);
+    }
+    writeEchoReply(reply, ECHO_ALLOWED);
+    reply.setUint8(12, 1);
+    expect(parseControl(reply, m)).toBe(false);
+    const long = new DataView(new ArrayBuffer(ECHO_REPLY_LEN + 4));
+    writeEchoReply(long, ECHO_ALLOWED);
+    expect(parseControl(long, m)).toBe(false);
   });
 
   it('rejects echo requests that are not a whole number of ms in 0..MAX_ECHO_MS', () => {

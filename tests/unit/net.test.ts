@@ -21,10 +21,28 @@ import {
   SEND_QUEUE_LIMIT,
   netPeerIndex,
   netStatsBytes,
+  N_OUT_UNROUTED,
+  NP_ECHO_DROPPED,
+  OUT_ALL_BUT,
   TAG_ECHO,
   TAG_SEND_QUEUE,
+  type EchoEvent,
 } from '../../app/src/net/pump';
-import { CTL_ECHO, ECHO_LEN, MAX_ECHO_MS, newControlMessage, parseControl, writeEcho } from '../../app/src/net/clock';
+import {
+  CTL_ECHO,
+  CTL_ECHO_REPLY,
+  ECHO_ALLOWED,
+  ECHO_DECLINED,
+  ECHO_LEN,
+  ECHO_STOPPED,
+  ECHO_UNANSWERED,
+  MAX_ECHO_MS,
+  newControlMessage,
+  parseControl,
+  writeEcho,
+  writeEchoReply,
+} from '../../app/src/net/clock';
+import { ANSWER_TIMEOUT_MS } from '../../app/src/net/echo-consent';
 
 describe('signaling protocol', () => {
   it('accepts the server messages it knows', () => {
@@ -86,8 +104,18 @@ function setup(maxPeers = 4) {
   const inbound = createRing(MIN_CAPACITY);
   const outbound = createRing(MIN_CAPACITY);
   const netStats = new SharedArrayBuffer(netStatsBytes(maxPeers));
-  const pump = new PacketPump(inbound, outbound, netStats, maxPeers, 'main');
-  return { pump, in: new RingReader(inbound), out: new RingWriter(outbound), stats: new Float64Array(netStats) };
+  const events: EchoEvent[] = [];
+  const pump = new PacketPump(inbound, outbound, netStats, maxPeers, 'main', (ev) => events.push(ev));
+  return { pump, events, in: new RingReader(inbound), out: new RingWriter(outbound), stats: new Float64Array(netStats) };
+}
+
+/** The control messages `ch` was sent, parsed. */
+function controls(ch: FakeChannel): { type: number; ms: number; answer: number }[] {
+  return ch.sent.map((b) => {
+    const m = newControlMessage();
+    parseControl(new DataView(b.buffer, b.byteOffset, b.byteLength), m);
+    return { type: m.type, ms: m.ms, answer: m.answer };
+  });
 }
 
 function bytes(n: number, seed: number): Uint8Array {
@@ -267,28 +295,133 @@ describe('packet pump times and clock', () => {
     expect(t.stats[netPeerIndex(2, NP_SEND_QUEUE_MS)]).toBeCloseTo(5.333, 3);
   });
 
-  it('passes an echo request from the control channel to the engine and sends ours', () => {
+  it('passes an echo request to its host and tells the engine only once the user allows it', () => {
     const t = setup();
     const audio = new FakeChannel();
     const ctl = new FakeChannel();
     t.pump.add(1, audio as unknown as RTCDataChannel, ctl as unknown as RTCDataChannel);
     const req = new DataView(new ArrayBuffer(ECHO_LEN));
     writeEcho(req, 8000);
-    ctl.deliver(req.buffer);
+    ctl.deliver(req.buffer.slice(0));
+    // Asked, not applied: nothing for the engine yet, the host shows the prompt.
+    expect(t.in.peek()).toBe(false);
+    expect(t.events).toEqual([{ type: 'echo-request', slot: 1, ms: 8000 }]);
+    // Asking again while the prompt is up is dropped and counted.
+    ctl.deliver(req.buffer.slice(0));
+    ctl.deliver(req.buffer.slice(0));
+    expect(t.events).toHaveLength(1);
+    expect(t.stats[netPeerIndex(1, NP_ECHO_DROPPED)]).toBe(2);
+    // The user allows it: the engine's record, and the asker is told.
+    t.pump.answerEcho(1, true);
     expect(t.in.peek()).toBe(true);
     expect([t.in.tag, t.in.time, t.in.length]).toEqual([TAG_ECHO | 1, 8000, 0]);
     t.in.consume();
+    expect(controls(ctl).at(-1)).toMatchObject({ type: CTL_ECHO_REPLY, answer: ECHO_ALLOWED });
+    // The user stops it: the engine stops, the asker is told.
+    t.pump.stopEcho(1);
+    expect([t.in.peek(), t.in.tag, t.in.time]).toEqual([true, TAG_ECHO | 1, 0]);
+    t.in.consume();
+    expect(controls(ctl).at(-1)).toMatchObject({ type: CTL_ECHO_REPLY, answer: ECHO_STOPPED });
+    // Asking again right after a stop: dropped (cooldown).
+    ctl.deliver(req.buffer.slice(0));
+    expect(t.events).toHaveLength(1);
+    expect(t.in.peek()).toBe(false);
     // A malformed one is counted and dropped.
     writeEcho(req, 0.5);
-    ctl.deliver(req.buffer);
+    ctl.deliver(req.buffer.slice(0));
     expect(t.in.peek()).toBe(false);
     expect(t.stats[netPeerIndex(1, NP_CTL_BAD)]).toBe(1);
     // Ours goes out on the control channel; a slot without a link cannot ask.
     expect(t.pump.requestEcho(1, 20_000)).toBe(true);
-    const m = newControlMessage();
-    expect(parseControl(new DataView(ctl.sent.at(-1)!.buffer), m)).toBe(true);
-    expect([m.type, m.ms]).toEqual([CTL_ECHO, MAX_ECHO_MS]);
+    expect(controls(ctl).at(-1)).toMatchObject({ type: CTL_ECHO, ms: MAX_ECHO_MS });
     expect(t.pump.requestEcho(3, 100)).toBe(false);
+    // The answer to ours goes to the host.
+    const reply = new DataView(new ArrayBuffer(16));
+    writeEchoReply(reply, ECHO_DECLINED);
+    ctl.deliver(reply.buffer);
+    expect(t.events.at(-1)).toEqual({ type: 'echo-reply', slot: 1, answer: ECHO_DECLINED });
+  });
+
+  it('declines for the user, withdraws prompts, and allows unasked only when told to', () => {
+    const t = setup();
+    const links = [0, 2].map((slot) => {
+      const audio = new FakeChannel();
+      const ctl = new FakeChannel();
+      t.pump.add(slot, audio as unknown as RTCDataChannel, ctl as unknown as RTCDataChannel);
+      return ctl;
+    });
+    const ask = (ctl: FakeChannel, ms: number) => {
+      const req = new DataView(new ArrayBuffer(ECHO_LEN));
+      writeEcho(req, ms);
+      ctl.deliver(req.buffer);
+    };
+    ask(links[0], 5000);
+    t.pump.answerEcho(0, false);
+    expect(controls(links[0]).at(-1)).toMatchObject({ type: CTL_ECHO_REPLY, answer: ECHO_DECLINED });
+    expect(t.in.peek()).toBe(false);
+    // The asker takes its request back: the prompt goes.
+    ask(links[1], 5000);
+    ask(links[1], 0);
+    expect(t.events.slice(-2)).toEqual([{ type: 'echo-request', slot: 2, ms: 5000 }, { type: 'echo-withdrawn', slot: 2 }]);
+    t.pump.answerEcho(2, true);
+    expect(t.in.peek()).toBe(false);
+    // "Allow without asking": the next one is applied at once (after the cooldowns).
+    t.pump.setEchoAutoAllow(true);
+    vi.spyOn(performance, 'now').mockReturnValue(performance.now() + 60_000);
+    ask(links[1], 4000);
+    expect([t.in.peek(), t.in.tag, t.in.time]).toEqual([true, TAG_ECHO | 2, 4000]);
+    t.in.consume();
+    expect(controls(links[1]).at(-1)).toMatchObject({ type: CTL_ECHO_REPLY, answer: ECHO_ALLOWED });
+    // The asker's own stop ends it in the engine.
+    ask(links[1], 0);
+    expect([t.in.peek(), t.in.tag, t.in.time]).toEqual([true, TAG_ECHO | 2, 0]);
+    vi.restoreAllMocks();
+  });
+
+  it('counts an unanswered prompt as declined after the timeout, and a leaving peer takes its prompt along', () => {
+    let now = 1000;
+    vi.spyOn(performance, 'now').mockImplementation(() => now);
+    const t = setup();
+    const ctl = new FakeChannel();
+    t.pump.add(3, new FakeChannel() as unknown as RTCDataChannel, ctl as unknown as RTCDataChannel);
+    const req = new DataView(new ArrayBuffer(ECHO_LEN));
+    writeEcho(req, 8000);
+    ctl.deliver(req.buffer.slice(0));
+    now += ANSWER_TIMEOUT_MS - 1;
+    t.pump.tickClock(now);
+    expect(t.events).toHaveLength(1);
+    now += 1;
+    t.pump.tickClock(now);
+    expect(t.events.at(-1)).toEqual({ type: 'echo-withdrawn', slot: 3 });
+    expect(controls(ctl).filter((c) => c.type === CTL_ECHO_REPLY)).toMatchObject([{ answer: ECHO_UNANSWERED }]);
+    // A late answer changes nothing.
+    t.pump.answerEcho(3, true);
+    expect(t.in.peek()).toBe(false);
+    now += 60_000;
+    ctl.deliver(req.buffer.slice(0));
+    expect(t.events.at(-1)).toEqual({ type: 'echo-request', slot: 3, ms: 8000 });
+    t.pump.remove(3);
+    expect(t.events.at(-1)).toEqual({ type: 'echo-withdrawn', slot: 3 });
+    vi.restoreAllMocks();
+  });
+
+  it('sends each outbound packet to the peers its tag names', () => {
+    const t = setup();
+    const chans = [new FakeChannel(), new FakeChannel(), new FakeChannel()];
+    chans.forEach((c, i) => t.pump.add(i, c as unknown as RTCDataChannel));
+    // One block while echoing slot 1: our input to all but 1, slot 1's own stream to it alone.
+    t.out.push(OUT_ALL_BUT | 1, 0, audioPacket(1));
+    t.out.push(1, 0, audioPacket(2));
+    t.out.push(0xffff, 0, audioPacket(3));
+    // A tag that names nobody: counted and dropped.
+    t.out.push(0x4001, 0, audioPacket(4));
+    expect(t.pump.drainOutbound()).toBe(3);
+    // Each packet's payload is its fill byte.
+    const got = (c: FakeChannel) => c.sent.map((p) => p[20]);
+    expect(got(chans[0])).toEqual([1, 3]);
+    expect(got(chans[1])).toEqual([2, 3]);
+    expect(got(chans[2])).toEqual([1, 3]);
+    expect(t.stats[N_OUT_UNROUTED]).toBe(1);
   });
 
   it('pings, answers pings and publishes RTT and offset from the pongs', () => {

@@ -391,6 +391,32 @@ describe('round-trip probe', async () => {
     expect(other.poll()).toBe('failed');
     expect(other.result).toBeNull();
   });
+  it('waits for the peer to allow the echo however long it takes, then follows the clicks or ends with their refusal', () => {
+    let now = 0;
+    const p = fakeProbe(result({ medianMs: 99 }));
+    const w = new ProbeWatch(p, 'p1', undefined, () => now);
+    p.set(result({ state: 'asking', sent: 0, heard: 0 }));
+    // Asking takes longer than the start's grace: still asking, not failed.
+    now = 10 * PROBE_START_GRACE_MS;
+    expect(w.poll()).toBe('asking');
+    expect(w.progress).toBe('waiting for their answer…');
+    // Allowed: the stats block shows the previous probe for a moment, then the new one running.
+    p.set(result({ medianMs: 99 }));
+    now += PROBE_START_GRACE_MS - 1;
+    expect(w.poll()).toBe('asking');
+    p.set(result({ state: 'running', sent: 1, heard: 0 }));
+    expect(w.poll()).toBe('running');
+    p.set(result({}));
+    expect(w.poll()).toBe('done');
+
+    const refused = new ProbeWatch(p, 'p1', undefined, () => now);
+    p.set(result({ state: 'asking', sent: 0, heard: 0 }));
+    expect(refused.poll()).toBe('asking');
+    p.set(result({ state: 'refused', sent: 0, heard: 0, medianMs: NaN, message: 'Bea declined the round-trip measurement.' }));
+    expect(refused.poll()).toBe('refused');
+    expect(refused.finished).toBe(true);
+    expect(refused.result?.message).toBe('Bea declined the round-trip measurement.');
+  });
   it('finds the probe on a session that has one', () => {
     expect(probeControls(fakeProbe(null))).not.toBeNull();
     expect(probeControls({ startProbe() {} })).toBeNull();

@@ -39,6 +39,7 @@ function fixture(over: Partial<RoomView> = {}): RoomView {
     monitor: { on: false, gainDb: 0 },
     engine: { underruns: 0, peers: 0, sampleRate: 48000, blockFrames: 128 },
     recording: { state: 'idle', id: null, seconds: 0, bytes: 0, error: null },
+    echo: { requests: [], echoing: null, autoAllow: false },
     ...over,
   };
 }
@@ -69,6 +70,9 @@ function fakeSession(view: RoomView): FakeSession {
     leave: async () => void s.calls.push(['leave']),
     startRecording: async () => void s.calls.push(['startRecording']),
     stopRecording: async () => void s.calls.push(['stopRecording']),
+    answerEcho: (peer: string, allow: boolean) => void s.calls.push(['answerEcho', peer, allow]),
+    stopEcho: () => void s.calls.push(['stopEcho']),
+    setEchoAutoAllow: (on: boolean) => void s.calls.push(['setEchoAutoAllow', on]),
     push(v) {
       s.view = v;
       for (const fn of fns) fn(v);
@@ -173,6 +177,38 @@ describe('Room view', () => {
     expect(q(target, 'password')).toBeNull();
     (q(target, 'error-home') as HTMLButtonElement).click();
     expect(home).toBe(1);
+  });
+
+  it('asks before echoing anyone, says what it does, and offers Stop while it runs', () => {
+    const evil = '<b>Alex</b>';
+    const s = fakeSession(fixture({ participants: [participant('p1', evil), participant('p2', 'Bea')] }));
+    const target = render(s);
+    expect(q(target, 'echo-request')).toBeNull();
+    expect(q(target, 'echo-notice')).toBeNull();
+    s.push(fixture({
+      participants: [participant('p1', evil), participant('p2', 'Bea')],
+      echo: { requests: [{ peer: 'p1', name: evil, seconds: 8 }, { peer: 'p2', name: 'Bea', seconds: 8 }], echoing: null, autoAllow: false },
+    }));
+    flushSync();
+    const prompts = qa(target, 'echo-request');
+    expect(prompts.map((p) => p.getAttribute('data-peer'))).toEqual(['p1', 'p2']);
+    expect(q(prompts[1]!, 'echo-request-text')!.textContent!.replace(/\s+/g, ' ').trim()).toBe(
+      "Bea asks to measure the round trip to you: for up to 8 s your sound to Bea is Bea's own sound, sent back. Others keep hearing you.",
+    );
+    expect(prompts[0]!.textContent).toContain(evil);
+    expect(target.querySelector('b')).toBeNull();
+    (q(prompts[0]!, 'echo-deny') as HTMLButtonElement).click();
+    (q(prompts[1]!, 'echo-allow') as HTMLButtonElement).click();
+    const auto = q(target, 'echo-auto') as HTMLInputElement;
+    expect(auto.checked).toBe(false);
+    auto.click();
+    s.push(fixture({ participants: [participant('p2', 'Bea')], echo: { requests: [], echoing: { peer: 'p2', name: 'Bea' }, autoAllow: true } }));
+    flushSync();
+    expect(q(target, 'echo-request')).toBeNull();
+    expect(q(target, 'echo-notice')!.textContent).toContain('Bea');
+    expect((q(target, 'echo-auto') as HTMLInputElement).checked).toBe(true);
+    (q(target, 'echo-stop') as HTMLButtonElement).click();
+    expect(s.calls).toEqual([['answerEcho', 'p1', false], ['answerEcho', 'p2', true], ['setEchoAutoAllow', true], ['stopEcho']]);
   });
 
   it('unsubscribes when it goes away', () => {

@@ -37,5 +37,6 @@ export function roomView(participants: ParticipantView[], { joined = true, engin
     monitor: { on: false, gainDb: -6 },
     engine: { underruns: engineUnderruns, peers: participants.length, sampleRate: 48000, blockFrames: 128 },
     recording: { state: 'idle', id: null, seconds: 0, bytes: 0, error: null },
+    echo: { requests: [], echoing: null, autoAllow: false },
   };
 }

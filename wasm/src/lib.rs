@@ -46,9 +46,6 @@ pub const IO_SEND_DROPPED_BYTES: usize = 7;
 /// I/O words in all.
 pub const IO_LEN: usize = 8;
 
-/// Ring tag of an outgoing packet meant for every peer.
-pub const BROADCAST: u16 = 0xFFFF;
-
 /// Everything one worklet shares with its engine.
 pub struct Host {
     engine: Engine,
@@ -235,8 +232,8 @@ pub fn tutti_stop_probe(handle: u32) {
     }
 }
 
-/// Echoes the stream of the peer in `slot` as our outgoing audio for `ms` milliseconds (0
-/// stops). Returns 1, or 0 if no peer sits in `slot`.
+/// Sends the peer in `slot` its own stream back for `ms` milliseconds (0 stops), everyone else
+/// keeping our input. Returns 1, or 0 if no peer sits in `slot`.
 #[wasm_bindgen]
 pub fn tutti_set_echo(handle: u32, slot: u32, ms: u32) -> u32 {
     let Some(h) = host(handle) else { return 0 };
@@ -339,8 +336,9 @@ pub fn tutti_set_buffer(handle: u32, fixed: u32, floor: u32, ceiling: u32, packe
 /// the host's wall clock (µs; NaN when there is none: no capture interval or delivery time is
 /// recorded): drains the inbound mirror between the I/O counters (each record's time is its
 /// arrival), renders the output, and captures `input_channels` (0: no input, 1: mono in input
-/// 0, 2: stereo) into the outbound mirror. Rendering comes first so that an echo sends the peer's
-/// quantum of this very callback. Real-time safe.
+/// 0, 2: stereo) into the outbound mirror, each record tagged with its packet's destination
+/// (`tutti_core::capture`: every peer, every peer but one, or one). Rendering comes first so that
+/// an echo sends the peer's quantum of this very callback. Real-time safe.
 #[wasm_bindgen]
 pub fn tutti_process(handle: u32, now: f64, wall_us: f64, input_channels: u32) {
     let Some(h) = host(handle) else { return };
@@ -385,8 +383,14 @@ pub fn tutti_process(handle: u32, now: f64, wall_us: f64, input_channels: u32) {
         };
         let read = io[IO_OUT_READ];
         let mut write = io[IO_OUT_WRITE];
-        engine.capture(input_l, right, &mut |bytes| match ring::write_record(
-            outbound, write, read, BROADCAST, 0, bytes,
+        // Each record's tag is the packet's destination (`tutti_core::capture`).
+        engine.capture(input_l, right, &mut |to, bytes| match ring::write_record(
+            outbound,
+            write,
+            read,
+            to.tag(),
+            0,
+            bytes,
         ) {
             Ok(next) => {
                 write = next;

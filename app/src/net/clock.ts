@@ -17,10 +17,17 @@
 //
 // Wire format of a control message (little-endian), one per data-channel message:
 //
-//   byte 0      type: 1 = ping, 2 = pong
+//   byte 0      type: 1 = ping, 2 = pong, 3 = echo request, 4 = echo reply
 //   bytes 1..7  reserved, zero
 //   ping: bytes 8..16  t1 (f64)                                        16 bytes in all
 //   pong: bytes 8..16  t1, 16..24 t2, 24..32 t3 (f64 each)             32 bytes in all
+//   echo request: bytes 8..16  ms (f64, a whole number 0..MAX_ECHO_MS;  16 bytes in all
+//                 0: stop)
+//   echo reply:   bytes 8..12  answer (u32, ECHO_ALLOWED..ECHO_STOPPED), 16 bytes in all
+//                 bytes 12..16 reserved, zero
+//
+// The echo messages carry a round-trip request (pump.ts, echo-consent.ts): "send my stream back
+// to me for ms milliseconds", and the asked peer's answer once its user decided (or did not).
 //
 // A message of any other length or type, with reserved bytes set or a time that is not a finite
 // positive number, is malformed: parseControl says so and the caller counts and drops it.
@@ -32,9 +39,19 @@ export const CTL_PING = 1;
 export const CTL_PONG = 2;
 /** Echo request: "send my stream back to me for `ms` milliseconds" (0: stop); see pump.ts. */
 export const CTL_ECHO = 3;
+/** The asked peer's answer to an echo request. */
+export const CTL_ECHO_REPLY = 4;
 export const PING_LEN = 16;
 export const PONG_LEN = 32;
 export const ECHO_LEN = 16;
+export const ECHO_REPLY_LEN = 16;
+/** Echo replies: the user allowed it (the echo runs from now), declined it, did not answer in
+ * time; the peer echoes someone else already; the user stopped an echo that was running. */
+export const ECHO_ALLOWED = 1;
+export const ECHO_DECLINED = 2;
+export const ECHO_UNANSWERED = 3;
+export const ECHO_BUSY = 4;
+export const ECHO_STOPPED = 5;
 /** Longest echo one request asks for, ms (the engine's MAX_ECHO_MS). */
 export const MAX_ECHO_MS = 10_000;
 /** Samples the estimator keeps (at one ping a second, the last 16 s). */
@@ -54,16 +71,18 @@ export function wallUs(): number {
 
 /** What parseControl found: reused across calls (no allocation per message). */
 export interface ControlMessage {
-  type: typeof CTL_PING | typeof CTL_PONG | typeof CTL_ECHO | 0;
+  type: typeof CTL_PING | typeof CTL_PONG | typeof CTL_ECHO | typeof CTL_ECHO_REPLY | 0;
   t1: number;
   t2: number;
   t3: number;
   /** CTL_ECHO: how long to echo, ms (0..MAX_ECHO_MS). */
   ms: number;
+  /** CTL_ECHO_REPLY: ECHO_ALLOWED..ECHO_STOPPED. */
+  answer: number;
 }
 
 export function newControlMessage(): ControlMessage {
-  return { type: 0, t1: 0, t2: 0, t3: 0, ms: 0 };
+  return { type: 0, t1: 0, t2: 0, t3: 0, ms: 0, answer: 0 };
 }
 
 function goodTime(t: number): boolean {
@@ -105,7 +124,22 @@ export function parseControl(data: DataView, out: ControlMessage): boolean {
     out.type = CTL_ECHO;
     return true;
   }
+  if (type === CTL_ECHO_REPLY && n === ECHO_REPLY_LEN) {
+    const answer = data.getUint32(8, true);
+    if (answer < ECHO_ALLOWED || answer > ECHO_STOPPED || data.getUint32(12, true) !== 0) return false;
+    out.answer = answer;
+    out.type = CTL_ECHO_REPLY;
+    return true;
+  }
   return false;
+}
+
+/** Writes an echo reply into `out` (ECHO_REPLY_LEN bytes). */
+export function writeEchoReply(out: DataView, answer: number): void {
+  out.setUint32(0, CTL_ECHO_REPLY, true);
+  out.setUint32(4, 0, true);
+  out.setUint32(8, answer, true);
+  out.setUint32(12, 0, true);
 }
 
 /** Writes an echo request into `out` (ECHO_LEN bytes). */

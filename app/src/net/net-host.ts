@@ -2,7 +2,7 @@
 // transfer an RTCDataChannel to a worker (Chromium and Safari can), else on the main thread.
 
 import { LoopbackChannel } from './loopback';
-import { PacketPump, netStatsBytes } from './pump';
+import { PacketPump, netStatsBytes, type EchoEvent } from './pump';
 import type { NetWorkerMessage } from './net-worker';
 import NetWorker from './net-worker.ts?worker';
 
@@ -18,8 +18,15 @@ export interface PumpHost {
   remove(slot: number): void;
   /** Serves `slot` with a loopback link to ourselves (our packets come straight back). */
   addLoopback(slot: number): void;
-  /** Asks the peer in `slot` to echo our stream for `ms` ms (0: stop), over its control channel. */
+  /** Asks the peer in `slot` to echo our stream for `ms` ms (0: stop), over its control channel;
+   * its answer comes to `onEcho` as an 'echo-reply'. */
   requestEcho(slot: number, ms: number): void;
+  /** Our user's answer to the echo request of the peer in `slot` (an 'echo-request' event). */
+  answerEcho(slot: number, allow: boolean): void;
+  /** Our user stops the echo of the peer in `slot`, if one runs. */
+  stopEcho(slot: number): void;
+  /** Allow echo requests without asking, for this session. */
+  setEchoAutoAllow(on: boolean): void;
   stop(): void;
 }
 
@@ -46,14 +53,20 @@ export function createPumpHost(
   outbound: SharedArrayBuffer,
   maxPeers: number,
   prefer: 'worker' | 'main' = 'worker',
+  /** Round-trip requests to show the user, and the answers to ours (pump.ts). */
+  onEcho: (ev: EchoEvent) => void = () => {},
 ): PumpHost {
   const netStats = new SharedArrayBuffer(netStatsBytes(maxPeers));
   const stats = new Float64Array(netStats);
   if (prefer === 'worker' && canTransferDataChannels()) {
     const worker = new NetWorker({ name: 'tutti-net' });
     const post = (msg: NetWorkerMessage, transfer: Transferable[] = []) => worker.postMessage(msg, transfer);
-    worker.onmessage = (ev: MessageEvent<{ type: string; message?: string }>) => {
-      if (ev.data?.type === 'error') console.error(`net worker: ${ev.data.message}`);
+    worker.onmessage = (ev: MessageEvent<{ type: string; message?: string } | EchoEvent>) => {
+      const data = ev.data;
+      if (data?.type === 'error') console.error(`net worker: ${(data as { message?: string }).message}`);
+      else if (data?.type === 'echo-request' || data?.type === 'echo-withdrawn' || data?.type === 'echo-reply') {
+        onEcho(data as EchoEvent);
+      }
     };
     post({ type: 'init', inbound, outbound, netStats, maxPeers });
     return {
@@ -68,6 +81,9 @@ export function createPumpHost(
         ),
       remove: (slot) => post({ type: 'remove', slot }),
       requestEcho: (slot, ms) => post({ type: 'echo', slot, ms }),
+      answerEcho: (slot, allow) => post({ type: 'echo-answer', slot, allow }),
+      stopEcho: (slot) => post({ type: 'echo-stop', slot }),
+      setEchoAutoAllow: (on) => post({ type: 'echo-auto', on }),
       addLoopback: (slot) => post({ type: 'add-loopback', slot }),
       stop: () => {
         post({ type: 'stop' });
@@ -75,7 +91,7 @@ export function createPumpHost(
       },
     };
   }
-  const pump = new PacketPump(inbound, outbound, netStats, maxPeers, 'main');
+  const pump = new PacketPump(inbound, outbound, netStats, maxPeers, 'main', onEcho);
   pump.start();
   return {
     where: 'main',
@@ -83,6 +99,9 @@ export function createPumpHost(
     add: (slot, channel, control) => pump.add(slot, channel, control ?? null),
     remove: (slot) => pump.remove(slot),
     requestEcho: (slot, ms) => void pump.requestEcho(slot, ms),
+    answerEcho: (slot, allow) => pump.answerEcho(slot, allow),
+    stopEcho: (slot) => pump.stopEcho(slot),
+    setEchoAutoAllow: (on) => pump.setEchoAutoAllow(on),
     addLoopback: (slot) => pump.add(slot, new LoopbackChannel().asDataChannel()),
     stop: () => pump.stop(),
   };

@@ -6,12 +6,16 @@
 //      { type: 'add', slot, channel, control }   (both channels transferred; control may be null)
 //      { type: 'remove', slot }
 //      { type: 'echo', slot, ms }             (ask the peer to echo our stream)
+//      { type: 'echo-answer', slot, allow }   (our user's answer to the peer's echo request)
+//      { type: 'echo-stop', slot }            (our user stops the echo of the peer)
+//      { type: 'echo-auto', on }              (allow echo requests without asking)
 //      { type: 'add-loopback', slot }         (a link to ourselves, made here)
 //      { type: 'stop' }
-// out: { type: 'error', message } when a message could not be applied.
+// out: { type: 'error', message } when a message could not be applied;
+//      the pump's EchoEvents (pump.ts): requests to show our user, answers to ours.
 
 import { LoopbackChannel } from './loopback';
-import { PacketPump } from './pump';
+import { PacketPump, type EchoEvent } from './pump';
 
 export type NetWorkerMessage =
   | {
@@ -24,6 +28,9 @@ export type NetWorkerMessage =
   | { type: 'add'; slot: number; channel: RTCDataChannel; control: RTCDataChannel | null }
   | { type: 'remove'; slot: number }
   | { type: 'echo'; slot: number; ms: number }
+  | { type: 'echo-answer'; slot: number; allow: boolean }
+  | { type: 'echo-stop'; slot: number }
+  | { type: 'echo-auto'; on: boolean }
   | { type: 'add-loopback'; slot: number }
   | { type: 'stop' };
 
@@ -40,7 +47,9 @@ scope.onmessage = (ev: MessageEvent<NetWorkerMessage>) => {
     switch (msg.type) {
       case 'init':
         pump?.stop();
-        pump = new PacketPump(msg.inbound, msg.outbound, msg.netStats, msg.maxPeers, 'worker');
+        pump = new PacketPump(msg.inbound, msg.outbound, msg.netStats, msg.maxPeers, 'worker', (ev: EchoEvent) =>
+          scope.postMessage(ev),
+        );
         pump.start();
         break;
       case 'add':
@@ -52,6 +61,15 @@ scope.onmessage = (ev: MessageEvent<NetWorkerMessage>) => {
         break;
       case 'echo':
         pump?.requestEcho(msg.slot, msg.ms);
+        break;
+      case 'echo-answer':
+        pump?.answerEcho(msg.slot, msg.allow === true);
+        break;
+      case 'echo-stop':
+        pump?.stopEcho(msg.slot);
+        break;
+      case 'echo-auto':
+        pump?.setEchoAutoAllow(msg.on === true);
         break;
       case 'add-loopback':
         if (!pump) throw new Error('add-loopback before init');

@@ -6,7 +6,9 @@
 // Inbound, per message: one ring write of the browser's ArrayBuffer, tagged with the peer's slot.
 // Outbound: the engine worklet publishes a packet per block and wakes the pump with
 // Atomics.notify on the ring's write word; the pump copies each packet once into a buffer of its
-// own (data channels refuse views of shared memory) and sends that to every open channel.
+// own (data channels refuse views of shared memory) and sends that to every open channel the
+// record's tag names (OUT_ALL below: every peer; OUT_ALL_BUT | slot: every peer but one; a slot:
+// that peer only, as while we echo a peer's stream back to it alone).
 // Nothing is posted between threads per packet, and the steady state allocates nothing of its
 // own besides one typed-array view over each received ArrayBuffer and one promise per wake-up.
 //
@@ -17,9 +19,12 @@
 // Each link may also carry a control channel (clock.ts): the pump answers the peer's pings at
 // once and pings the peer itself (a burst when the link opens, then once a second), so that the
 // clock offset and RTT it publishes are measured where the audio goes, on the pump's thread.
-// The same channel carries echo requests (a peer measuring its round trip to us): the pump
-// passes them to the engine as a TAG_ECHO record in the inbound ring, and sends ours with
-// requestEcho().
+// The same channel carries echo requests (a peer measuring its round trip to us) and their
+// replies. A request is never applied on its own: the consent policy (echo-consent.ts) decides,
+// the pump tells its host (`onEcho`: the session shows the user who asks and what it does) and
+// only the user's yes (answerEcho) makes the pump write the engine's TAG_ECHO record; a no, or no
+// answer within the bound, goes back to the asker as an echo reply. The user can stop the echo
+// at any time (stopEcho). Ours go out with requestEcho(), and their replies come to `onEcho`.
 //
 // Per packet handed to a channel the pump also writes a TAG_SEND_QUEUE record (no payload, time
 // = the channel's queue ahead of it in µs) into the inbound ring: the engine's send-queue stage.
@@ -42,10 +47,17 @@ import { HEADER_WORDS, RingReader, RingWriter, WRITE_WORD } from './../audio/rin
 import { CONTROL_PACKET_LEN, HEADER_LEN, MAX_PACKET_LEN, SAMPLE_RATES_HZ } from '../audio/packet';
 import {
   CTL_ECHO,
+  CTL_ECHO_REPLY,
   CTL_PING,
   CTL_PONG,
   ClockEstimator,
+  ECHO_ALLOWED,
+  ECHO_BUSY,
+  ECHO_DECLINED,
   ECHO_LEN,
+  ECHO_REPLY_LEN,
+  ECHO_STOPPED,
+  ECHO_UNANSWERED,
   MAX_ECHO_MS,
   PING_LEN,
   PONG_LEN,
@@ -53,14 +65,32 @@ import {
   nextPingAt,
   parseControl,
   writeEcho,
+  writeEchoReply,
   writePing,
   writePong,
 } from './clock';
+import { Cancel, EchoConsent, Outcome, Verdict } from './echo-consent';
 
-/** Inbound ring tags that are notes to the engine, not packets (core/src/engine.rs). */
+// Ring tags, written once in Rust (core/src/engine.rs, core/src/capture.rs); a core test reads
+// these lines and compares.
+/** Inbound ring tags that are notes to the engine, not packets, with the peer's slot. */
 export const TAG_SEND_QUEUE = 0x8000;
 export const TAG_ECHO = 0x4000;
+export const TAG_SLOT_MASK = 0x00ff;
+/** Outbound ring tags: the packet's destination. */
+export const OUT_ALL = 0xffff;
+export const OUT_ALL_BUT = 0x8000;
+export const OUT_SLOT_MASK = 0x00ff;
 const NO_PAYLOAD = new Uint8Array(0);
+
+/** What the pump tells its host about round-trip echoes (see the header). */
+export type EchoEvent =
+  /** The peer in `slot` asks us to echo its stream for `ms` ms: ask our user (answerEcho). */
+  | { type: 'echo-request'; slot: number; ms: number }
+  /** Its prompt is gone: the asker withdrew, it went unanswered, or the peer left. */
+  | { type: 'echo-withdrawn'; slot: number }
+  /** The peer in `slot` answered our request (ECHO_ALLOWED..ECHO_STOPPED, clock.ts). */
+  | { type: 'echo-reply'; slot: number; answer: number };
 
 /** Send-queue bytes beyond which a channel skips packets (~30 PCM16 stereo 128-frame packets). */
 export const SEND_QUEUE_LIMIT = 64 * 1024;
@@ -72,11 +102,12 @@ const TWO_32 = 4294967296;
 
 // Net stats block: NET_GLOBAL_LEN globals, then NET_PEER_LEN values per slot.
 export const NET_GLOBAL_LEN = 8;
-export const NET_PEER_LEN = 17;
+export const NET_PEER_LEN = 18;
 export const N_WAKEUPS = 0;
 export const N_OUT_PACKETS = 1;
 export const N_IN_PACKETS = 2;
 export const N_THREAD = 3; // 1: the pump runs in a worker, 2: on the main thread
+export const N_OUT_UNROUTED = 4; // outbound records whose tag names no destination: dropped
 export const NP_STATE = 0; // ChannelState
 export const NP_RX_PACKETS = 1;
 export const NP_RX_BYTES = 2;
@@ -98,6 +129,9 @@ export const NP_EXCHANGES = 15; // pongs taken as clock samples
 /** The last packet's arrival time − the send time in its header, ms: the one-way delay plus the
  * clock offset (a diagnostic; NaN until a packet with a header arrives). */
 export const NP_STAMP_LAG_MS = 16;
+/** Echo requests from the peer dropped unasked: one pending already, its echo running, or in the
+ * cooldown after a denial, an unanswered or withdrawn request or a stop (echo-consent.ts). */
+export const NP_ECHO_DROPPED = 17;
 
 /** Atomics.waitAsync (ES2024; in every browser the engine runs in). */
 interface AtomicsWaitAsync {
@@ -152,6 +186,9 @@ export class PacketPump {
   private readonly pongView = new DataView(this.pongBuf);
   private readonly echoBuf = new ArrayBuffer(ECHO_LEN);
   private readonly echoView = new DataView(this.echoBuf);
+  private readonly replyBuf = new ArrayBuffer(ECHO_REPLY_LEN);
+  private readonly replyView = new DataView(this.replyBuf);
+  private readonly consent: EchoConsent;
   private readonly ctlIn = newControlMessage();
   private readonly timeOrigin = performance.timeOrigin;
   private running = false;
@@ -163,7 +200,10 @@ export class PacketPump {
     netStats: SharedArrayBuffer,
     readonly maxPeers: number,
     thread: 'worker' | 'main',
+    /** Round-trip requests to show our user, and answers to ours (see the header). */
+    private readonly onEcho: (ev: EchoEvent) => void = () => {},
   ) {
+    this.consent = new EchoConsent(maxPeers);
     this.writer = new RingWriter(inbound);
     this.reader = new RingReader(outbound);
     this.outWords = new Int32Array(outbound, 0, HEADER_WORDS);
@@ -267,17 +307,98 @@ export class PacketPump {
         s[base + NP_RTT_MS] = link.clock.medianRttUs() / 1000;
         s[base + NP_OFFSET_US] = link.clock.offsetUs();
       } else if (msg.type === CTL_ECHO) {
-        if (!this.writer.push(TAG_ECHO | link.slot, msg.ms, NO_PAYLOAD)) s[base + NP_RX_DROPPED]++;
+        this.echoRequested(link, msg.ms);
+      } else if (msg.type === CTL_ECHO_REPLY) {
+        this.onEcho({ type: 'echo-reply', slot: link.slot, answer: msg.answer });
       }
     };
     control.onopen = () => this.tickClock();
   }
 
+  /** A peer's echo request (ms > 0) or its "stop" (0), through the consent policy. */
+  private echoRequested(link: Link, ms: number): void {
+    const now = performance.now();
+    const slot = link.slot;
+    if (ms === 0) {
+      const c = this.consent.cancel(slot, now);
+      if (c === Cancel.Withdrawn) this.onEcho({ type: 'echo-withdrawn', slot });
+      else if (c === Cancel.Stop) this.tellEngine(slot, 0);
+      return;
+    }
+    switch (this.consent.request(slot, ms, now)) {
+      case Verdict.Drop:
+        this.stats[link.base + NP_ECHO_DROPPED]++;
+        break;
+      case Verdict.Ask:
+        this.onEcho({ type: 'echo-request', slot, ms });
+        break;
+      case Verdict.Grant:
+        this.tellEngine(slot, ms);
+        this.reply(slot, ECHO_ALLOWED);
+        break;
+      case Verdict.Busy:
+        this.reply(slot, ECHO_BUSY);
+        break;
+    }
+  }
+
   /**
-   * Sends the pings that are due: right away on a new link, a burst, then one a second. Called
-   * by the pump's timer (and by tests).
+   * Our user's answer to the round-trip request of the peer in `slot`: allowed, the engine echoes
+   * that peer's stream back to it (only to it) for the time it asked; declined, the peer is told.
+   * An answer to a prompt that is gone (withdrawn, timed out) does nothing.
+   */
+  answerEcho(slot: number, allow: boolean): void {
+    switch (this.consent.answer(slot, allow, performance.now())) {
+      case Outcome.Grant:
+        this.tellEngine(slot, this.consent.grantedMs(slot));
+        this.reply(slot, ECHO_ALLOWED);
+        break;
+      case Outcome.Declined:
+        this.reply(slot, ECHO_DECLINED);
+        break;
+      case Outcome.Busy:
+        this.reply(slot, ECHO_BUSY);
+        break;
+    }
+  }
+
+  /** Our user stops the echo of the peer in `slot` (if one runs); the peer is told. */
+  stopEcho(slot: number): void {
+    if (!this.consent.stop(slot, performance.now())) return;
+    this.tellEngine(slot, 0);
+    this.reply(slot, ECHO_STOPPED);
+  }
+
+  /** "Allow round-trip requests without asking", for this session (off by default). */
+  setEchoAutoAllow(on: boolean): void {
+    this.consent.autoAllow = on;
+  }
+
+  /** The engine's TAG_ECHO record: echo the peer in `slot` for `ms` ms (0: stop). */
+  private tellEngine(slot: number, ms: number): void {
+    const link = this.links[slot];
+    if (!this.writer.push(TAG_ECHO | slot, ms, NO_PAYLOAD) && link) this.stats[link.base + NP_RX_DROPPED]++;
+  }
+
+  /** A prompt went unanswered for too long: the asker is told, the prompt goes. */
+  private readonly unanswered = (slot: number): void => {
+    this.reply(slot, ECHO_UNANSWERED);
+    this.onEcho({ type: 'echo-withdrawn', slot });
+  };
+
+  private reply(slot: number, answer: number): void {
+    const link = this.links[slot];
+    if (!link) return;
+    writeEchoReply(this.replyView, answer);
+    this.sendControl(link, this.replyBuf);
+  }
+
+  /**
+   * Sends the pings that are due: right away on a new link, a burst, then one a second; and times
+   * out round-trip prompts nobody answered. Called by the pump's timer (and by tests).
    */
   tickClock(nowMs = performance.now()): void {
+    this.consent.tick(nowMs, this.unanswered);
     for (let slot = 0; slot < this.links.length; slot++) {
       const link = this.links[slot];
       if (!link || !link.control || link.control.readyState !== 'open') continue;
@@ -316,6 +437,8 @@ export class PacketPump {
   remove(slot: number): void {
     const link = this.links[slot];
     if (!link) return;
+    // The engine drops the peer's echo with the peer; a prompt for it goes too.
+    if (this.consent.remove(slot)) this.onEcho({ type: 'echo-withdrawn', slot });
     this.links[slot] = null;
     this.dropOpen(link);
     link.channel.onmessage = null;
@@ -359,6 +482,19 @@ export class PacketPump {
     for (let i = 0; i < open.length; i++) open[i].queuedAtPass = -1;
     while (reader.peek()) {
       const length = reader.length;
+      // The destination: every peer (-1, -1), every peer but `except`, or `only`.
+      const tag = reader.tag;
+      let only = -1;
+      let except = -1;
+      if (tag !== OUT_ALL) {
+        if ((tag & ~OUT_SLOT_MASK) === OUT_ALL_BUT) except = tag & OUT_SLOT_MASK;
+        else if ((tag & ~OUT_SLOT_MASK) === 0) only = tag;
+        else {
+          reader.consume();
+          s[N_OUT_UNROUTED]++;
+          continue;
+        }
+      }
       let buf = this.scratch[length];
       if (!buf) {
         buf = this.scratch[length] = new Uint8Array(length);
@@ -383,6 +519,7 @@ export class PacketPump {
       }
       for (let i = 0; i < open.length; i++) {
         const link = open[i];
+        if (link.slot === except || (only >= 0 && link.slot !== only)) continue;
         const ch = link.channel;
         const queued = ch.bufferedAmount;
         if (link.queuedAtPass < 0) link.queuedAtPass = queued;

@@ -63,7 +63,10 @@ import { createTapBuffer, TAP_ARMED, TAP_WRITTEN, tapViews } from '../audio/tap'
 import tapUrl from '../audio/tap-worklet.ts?worker&url';
 import { Mesh, type IcePolicy } from '../net/mesh';
 import { createPumpHost, type PumpHost } from '../net/net-host';
+import { ECHO_ALLOWED, ECHO_BUSY, ECHO_DECLINED, ECHO_STOPPED } from '../net/clock';
 import {
+  type EchoEvent,
+  NP_ECHO_DROPPED,
   NP_EXCHANGES,
   NP_GAP_MAX_MS,
   NP_GAPS_OVER_20MS,
@@ -86,6 +89,7 @@ import {
   type StageHistogram,
 } from '../audio/latency';
 import type {
+  EchoView,
   JoinRequest,
   Levels,
   LinkState,
@@ -108,6 +112,7 @@ const OFFSET_STEP_US = 50;
 /** ...and no more often than this per peer, ms (the first estimate goes at once). */
 const OFFSET_EVERY_MS = 1000;
 const IDLE_RECORDING: RoomView['recording'] = { state: 'idle', id: null, seconds: 0, bytes: 0, error: null };
+const NO_ECHO: EchoView = { requests: [], echoing: null, autoAllow: false };
 
 export const SAMPLE_RATE = 48000;
 /** Engine slots: more than any room the server admits by default (16). */
@@ -191,6 +196,9 @@ export interface PeerCounters {
    * `targetMs`, not an input to it.
    */
   oracleMs?: number;
+  /** The peer's round-trip requests dropped unasked (one pending already, or too soon after a
+   * denial or a stop: net/echo-consent.ts). */
+  echoRequestsDropped?: number;
 }
 
 export interface SessionCounters {
@@ -211,6 +219,23 @@ export const PROBE_ECHO_MS = 8000;
 
 /** How long a started probe may take to show in the engine's stats block, ms. */
 export const PROBE_START_GRACE_MS = 1500;
+/** How long we wait for a peer to answer our round-trip request, ms: theirs gives up after 20 s
+ * (net/echo-consent.ts) and says so; this bounds the wait if that answer never comes. */
+export const ASK_TIMEOUT_MS = 25_000;
+
+/** What a peer's answer to our round-trip request means for the user; `name` is theirs. */
+export function echoRefusalText(answer: number, name: string): string {
+  switch (answer) {
+    case ECHO_DECLINED:
+      return `${name} declined the round-trip measurement.`;
+    case ECHO_BUSY:
+      return `${name} is measuring a round trip with someone else; try again in a moment.`;
+    case ECHO_STOPPED:
+      return `${name} stopped the round-trip measurement.`;
+    default:
+      return `${name} did not answer the round-trip request.`;
+  }
+}
 
 interface ProbeRun {
   peer: string;
@@ -218,18 +243,27 @@ interface ProbeRun {
   clicks: number;
   /** The peer was asked to echo (and is told to stop when the probe is over). */
   echo: boolean;
+  /** Waiting for the peer to allow the echo: the engine's probe starts once they do. */
+  asking: boolean;
+  /** Why it ended without measuring (the peer declined, did not answer...), in words. */
+  refusal: string | null;
   /** The probe runs over a loopback link made for it in a room. */
   selfLoop: boolean;
   /** The engine's stats block has shown this probe running. */
   seenRunning: boolean;
   over: boolean;
+  /** performance.now() of the request; once the peer allowed the echo, of the clicks' start. */
   startedAt: number;
 }
 
 /** A round-trip probe's progress and results (Session.probeResult). */
 export interface ProbeResult {
   peer: string;
-  state: 'idle' | 'running' | 'done';
+  /** 'asking': waiting for the peer to allow the echo; 'refused': it ended without measuring
+   * (`message` says why). */
+  state: 'idle' | 'asking' | 'running' | 'done' | 'refused';
+  /** With 'refused': why, in words for the user. */
+  message?: string;
   clicks: number;
   sent: number;
   heard: number;
@@ -276,6 +310,10 @@ class Session implements RoomSession {
   private probe: ProbeRun | null = null;
   /** In a room: the slot of a loopback link to ourselves, there while a self probe runs. */
   private selfLoopSlot: number | null = null;
+  /** Round-trip requests from other participants waiting for the user's answer, by peer. */
+  private readonly echoRequests = new Map<string, { slot: number; ms: number }>();
+  /** The last answer each participant gave to our round-trip request (clock.ts ECHO_*). */
+  private readonly echoReplies = new Map<string, number>();
 
   constructor(
     private readonly req: JoinRequest,
@@ -296,6 +334,7 @@ class Session implements RoomSession {
       monitor: { on: false, gainDb: -6 },
       engine: { underruns: 0, peers: 0, sampleRate: SAMPLE_RATE, blockFrames: req.audio.blockFrames },
       recording: IDLE_RECORDING,
+      echo: NO_ECHO,
     };
     void this.start();
   }
@@ -311,6 +350,11 @@ class Session implements RoomSession {
     if (!p) return;
     p.strip = { ...p.strip, ...patch };
     this.sendStrip(p);
+    // Muting someone also stops sending them their own sound back, and declines their request.
+    if (p.strip.mute) {
+      this.pump?.stopEcho(p.slot);
+      if (this.echoRequests.has(peer)) this.answerEcho(peer, false);
+    }
     this.req.mixMemory?.set(p.member.name, p.strip);
     this.refresh();
   }
@@ -480,6 +524,7 @@ class Session implements RoomSession {
         senderGapMs: at(P_SENDER_GAP_MS),
         stretched: at(P_STRETCHED),
         oracleMs: (at(P_ORACLE_FRAMES) / SAMPLE_RATE) * 1000,
+        echoRequestsDropped: nat(NP_ECHO_DROPPED),
       };
     }
     return {
@@ -534,11 +579,12 @@ class Session implements RoomSession {
   /**
    * Starts a round-trip probe of `clicks` clicks towards `peer`: our outgoing audio becomes
    * silence and clicks (everyone hears them), and each click is timed when it comes back in that
-   * participant's stream. A remote participant is asked to echo our stream meanwhile.
-   * `LOOPBACK_PEER` measures our own loop through the engine and the packet pump with no
-   * network: the sound check's participant, or in a room a loopback link made for the probe
-   * (muted in the mix) and removed after it. Returns false when there is no such participant or
-   * no engine.
+   * participant's stream. A remote participant is asked to echo our stream first: the clicks
+   * start once their user allows it, and a refusal (or no answer) ends the probe with a message
+   * (probeResult). `LOOPBACK_PEER` measures our own loop through the engine and the packet pump
+   * with no network: the sound check's participant, or in a room a loopback link made for the
+   * probe (muted in the mix) and removed after it. Returns false when there is no such
+   * participant or no engine.
    */
   startProbe(peer: string, clicks = PROBE_CLICKS): boolean {
     const engine = this.engine;
@@ -549,9 +595,24 @@ class Session implements RoomSession {
     if (selfLoop) slot = this.openSelfLoop() ?? undefined;
     if (slot === undefined) return false;
     const echo = !this.loopback && !selfLoop;
-    if (echo) this.pump?.requestEcho(slot, PROBE_ECHO_MS);
-    engine.control({ type: 'probe', slot, clicks });
-    this.probe = { peer, slot, clicks, echo, selfLoop, seenRunning: false, over: false, startedAt: performance.now() };
+    this.probe = {
+      peer,
+      slot,
+      clicks,
+      echo,
+      asking: echo,
+      refusal: null,
+      selfLoop,
+      seenRunning: false,
+      over: false,
+      startedAt: performance.now(),
+    };
+    if (echo) {
+      this.echoReplies.delete(peer);
+      this.pump?.requestEcho(slot, PROBE_ECHO_MS);
+    } else {
+      engine.control({ type: 'probe', slot, clicks });
+    }
     return true;
   }
 
@@ -561,13 +622,107 @@ class Session implements RoomSession {
     this.endProbe();
   }
 
-  /** A probe is over (done or stopped): the peer stops echoing, a self loop goes. */
+  /** A probe is over (done, stopped or refused): the peer stops echoing, a self loop goes. */
   private endProbe(): void {
     const run = this.probe;
     if (!run || run.over) return;
     run.over = true;
+    run.asking = false;
     if (run.echo) this.pump?.requestEcho(run.slot, 0);
     if (run.selfLoop) this.closeSelfLoop();
+  }
+
+  /**
+   * Asks `peer` to send our own stream back to us for `ms` ms, without a probe (what the probe
+   * does first): we then hear ourselves as we arrive there. Their user decides; the answer is
+   * echoReply(peer). `ms` 0 withdraws the request or stops the echo. False when there is no such
+   * participant.
+   */
+  requestEcho(peer: string, ms = PROBE_ECHO_MS): boolean {
+    const p = this.participants.get(peer);
+    if (!p || !this.pump || this.loopback) return false;
+    this.echoReplies.delete(peer);
+    this.pump.requestEcho(p.slot, ms);
+    return true;
+  }
+
+  /** `peer`'s last answer to our round-trip request: 'allowed', 'declined', 'unanswered',
+   * 'busy' or 'stopped'; null while none came. */
+  echoReply(peer: string): 'allowed' | 'declined' | 'unanswered' | 'busy' | 'stopped' | null {
+    const a = this.echoReplies.get(peer);
+    if (a === undefined) return null;
+    return (['allowed', 'declined', 'unanswered', 'busy', 'stopped'] as const)[a - ECHO_ALLOWED] ?? null;
+  }
+
+  /** Our user's answer to `peer`'s round-trip request (shown in view.echo.requests). */
+  answerEcho(peer: string, allow: boolean): void {
+    const req = this.echoRequests.get(peer);
+    if (!req) return;
+    this.echoRequests.delete(peer);
+    this.pump?.answerEcho(req.slot, allow);
+    this.refresh();
+  }
+
+  /** Stops sending a participant their own sound back (the Stop of the echo notice). */
+  stopEcho(): void {
+    const peer = this.echoing();
+    const p = peer === null ? undefined : this.participants.get(peer);
+    if (p) this.pump?.stopEcho(p.slot);
+  }
+
+  /** "Allow round-trip requests without asking" for the rest of this session (off at first). */
+  setEchoAutoAllow(on: boolean): void {
+    this.pump?.setEchoAutoAllow(on);
+    this.view = { ...this.view, echo: { ...this.view.echo, autoAllow: on } };
+    this.emit();
+  }
+
+  /** What the packet pump says of round-trip echoes: requests to us, answers to ours. */
+  private onEcho(ev: EchoEvent): void {
+    if (this.ended) return;
+    const p = [...this.participants.values()].find((x) => x.slot === ev.slot);
+    if (ev.type === 'echo-request') {
+      // Someone we muted, or someone we do not know (yet): declined without asking.
+      if (!p || p.strip.mute) {
+        this.pump?.answerEcho(ev.slot, false);
+        return;
+      }
+      this.echoRequests.set(p.member.peer, { slot: ev.slot, ms: ev.ms });
+    } else if (ev.type === 'echo-withdrawn') {
+      if (p) this.echoRequests.delete(p.member.peer);
+    } else {
+      if (!p) return;
+      this.echoReplies.set(p.member.peer, ev.answer);
+      const run = this.probe;
+      if (run && !run.over && run.echo && run.slot === ev.slot) {
+        if (run.asking && ev.answer === ECHO_ALLOWED) {
+          // Allowed: the echo runs from now, and so do the clicks.
+          run.asking = false;
+          run.startedAt = performance.now();
+          this.engine?.control({ type: 'probe', slot: run.slot, clicks: run.clicks });
+        } else if (ev.answer !== ECHO_ALLOWED) {
+          run.refusal = echoRefusalText(ev.answer, p.member.name);
+          this.stopProbe();
+        }
+      }
+    }
+    this.refresh();
+  }
+
+  /** The view's echo part: pending requests, whom we echo, the setting. */
+  private echoView(): EchoView {
+    const requests: EchoView['requests'] = [];
+    for (const [peer, r] of this.echoRequests) {
+      const p = this.participants.get(peer);
+      if (p) requests.push({ peer, name: p.member.name, seconds: Math.ceil(r.ms / 1000) });
+    }
+    const peer = this.echoing();
+    const p = peer === null ? undefined : this.participants.get(peer);
+    return {
+      requests,
+      echoing: p ? { peer: p.member.peer, name: p.member.name } : null,
+      autoAllow: this.view.echo.autoAllow,
+    };
   }
 
   /** In a room: a loopback link to ourselves in a free slot, muted in the mix. */
@@ -595,18 +750,23 @@ class Session implements RoomSession {
 
   /**
    * Where the round-trip probe stands, from the engine's stats block (refreshed ten times a
-   * second); null before the first probe. Until the engine shows the new probe running (a
-   * moment after the start), it reads as running with nothing sent yet.
+   * second); null before the first probe. 'asking' while the peer has not allowed the echo yet,
+   * 'refused' (with the message) once they declined, did not answer or stopped it. Until the
+   * engine shows the new probe running (a moment after the start), it reads as running with
+   * nothing sent yet.
    */
   probeResult(): ProbeResult | null {
     const s = this.statsSnapshot;
     const run = this.probe;
     if (!run) return null;
     const peer = run.peer;
+    const nothing = { peer, clicks: run.clicks, sent: 0, heard: 0, roundTripsMs: [], medianMs: NaN, minMs: NaN, maxMs: NaN };
+    if (run.asking) return { ...nothing, state: 'asking' };
+    if (run.refusal !== null && !run.seenRunning) return { ...nothing, state: 'refused', message: run.refusal };
     if (!run.seenRunning && !run.over && performance.now() - run.startedAt < PROBE_START_GRACE_MS) {
-      return { peer, state: 'running', clicks: run.clicks, sent: 0, heard: 0, roundTripsMs: [], medianMs: NaN, minMs: NaN, maxMs: NaN };
+      return { ...nothing, state: 'running' };
     }
-    const state = s[G_PROBE_STATE] === 1 ? 'running' : s[G_PROBE_STATE] === 2 ? 'done' : 'idle';
+    const state = run.refusal !== null ? 'refused' : s[G_PROBE_STATE] === 1 ? 'running' : s[G_PROBE_STATE] === 2 ? 'done' : 'idle';
     const roundTripsMs: number[] = [];
     for (let i = 0; i < Math.min(s[G_PROBE_SENT], PROBE_MAX_CLICKS); i++) roundTripsMs.push(s[G_PROBE_RESULTS_AT + i]);
     const heard = roundTripsMs.filter(Number.isFinite).sort((a, b) => a - b);
@@ -621,6 +781,7 @@ class Session implements RoomSession {
       medianMs: median,
       minMs: heard.length > 0 ? heard[0] : NaN,
       maxMs: heard.length > 0 ? heard[heard.length - 1] : NaN,
+      ...(run.refusal !== null ? { message: run.refusal } : {}),
     };
   }
 
@@ -737,7 +898,9 @@ class Session implements RoomSession {
       this.timer = setInterval(() => this.refresh(), VIEW_EVERY_MS);
       return;
     }
-    this.pump = createPumpHost(this.engine.buffers.inbound, this.engine.buffers.outbound, MAX_PEERS);
+    this.pump = createPumpHost(this.engine.buffers.inbound, this.engine.buffers.outbound, MAX_PEERS, 'worker', (ev) =>
+      this.onEcho(ev),
+    );
     const self = this.view.self.peer;
     this.signaling = new SignalingClient(
       SignalingClient.urlFor(),
@@ -819,6 +982,8 @@ class Session implements RoomSession {
     const p = this.participants.get(peer);
     if (!p) return;
     this.participants.delete(peer);
+    this.echoRequests.delete(peer);
+    this.echoReplies.delete(peer);
     this.mesh?.drop(peer);
     this.engine?.control({ type: 'remove-peer', slot: p.slot });
     this.freeSlots.push(p.slot);
@@ -853,7 +1018,12 @@ class Session implements RoomSession {
     this.forwardClockOffsets();
     this.forwardDeviceLatency();
     const run = this.probe;
-    if (run && !run.over) {
+    if (run && !run.over && run.asking) {
+      if (performance.now() - run.startedAt > ASK_TIMEOUT_MS) {
+        run.refusal = echoRefusalText(0, this.participants.get(run.peer)?.member.name ?? 'The participant');
+        this.endProbe();
+      }
+    } else if (run && !run.over) {
       // The block shows the previous probe until the engine takes the new one: only a probe seen
       // running can be over. Once done, the peer's audio goes back to their microphone.
       if (s[G_PROBE_STATE] === 1 && s[G_PROBE_SLOT] === run.slot) run.seenRunning = true;
@@ -925,6 +1095,7 @@ class Session implements RoomSession {
         },
       },
       engine: { ...this.view.engine, underruns: s[G_UNDERRUNS], peers: s[G_PEERS] },
+      echo: this.echoView(),
     };
     this.emit();
   }

@@ -75,6 +75,21 @@ export interface RoomView {
   /** Engine-wide counters. */
   engine: { underruns: number; peers: number; sampleRate: number; blockFrames: number };
   recording: RecordingView;
+  echo: EchoView;
+}
+
+/**
+ * Round trips others measure through us: while we echo a participant, they hear their own sound
+ * from us (and only they: everyone else keeps hearing us). Nobody gets that unasked.
+ */
+export interface EchoView {
+  /** Requests waiting for the user's answer (RoomSession.answerEcho), in the order they came;
+   * `seconds`: how long they would hear themselves at most. */
+  requests: { peer: string; name: string; seconds: number }[];
+  /** The participant we send their own sound back to now, if any (RoomSession.stopEcho). */
+  echoing: { peer: string; name: string } | null;
+  /** "Allow round-trip requests without asking", for this session. */
+  autoAllow: boolean;
 }
 
 /** The session's recorder: every participant, the user's input and the mix as separate tracks. */
@@ -135,6 +150,12 @@ export interface RoomSession {
   stopRecording(): Promise<void>;
   /** Retries the join with another password after a "wrong-password" error. */
   retryPassword(password: string): void;
+  /** Answers a participant's round-trip request (view.echo.requests). */
+  answerEcho?(peer: string, allow: boolean): void;
+  /** Stops sending a participant their own sound back (view.echo.echoing). */
+  stopEcho?(): void;
+  /** Allows round-trip requests without asking, for the rest of this session. */
+  setEchoAutoAllow?(on: boolean): void;
   /** Leaves the room and releases microphone, audio context and connections. */
   leave(): Promise<void>;
 }

@@ -323,7 +323,9 @@ export function probeControls(session: object): ProbeControls | null {
   return fns.every((f) => typeof f === 'function') ? (session as ProbeControls) : null;
 }
 
-export type ProbePhase = 'starting' | 'running' | 'done' | 'stopped' | 'failed';
+/** 'asking': the peer has not allowed the echo yet; 'refused': they declined, did not answer or
+ * stopped it (the result's message says which). */
+export type ProbePhase = 'starting' | 'asking' | 'running' | 'done' | 'stopped' | 'failed' | 'refused';
 
 /** How often a running probe is polled, ms. */
 export const PROBE_POLL_MS = 200;
@@ -341,7 +343,7 @@ export class ProbeWatch {
   /** The latest result of this probe (null before it shows). */
   result: ProbeResult | null = null;
   private seenRunning = false;
-  private readonly startedAt: number;
+  private startedAt: number;
 
   constructor(
     private readonly probe: ProbeControls,
@@ -355,13 +357,22 @@ export class ProbeWatch {
   }
 
   get finished(): boolean {
-    return this.phase === 'done' || this.phase === 'stopped' || this.phase === 'failed';
+    return this.phase === 'done' || this.phase === 'stopped' || this.phase === 'failed' || this.phase === 'refused';
   }
 
   poll(): ProbePhase {
     if (this.finished) return this.phase;
     const r = this.probe.probeResult();
     const mine = r !== null && r.peer === this.peer ? r : null;
+    if (mine?.state === 'asking') {
+      // The clicks start once the peer allows the echo: the start's grace runs from then.
+      this.startedAt = this.now();
+      return (this.phase = 'asking');
+    }
+    if (mine?.state === 'refused') {
+      this.result = mine;
+      return (this.phase = 'refused');
+    }
     if (mine?.state === 'running') {
       this.seenRunning = true;
       this.result = mine;
@@ -379,9 +390,10 @@ export class ProbeWatch {
     this.phase = 'stopped';
   }
 
-  /** "click k of n" while running; "starting…" before. */
+  /** "click k of n" while running; "waiting for their answer…" while asking; "starting…" before. */
   get progress(): string {
     const r = this.result;
+    if (this.phase === 'asking') return 'waiting for their answer…';
     if (this.phase !== 'running' || !r) return 'starting…';
     return `click ${Math.min(r.clicks, Math.max(1, r.sent))} of ${r.clicks}`;
   }
