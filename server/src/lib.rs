@@ -119,12 +119,19 @@ impl App {
     }
 
     /// Forgets idle addresses and writes the throttled summaries; runs every
-    /// [`THROTTLE_WINDOW`].
-    fn sweep(&self) {
+    /// [`THROTTLE_WINDOW`], and with `last` when the server stops.
+    fn sweep(&self, last: bool) {
         let now = std::time::Instant::now();
         self.limits().prune(now);
-        let mut lines = lock(&self.refusals).flush(now);
-        lines.extend(lock(&self.unjoined_closes).flush(now));
+        let mut lines = Vec::new();
+        for throttle in [&self.refusals, &self.unjoined_closes] {
+            let mut throttle = lock(throttle);
+            lines.extend(if last {
+                throttle.flush_all(now)
+            } else {
+                throttle.flush(now)
+            });
+        }
         lines.iter().for_each(|l| event(l));
     }
 
@@ -303,7 +310,7 @@ impl Server {
                 tick.tick().await;
                 loop {
                     tick.tick().await;
-                    app.sweep();
+                    app.sweep(false);
                 }
             })
         };
@@ -325,7 +332,7 @@ impl Server {
         .await;
         server.abort();
         sweeper.abort();
-        app.sweep();
+        app.sweep(true);
         match drained {
             Ok(()) => event("stopped"),
             Err(_) => event("stopped (some connections did not close in time)"),

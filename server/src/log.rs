@@ -139,10 +139,19 @@ impl Throttle {
     /// Ends the windows that are over, returning their summaries; call about once per
     /// [`THROTTLE_WINDOW`].
     pub fn flush(&mut self, now: Instant) -> Vec<String> {
+        self.end_windows(now, false)
+    }
+
+    /// Ends all windows, over or not (when the server stops).
+    pub fn flush_all(&mut self, now: Instant) -> Vec<String> {
+        self.end_windows(now, true)
+    }
+
+    fn end_windows(&mut self, now: Instant, all: bool) -> Vec<String> {
         let mut lines = Vec::new();
         let label = self.label;
         self.windows.retain(|key, w| {
-            if now.saturating_duration_since(w.start) < THROTTLE_WINDOW {
+            if !all && now.saturating_duration_since(w.start) < THROTTLE_WINDOW {
                 return true;
             }
             lines.extend(w.summary(label, key, now));
