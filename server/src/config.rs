@@ -87,8 +87,8 @@ pub struct Config {
     #[arg(long, env = "TUTTI_JOIN_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..))]
     pub join_timeout_ms: u64,
 
-    /// Another origin (scheme://host[:port]) whose pages may open /ws, e.g. behind a proxy
-    /// that terminates TLS. Repeat the flag or separate with commas. The server's own origin
+    /// Another origin (scheme, host and optional port, as browsers send it) whose pages may
+    /// open /ws, e.g. the https address of a proxy that terminates TLS. Repeat the flag or separate with commas. The server's own origin
     /// is always allowed; an upgrade with any other Origin header gets 403.
     #[arg(
         long = "allowed-origin",

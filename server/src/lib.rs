@@ -2,6 +2,11 @@
 //! `GET /api/config` for the browser, and WebRTC signaling between the members of a room on
 //! `GET /ws` (the protocol is described in [`protocol`]). Audio never passes through it.
 //!
+//! Every client is assumed hostile. A connection passes [`serve`] (TLS handshake and HTTP
+//! request heads under deadlines), then for `/ws` [`ws::upgrade`] (the page's [`origin`], the
+//! address's share of connections in [`limits`]), then [`ws`]'s connection task (message rate
+//! and size, heartbeat, join deadline, outbound [`budget`]s, close codes that arrive).
+//!
 //! Run it with [`Server::bind`] then [`Server::run`]; the binary does exactly that:
 //!
 //! ```no_run

@@ -166,7 +166,7 @@ async fn serve_http<I>(
 
 /// A stream that, when dropped, is closed gracefully in the background: end of stream sent
 /// (and TLS close_notify), input read and discarded until the client closes, [`LINGER`]
-/// passes or [`LINGER_BYTES`] were read.
+/// passes or 1 MiB was read.
 pub struct Linger<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> {
     inner: Option<T>,
 }
