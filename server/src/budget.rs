@@ -187,6 +187,46 @@ mod tests {
     }
 
     #[test]
+    fn an_outbox_over_its_budget_kills_its_connection_but_still_queues_the_close() {
+        use crate::rooms::Outbox;
+        use std::future::Future;
+        use tokio::sync::{mpsc, Notify};
+
+        let shared = SharedBudget::new(1 << 30);
+        let queue = Arc::new(QueueBudget::new(10_000, shared.clone()));
+        let (tx, mut rx) = mpsc::channel(1000);
+        let kill = Arc::new(Notify::new());
+        let outbox = Outbox::new(1, tx, kill.clone()).with_budget(queue.clone());
+        let text = "x".repeat(1000);
+        for _ in 0..9 {
+            outbox.send_text(text.clone()); // 9 × 1064 bytes fit in 10 000
+        }
+        let notified = kill.notified();
+        tokio::pin!(notified);
+        let waker = futures_util::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(
+            notified.as_mut().poll(&mut cx).is_pending(),
+            "not killed yet"
+        );
+        outbox.send_text(text.clone());
+        assert!(
+            notified.as_mut().poll(&mut cx).is_ready(),
+            "the tenth is too many"
+        );
+        assert_eq!(queue.queued(), 9 * (1000 + MESSAGE_OVERHEAD));
+        outbox.send(Outbound::Close(1013, "too slow"));
+        let mut got = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            queue.release(cost(&m));
+            got.push(m);
+        }
+        assert_eq!(got.len(), 10);
+        assert!(matches!(got[9], Outbound::Close(1013, _)));
+        assert_eq!((queue.queued(), shared.used()), (0, 0));
+    }
+
+    #[test]
     fn concurrent_reserve_and_release_balance() {
         let shared = SharedBudget::new(200_000);
         let queues: Vec<Arc<QueueBudget>> = (0..4)

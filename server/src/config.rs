@@ -289,5 +289,58 @@ mod tests {
         let mut tls = c.clone();
         tls.tls_cert = Some("cert.pem".into());
         assert!(tls.validate().is_err());
+        assert_eq!(
+            (c.max_connections, c.max_connections_per_address),
+            (1024, 32)
+        );
+        assert_eq!((c.connect_rate, c.connect_burst), (2.0, 32));
+        assert_eq!(
+            (c.outbound_bytes_per_connection, c.outbound_bytes_total),
+            (1 << 20, 64 << 20)
+        );
+        assert_eq!(
+            (
+                c.join_timeout_ms,
+                c.header_timeout_ms,
+                c.tls_handshake_timeout_ms
+            ),
+            (10_000, 10_000, 10_000)
+        );
+        assert!(c.allowed_origins.is_empty());
+    }
+
+    #[test]
+    fn connection_limits_are_validated() {
+        let ok = Config::with_dist("d");
+        let refused = |change: &dyn Fn(&mut Config), flag: &str| {
+            let mut c = ok.clone();
+            change(&mut c);
+            let e = c.validate().err().unwrap_or_default();
+            assert!(e.contains(flag), "{flag}: {e:?}");
+        };
+        refused(&|c| c.max_connections = 0, "--max-connections");
+        refused(&|c| c.connect_rate = 0.0, "--connect-rate");
+        refused(&|c| c.connect_rate = f64::NAN, "--connect-rate");
+        refused(
+            &|c| c.outbound_bytes_per_connection = 100_000,
+            "--outbound-bytes-per-connection",
+        );
+        refused(
+            &|c| c.outbound_bytes_total = (1 << 20) - 1,
+            "--outbound-bytes-total",
+        );
+        refused(
+            &|c| c.allowed_origins = vec!["tutti.example.org".into()],
+            "--allowed-origin",
+        );
+        let parsed = Config::parse_from([
+            "tutti-server",
+            "--allowed-origin",
+            "https://a.example,http://b.example:8080",
+            "--allowed-origin",
+            "http://[::1]:3000",
+        ]);
+        assert_eq!(parsed.allowed_origins.len(), 3);
+        assert!(parsed.validate().is_ok());
     }
 }
