@@ -240,7 +240,9 @@ mod tests {
                     for i in 0..20_000 {
                         let n = 1 + (i * 7919 + t * 104_729) % 30_000;
                         if q.reserve(n) {
-                            assert!(shared.used() <= 200_000 + 8 * 30_000);
+                            // Other threads may be between their two counters: a reserve that
+                            // will be undone, a release not yet subtracted, 30 000 each at most.
+                            assert!(shared.used() <= 200_000 + 2 * 8 * 30_000);
                             q.release(n);
                         }
                     }
