@@ -12,7 +12,7 @@
 //! Accounting is lock-free (atomics), so the rooms can queue messages under their lock without
 //! ever waiting.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::rooms::Outbound;
@@ -35,21 +35,23 @@ pub fn cost(msg: &Outbound) -> usize {
 /// The budget all queues share.
 #[derive(Debug)]
 pub struct SharedBudget {
-    limit: usize,
-    used: AtomicUsize,
+    limit: i64,
+    /// Signed: a queue's two counters are updated one after the other, so while a release
+    /// on one thread overtakes a reserve on another this may dip below zero for a moment.
+    used: AtomicI64,
 }
 
 impl SharedBudget {
     pub fn new(limit: usize) -> Arc<Self> {
         Arc::new(Self {
-            limit,
-            used: AtomicUsize::new(0),
+            limit: i64::try_from(limit).unwrap_or(i64::MAX),
+            used: AtomicI64::new(0),
         })
     }
 
     /// Bytes counted against the total now.
     pub fn used(&self) -> usize {
-        self.used.load(Ordering::Acquire)
+        usize::try_from(self.used.load(Ordering::Acquire)).unwrap_or(0)
     }
 }
 
@@ -62,8 +64,9 @@ pub struct QueueBudget {
     shared: Arc<SharedBudget>,
 }
 
-fn shared_part(queued: usize) -> usize {
-    queued.saturating_sub(UNSHARED_BYTES)
+/// The part of a queue of `queued` bytes counted against the shared total.
+fn shared_part(queued: usize) -> i64 {
+    i64::try_from(queued.saturating_sub(UNSHARED_BYTES)).unwrap_or(i64::MAX)
 }
 
 impl QueueBudget {
@@ -254,5 +257,35 @@ mod tests {
         }
         assert_eq!(shared.used(), 0);
         assert!(queues.iter().all(|q| q.queued() == 0));
+    }
+
+    #[test]
+    fn no_refusals_while_far_below_the_limits() {
+        // Writers releasing while rooms reserve, on the same queues: the counters may be
+        // updated in any order, and no reserve may fail while the totals are far from full.
+        let shared = SharedBudget::new(1 << 30);
+        let queues: Vec<Arc<QueueBudget>> = (0..2)
+            .map(|_| Arc::new(QueueBudget::new(1 << 30, shared.clone())))
+            .collect();
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let q = queues[t % 2].clone();
+                std::thread::spawn(move || {
+                    let mut refused = 0;
+                    for i in 0..50_000 {
+                        let n = 1 + (i * 7919 + t * 104_729) % 30_000;
+                        if q.reserve(n) {
+                            q.release(n);
+                        } else {
+                            refused += 1;
+                        }
+                    }
+                    refused
+                })
+            })
+            .collect();
+        let refused: u32 = threads.into_iter().map(|t| t.join().expect("thread")).sum();
+        assert_eq!(refused, 0);
+        assert_eq!(shared.used(), 0);
     }
 }
