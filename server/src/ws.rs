@@ -301,18 +301,15 @@ async fn run(socket: WebSocket, slot: ConnectionSlot, addr: SocketAddr) {
     // The writer sends what is queued, ending with the close frame (a too slow one drops its
     // queue and sends only the close frame); meanwhile input is read and discarded until the
     // client's own close frame. Both within CLOSE_FLUSH.
-    let finish = async {
-        let writing = async {
-            if tokio::time::timeout(CLOSE_FLUSH, &mut writer)
-                .await
-                .is_err()
-            {
-                writer.abort();
-            }
-        };
-        tokio::join!(writing, drain(&mut stream));
+    let writing = async {
+        if tokio::time::timeout(CLOSE_FLUSH, &mut writer)
+            .await
+            .is_err()
+        {
+            writer.abort();
+        }
     };
-    finish.await;
+    tokio::join!(writing, drain(&mut stream));
     drop(stream);
     drop(slot);
 }

@@ -174,7 +174,9 @@ async fn idle_connections_from_one_address_do_not_stop_another() {
         1968 + churn.values().sum::<usize>() - admitted,
         refused.join("\n  ")
     );
-    assert!(refused.len() <= 3, "{refused:#?}");
+    // One line when a 10 s window opens and one summary when it ends.
+    let windows = (started.elapsed().as_secs() / 10 + 1) as usize;
+    assert!(refused.len() <= 2 * windows, "{refused:#?}");
     assert!(refused[0].contains("status=429 reason=address-full"));
     assert!(
         log.iter()
