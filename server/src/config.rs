@@ -63,7 +63,9 @@ pub struct Config {
     #[arg(long, env = "TUTTI_HEARTBEAT_TIMEOUT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..))]
     pub heartbeat_timeout_ms: u64,
 
-    /// Most simultaneous WebSocket connections; further upgrades are refused with 503.
+    /// Most simultaneous WebSocket connections; further upgrades are refused with 503. Shared
+    /// fairly: while N other addresses hold connections, one address may hold at most
+    /// 1/(N+2) of them (half when it is alone), so a new address always finds room.
     #[arg(long, env = "TUTTI_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
 
@@ -85,6 +87,56 @@ pub struct Config {
     /// (308). Off when not given.
     #[arg(long, env = "TUTTI_HTTP_REDIRECT_PORT")]
     pub http_redirect_port: Option<u16>,
+
+    /// Most simultaneous WebSocket connections from one client address (IPv6: one /64), enough
+    /// for a household or a rehearsal room behind one NAT; further upgrades get 429.
+    #[arg(long, env = "TUTTI_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_address: u32,
+
+    /// New WebSocket connections per second allowed from one address (token bucket refill
+    /// rate); over it, upgrades get 429 with Retry-After.
+    #[arg(long, env = "TUTTI_CONNECT_RATE", default_value_t = 2.0)]
+    pub connect_rate: f64,
+
+    /// Burst of new WebSocket connections allowed from one address (token bucket size): a
+    /// household reconnecting at once after a server restart.
+    #[arg(long, env = "TUTTI_CONNECT_BURST", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub connect_burst: u32,
+
+    /// A WebSocket connection that is not in a room for this long (milliseconds; from its
+    /// start or since it left) is closed with 1008.
+    #[arg(long, env = "TUTTI_JOIN_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..))]
+    pub join_timeout_ms: u64,
+
+    /// Another origin (scheme, host and optional port, as browsers send it) whose pages may
+    /// open /ws, e.g. the https address of a proxy that terminates TLS. Repeat the flag or separate with commas. The server's own origin
+    /// is always allowed; an upgrade with any other Origin header gets 403.
+    #[arg(
+        long = "allowed-origin",
+        env = "TUTTI_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
+
+    /// Bytes that may wait in one connection's outbound queue; a receiver that falls further
+    /// behind is closed with 1013.
+    #[arg(long, env = "TUTTI_OUTBOUND_BYTES_PER_CONNECTION", default_value_t = 1 << 20)]
+    pub outbound_bytes_per_connection: u64,
+
+    /// Bytes that may wait in all outbound queues together (each connection's first 16 KiB
+    /// are not counted against it); the receiver whose message does not fit is closed with 1013.
+    #[arg(long, env = "TUTTI_OUTBOUND_BYTES_TOTAL", default_value_t = 64 << 20)]
+    pub outbound_bytes_total: u64,
+
+    /// An HTTP connection must deliver a complete request head within this many
+    /// milliseconds, from its start or from the end of its previous response (so this is also
+    /// how long an idle keep-alive connection stays open).
+    #[arg(long, env = "TUTTI_HEADER_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..))]
+    pub header_timeout_ms: u64,
+
+    /// A TLS handshake must complete within this many milliseconds.
+    #[arg(long, env = "TUTTI_TLS_HANDSHAKE_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..))]
+    pub tls_handshake_timeout_ms: u64,
 }
 
 impl Config {
@@ -117,6 +169,18 @@ impl Config {
         }
     }
 
+    pub fn join_timeout(&self) -> Duration {
+        Duration::from_millis(self.join_timeout_ms)
+    }
+
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_timeout_ms)
+    }
+
+    pub fn tls_handshake_timeout(&self) -> Duration {
+        Duration::from_millis(self.tls_handshake_timeout_ms)
+    }
+
     /// Checks what clap cannot; returns the parsed ICE servers.
     pub fn validate(&self) -> Result<Value, String> {
         if self.tls_cert.is_some() != self.tls_key.is_some() {
@@ -146,6 +210,39 @@ impl Config {
             ));
         }
         self.turn()?;
+
+        if self.max_connections == 0 {
+            return Err("--max-connections must be at least 1.".into());
+        }
+        if !(self.connect_rate.is_finite() && self.connect_rate > 0.0) {
+            return Err(format!(
+                "--connect-rate must be a positive number, not {}.",
+                self.connect_rate
+            ));
+        }
+        let message = u64::from(self.max_message_bytes);
+        if self.outbound_bytes_per_connection < 2 * message {
+            return Err(format!(
+                "--outbound-bytes-per-connection ({}) must be at least twice \
+                 --max-message-bytes ({message}), so that a relayed message always fits.",
+                self.outbound_bytes_per_connection
+            ));
+        }
+        if self.outbound_bytes_total < self.outbound_bytes_per_connection {
+            return Err(format!(
+                "--outbound-bytes-total ({}) must be at least --outbound-bytes-per-connection \
+                 ({}).",
+                self.outbound_bytes_total, self.outbound_bytes_per_connection
+            ));
+        }
+        for origin in &self.allowed_origins {
+            crate::origin::Origin::parse(origin).map_err(|why| {
+                format!(
+                    "--allowed-origin (TUTTI_ALLOWED_ORIGINS) {origin:?} is not an origin like \
+                     https://tutti.example.org or http://192.168.1.20:8080: {why}."
+                )
+            })?;
+        }
         if self.heartbeat_timeout_ms <= self.heartbeat_ms {
             return Err(format!(
                 "--heartbeat-timeout-ms ({}) must be longer than --heartbeat-ms ({}).",
@@ -241,5 +338,58 @@ mod tests {
         let mut tls = c.clone();
         tls.tls_cert = Some("cert.pem".into());
         assert!(tls.validate().is_err());
+        assert_eq!(
+            (c.max_connections, c.max_connections_per_address),
+            (1024, 32)
+        );
+        assert_eq!((c.connect_rate, c.connect_burst), (2.0, 32));
+        assert_eq!(
+            (c.outbound_bytes_per_connection, c.outbound_bytes_total),
+            (1 << 20, 64 << 20)
+        );
+        assert_eq!(
+            (
+                c.join_timeout_ms,
+                c.header_timeout_ms,
+                c.tls_handshake_timeout_ms
+            ),
+            (10_000, 10_000, 10_000)
+        );
+        assert!(c.allowed_origins.is_empty());
+    }
+
+    #[test]
+    fn connection_limits_are_validated() {
+        let ok = Config::with_dist("d");
+        let refused = |change: &dyn Fn(&mut Config), flag: &str| {
+            let mut c = ok.clone();
+            change(&mut c);
+            let e = c.validate().err().unwrap_or_default();
+            assert!(e.contains(flag), "{flag}: {e:?}");
+        };
+        refused(&|c| c.max_connections = 0, "--max-connections");
+        refused(&|c| c.connect_rate = 0.0, "--connect-rate");
+        refused(&|c| c.connect_rate = f64::NAN, "--connect-rate");
+        refused(
+            &|c| c.outbound_bytes_per_connection = 100_000,
+            "--outbound-bytes-per-connection",
+        );
+        refused(
+            &|c| c.outbound_bytes_total = (1 << 20) - 1,
+            "--outbound-bytes-total",
+        );
+        refused(
+            &|c| c.allowed_origins = vec!["tutti.example.org".into()],
+            "--allowed-origin",
+        );
+        let parsed = Config::parse_from([
+            "tutti-server",
+            "--allowed-origin",
+            "https://a.example,http://b.example:8080",
+            "--allowed-origin",
+            "http://[::1]:3000",
+        ]);
+        assert_eq!(parsed.allowed_origins.len(), 3);
+        assert!(parsed.validate().is_ok());
     }
 }

@@ -2,6 +2,11 @@
 //! `GET /api/config` for the browser, and WebRTC signaling between the members of a room on
 //! `GET /ws` (the protocol is described in [`protocol`]). Audio never passes through it.
 //!
+//! Every client is assumed hostile. A connection passes [`serve`] (TLS handshake and HTTP
+//! request heads under deadlines), then for `/ws` [`ws::upgrade`] (the page's [`origin`], the
+//! address's share of connections in [`limits`]), then [`ws`]'s connection task (message rate
+//! and size, heartbeat, join deadline, outbound [`budget`]s, close codes that arrive).
+//!
 //! Run it with [`Server::bind`] then [`Server::run`]; the binary does exactly that:
 //!
 //! ```no_run
@@ -14,13 +19,17 @@
 //! # Ok(()) }
 //! ```
 
+pub mod budget;
 pub mod config;
 pub mod headers;
+pub mod limits;
 pub mod log;
+pub mod origin;
 pub mod password;
 pub mod protocol;
 pub mod ratelimit;
 pub mod rooms;
+pub mod serve;
 pub mod statics;
 pub mod turn;
 pub mod ws;
@@ -29,8 +38,8 @@ use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{FromRef, State};
@@ -38,13 +47,19 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
-use axum_server::tls_rustls::RustlsConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
+use tokio_rustls::TlsAcceptor;
 
+use budget::SharedBudget;
 pub use config::Config;
-use log::event;
+use limits::{AddressKey, Limits, LimitsConfig};
+use log::{event, Throttle, THROTTLE_WINDOW};
+use origin::OriginPolicy;
 use rooms::Rooms;
+use serve::Transport;
 use statics::Dist;
 
 /// How long a shutdown waits for connections to close before giving up on them.
@@ -63,8 +78,16 @@ pub struct App {
     burst: u32,
     heartbeat: Duration,
     heartbeat_timeout: Duration,
-    max_connections: usize,
-    connections: AtomicUsize,
+    join_timeout: Duration,
+    origins: OriginPolicy,
+    /// Open WebSocket connections, by address.
+    limits: Mutex<Limits>,
+    outbound_bytes_per_connection: usize,
+    outbound_bytes_total: Arc<SharedBudget>,
+    /// Lines about refused upgrades.
+    refusals: Mutex<Throttle>,
+    /// Lines about connections closed before they joined a room.
+    unjoined_closes: Mutex<Throttle>,
     next_connection_id: AtomicU64,
     /// Becomes `true` when the server starts shutting down.
     shutdown: watch::Receiver<bool>,
@@ -78,11 +101,53 @@ impl FromRef<Arc<App>> for Dist {
     }
 }
 
+/// Locks `m`; nothing under these locks can panic half-way through an update, so a poisoned
+/// one is still consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl App {
+    fn limits(&self) -> MutexGuard<'_, Limits> {
+        lock(&self.limits)
+    }
+
+    /// Logs a refused upgrade from `key`, throttled (see [`Throttle`]).
+    fn note_refusal(&self, key: AddressKey, kind: &'static str, detail: &str) {
+        let now = std::time::Instant::now();
+        let lines = lock(&self.refusals).note(&key.to_string(), kind, detail, now);
+        lines.iter().for_each(|l| event(l));
+    }
+
+    /// Logs the close of a connection that was in no room, throttled like refusals: opening
+    /// such connections costs a client nothing.
+    fn note_unjoined_close(&self, key: AddressKey, kind: &'static str, detail: &str) {
+        let now = std::time::Instant::now();
+        let lines = lock(&self.unjoined_closes).note(&key.to_string(), kind, detail, now);
+        lines.iter().for_each(|l| event(l));
+    }
+
+    /// Forgets idle addresses and writes the throttled summaries; runs every
+    /// [`THROTTLE_WINDOW`], and with `last` when the server stops.
+    fn sweep(&self, last: bool) {
+        let now = std::time::Instant::now();
+        self.limits().prune(now);
+        let mut lines = Vec::new();
+        for throttle in [&self.refusals, &self.unjoined_closes] {
+            let mut throttle = lock(throttle);
+            lines.extend(if last {
+                throttle.flush_all(now)
+            } else {
+                throttle.flush(now)
+            });
+        }
+        lines.iter().for_each(|l| event(l));
+    }
+
     async fn wait_idle(&self) {
         loop {
             let idle = self.idle.notified();
-            if self.connections.load(Ordering::Acquire) == 0 {
+            if self.limits().open() == 0 {
                 return;
             }
             idle.await;
@@ -124,7 +189,7 @@ impl std::error::Error for StartError {}
 /// A server bound to its port, not yet serving.
 pub struct Server {
     listener: TcpListener,
-    tls: Option<RustlsConfig>,
+    transport: Transport,
     /// The plain-HTTP listener of `--http-redirect-port`.
     redirect: Option<TcpListener>,
     app: Arc<App>,
@@ -149,20 +214,17 @@ impl Server {
         }
         let dist = Dist::open(&config.dist).map_err(StartError::Dist)?;
         let tls = match (&config.tls_cert, &config.tls_key) {
-            (Some(cert), Some(key)) => {
-                // Only ring is compiled in; installing fails harmlessly if already installed.
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                let tls = RustlsConfig::from_pem_file(cert, key).await.map_err(|e| {
-                    StartError::Tls(format!(
-                        "Cannot use the TLS certificate {} with the key {}: {e}.",
-                        cert.display(),
-                        key.display()
-                    ))
-                })?;
-                Some(tls)
-            }
+            (Some(cert), Some(key)) => Some(tls_acceptor(cert, key).map_err(|e| {
+                StartError::Tls(format!(
+                    "Cannot use the TLS certificate {} with the key {}: {e}.",
+                    cert.display(),
+                    key.display()
+                ))
+            })?),
             _ => None,
         };
+        let origins = OriginPolicy::new(tls.is_some(), &config.allowed_origins)
+            .map_err(StartError::Config)?;
         let listener = listen(config.addr, config.port).await?;
         let redirect = match config.http_redirect_port {
             Some(port) => Some(listen(config.addr, port).await?),
@@ -195,15 +257,33 @@ impl Server {
             burst: config.burst,
             heartbeat: config.heartbeat(),
             heartbeat_timeout: config.heartbeat_timeout(),
-            max_connections: config.max_connections,
-            connections: AtomicUsize::new(0),
+            join_timeout: config.join_timeout(),
+            origins,
+            limits: Mutex::new(Limits::new(LimitsConfig {
+                max_total: config.max_connections,
+                per_address: config.max_connections_per_address as usize,
+                rate: config.connect_rate,
+                burst: config.connect_burst,
+            })),
+            outbound_bytes_per_connection: usize::try_from(config.outbound_bytes_per_connection)
+                .unwrap_or(usize::MAX),
+            outbound_bytes_total: SharedBudget::new(
+                usize::try_from(config.outbound_bytes_total).unwrap_or(usize::MAX),
+            ),
+            refusals: Mutex::new(Throttle::new("refused")),
+            unjoined_closes: Mutex::new(Throttle::new("closed")),
             next_connection_id: AtomicU64::new(1),
             shutdown: shutdown_rx,
             idle: Notify::new(),
         });
+        let transport = Transport {
+            tls,
+            header_timeout: config.header_timeout(),
+            tls_handshake_timeout: config.tls_handshake_timeout(),
+        };
         Ok(Server {
             listener,
-            tls,
+            transport,
             redirect,
             app,
             shutdown,
@@ -227,52 +307,58 @@ impl Server {
     pub async fn run(self, signal: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
         let Server {
             listener,
-            tls,
+            transport,
             redirect,
             app,
             shutdown,
             local_addr,
             ..
         } = self;
-        let router = router(app.clone(), tls.is_some());
-        let tls_handle = axum_server::Handle::new();
-        let mut server = match tls {
-            None => {
-                let mut flag = app.shutdown.clone();
-                let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
-                    let _ = flag.wait_for(|stopping| *stopping).await;
-                });
-                tokio::spawn(async move { serve.await })
-            }
-            Some(tls) => {
-                let listener = listener.into_std()?;
-                let serve = axum_server::from_tcp_rustls(listener, tls)
-                    .handle(tls_handle.clone())
-                    .serve(router.into_make_service());
-                tokio::spawn(serve)
-            }
+        let tls = transport.tls.is_some();
+        let header_timeout = transport.header_timeout;
+        let router = router(app.clone(), tls);
+        let mut server = tokio::spawn(serve::serve(
+            listener,
+            transport,
+            router,
+            app.shutdown.clone(),
+        ));
+        let sweeper = {
+            let app = app.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(THROTTLE_WINDOW);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    app.sweep(false);
+                }
+            })
         };
         let https_port = local_addr.port();
         let redirect = redirect.map(|listener| {
-            let mut flag = app.shutdown.clone();
-            let serve = axum::serve(listener, redirect_router(https_port)).with_graceful_shutdown(
-                async move {
-                    let _ = flag.wait_for(|stopping| *stopping).await;
-                },
-            );
-            tokio::spawn(async move { serve.await })
+            let plain = Transport {
+                tls: None,
+                header_timeout,
+                tls_handshake_timeout: header_timeout,
+            };
+            tokio::spawn(serve::serve(
+                listener,
+                plain,
+                redirect_router(https_port),
+                app.shutdown.clone(),
+            ))
         });
         let mut signal = tokio::spawn(signal);
         tokio::select! {
             result = &mut server => {
                 signal.abort();
+                sweeper.abort();
                 return result.map_err(io::Error::other)?;
             }
             _ = &mut signal => {}
         }
         event("shutting down");
         let _ = shutdown.send(true);
-        tls_handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
         let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
             app.wait_idle().await;
             let _ = (&mut server).await;
@@ -282,6 +368,8 @@ impl Server {
         if let Some(redirect) = redirect {
             redirect.abort();
         }
+        sweeper.abort();
+        app.sweep(true);
         match drained {
             Ok(()) => event("stopped"),
             Err(_) => event("stopped (some connections did not close in time)"),
@@ -299,6 +387,26 @@ async fn listen(ip: IpAddr, port: u16) -> Result<TcpListener, StartError> {
             StartError::Bind { addr, error }
         }
     })
+}
+
+/// A TLS acceptor for the PEM certificate chain and key, offering HTTP/1.1 only.
+fn tls_acceptor(cert: &std::path::Path, key: &std::path::Path) -> Result<TlsAcceptor, String> {
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("reading the certificate: {e}"))?;
+    if certs.is_empty() {
+        return Err("the certificate file holds no certificate".into());
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("reading the key: {e}"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| e.to_string())?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
 fn router(app: Arc<App>, tls: bool) -> Router {

@@ -1,6 +1,6 @@
 //! Rooms and their members. One lock over all rooms; nothing inside it waits: messages to
-//! members go into their bounded outboxes with `try_send`, and a member whose outbox is full is
-//! told to close (a slow receiver never blocks the room).
+//! members go into their bounded outboxes with `try_send`, and a member whose outbox is full
+//! (in messages or bytes) is told to close (a slow receiver never blocks the room).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, Notify};
 
+use crate::budget::{self, QueueBudget};
 use crate::password::{secrets_equal, PasswordHash};
 use crate::protocol::{self, Join, LeaveReason, ProtocolError};
 
@@ -19,27 +20,49 @@ pub enum Outbound {
     Close(u16, &'static str),
 }
 
-/// The sending side of one connection: its outbound queue and a way to make it close.
+/// The sending side of one connection: its outbound queue, bounded in messages by the channel
+/// and in bytes by its budget (see [`crate::budget`]), and a way to make it close.
 #[derive(Clone)]
 pub struct Outbox {
     id: u64,
     tx: mpsc::Sender<Outbound>,
     kill: Arc<Notify>,
+    budget: Arc<QueueBudget>,
 }
 
 impl Outbox {
+    /// An outbox bounded only by the channel's capacity; see [`Outbox::with_budget`].
     pub fn new(id: u64, tx: mpsc::Sender<Outbound>, kill: Arc<Notify>) -> Self {
-        Self { id, tx, kill }
+        Self {
+            id,
+            tx,
+            kill,
+            budget: Arc::new(QueueBudget::unlimited()),
+        }
+    }
+
+    /// The same outbox, its bytes counted by `budget` (which its writer releases).
+    pub fn with_budget(self, budget: Arc<QueueBudget>) -> Self {
+        Self { budget, ..self }
     }
 
     pub fn id(&self) -> u64 {
         self.id
     }
 
-    /// Queues `msg` without waiting. If the queue is full, the connection is told to close.
+    /// Queues `msg` without waiting. If it does not fit (the queue is full or over a byte
+    /// budget), the connection is told to close.
     pub fn send(&self, msg: Outbound) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(msg) {
+        let cost = budget::cost(&msg);
+        if !self.budget.reserve(cost) {
             self.kill.notify_one();
+            return;
+        }
+        if let Err(e) = self.tx.try_send(msg) {
+            self.budget.release(cost);
+            if let mpsc::error::TrySendError::Full(_) = e {
+                self.kill.notify_one();
+            }
         }
     }
 

@@ -1,77 +1,162 @@
-//! One task per WebSocket connection: reads and answers messages, pings, watches for silence,
-//! and leaves its room when it ends. A second task writes the connection's outbound queue to the
-//! socket, so a slow socket never holds up the room (see [`crate::rooms`]).
+//! One task per WebSocket connection: reads and answers messages, pings, watches for silence
+//! and for a join that never comes, and leaves its room when it ends. A second task writes the
+//! connection's outbound queue to the socket, so a slow socket never holds up the room (see
+//! [`crate::rooms`]); the queue is bounded in bytes (see [`crate::budget`]).
+//!
+//! Before upgrading, `GET /ws` checks the page's origin ([`crate::origin`]) and the client
+//! address's share of connections ([`crate::limits`]).
+//!
+//! Closing: the server queues a close frame with its code, then keeps reading (and discarding)
+//! until the client's close frame arrives or [`CLOSE_FLUSH`] passes, so the client receives the
+//! code instead of a connection reset; a receiver too slow to take even the close frame is cut
+//! off after [`CLOSE_FLUSH`].
 
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures_util::stream::SplitSink;
+use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
+use crate::budget::{self, QueueBudget, MESSAGE_OVERHEAD};
+use crate::limits::{AddressKey, Refusal};
 use crate::log::{event, short_peer};
 use crate::protocol::{self, ClientMessage, LeaveReason, ProtocolError};
 use crate::ratelimit::{RateLimiter, Verdict};
 use crate::rooms::{not_joined, Joined, Outbound, Outbox};
 use crate::App;
 
-/// Messages queued for one connection before it counts as too slow and is closed.
-const OUTBOX_CAPACITY: usize = 256;
-/// How long a closing connection may take to flush its last messages and close frame.
-const CLOSE_FLUSH: Duration = Duration::from_secs(1);
+/// How long a closing connection may take to send its last messages and close frame, and to
+/// receive the client's close frame.
+pub const CLOSE_FLUSH: Duration = Duration::from_secs(1);
+/// Bytes read from the socket at a time. Small, because every open connection holds one such
+/// buffer; larger messages still arrive whole.
+const READ_BUFFER_BYTES: usize = 8 * 1024;
 
-/// Counts a live connection; decrements the server's count when dropped.
-pub struct ConnectionSlot(Arc<App>);
+/// Counts a live connection against the limits; releases it when dropped.
+pub struct ConnectionSlot {
+    app: Arc<App>,
+    key: AddressKey,
+}
 
 impl ConnectionSlot {
-    fn acquire(app: &Arc<App>) -> Option<Self> {
-        let taken = app
-            .connections
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < app.max_connections).then_some(n + 1)
-            });
-        taken.ok().map(|_| Self(app.clone()))
+    fn acquire(app: &Arc<App>, key: AddressKey) -> Result<Self, Refusal> {
+        app.limits().admit(key, Instant::now().into_std())?;
+        Ok(Self {
+            app: app.clone(),
+            key,
+        })
     }
 }
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        if self.0.connections.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify_waiters();
+        let open = {
+            let mut limits = self.app.limits();
+            limits.release(self.key);
+            limits.open()
+        };
+        if open == 0 {
+            self.app.idle.notify_waiters();
         }
     }
 }
 
-/// `GET /ws`: upgrades unless the server is at its connection cap (503).
-pub async fn upgrade(State(app): State<Arc<App>>, ws: WebSocketUpgrade) -> Response {
-    let Some(slot) = ConnectionSlot::acquire(&app) else {
-        return (
+fn plain(status: StatusCode, text: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        text,
+    )
+        .into_response()
+}
+
+/// The answer to an upgrade the limits refused.
+fn refusal_response(refusal: Refusal) -> Response {
+    match refusal {
+        Refusal::ServerFull | Refusal::TooManyAddresses => plain(
             StatusCode::SERVICE_UNAVAILABLE,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            "Too many connections; try again later.\n",
-        )
-            .into_response();
+            "Too many connections; try again later.\n".into(),
+        ),
+        Refusal::AddressFull => plain(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many connections from your network; close some and try again.\n".into(),
+        ),
+        Refusal::TooFast { retry_after } => {
+            let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+            let mut r = plain(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("Too many new connections from your network; try again in {secs} s.\n"),
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            r
+        }
+    }
+}
+
+/// `GET /ws`: upgrades unless the page's origin is not allowed (403), the server is full
+/// (503) or the client's address has its share or opens connections too fast (429).
+pub async fn upgrade(
+    State(app): State<Arc<App>>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let key = AddressKey::of(addr.ip());
+    let origin = headers.get(header::ORIGIN).map(HeaderValue::as_bytes);
+    let host = headers.get(header::HOST).map(HeaderValue::as_bytes);
+    if !app.origins.allows(origin, host) {
+        let shown: String = String::from_utf8_lossy(origin.unwrap_or_default())
+            .chars()
+            .take(80)
+            .collect();
+        app.note_refusal(
+            key,
+            "origin",
+            &format!("status=403 reason=origin origin={shown:?}"),
+        );
+        return plain(
+            StatusCode::FORBIDDEN,
+            "Pages from this origin may not connect to this server (see --allowed-origin).\n"
+                .into(),
+        );
+    }
+    let slot = match ConnectionSlot::acquire(&app, key) {
+        Ok(slot) => slot,
+        Err(refusal) => {
+            let response = refusal_response(refusal);
+            let detail = format!(
+                "status={} reason={}",
+                response.status().as_u16(),
+                refusal.kind()
+            );
+            app.note_refusal(key, refusal.kind(), &detail);
+            return response;
+        }
     };
     let max = app.max_message_bytes;
     ws.max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| run(socket, slot))
+        .read_buffer_size(READ_BUFFER_BYTES)
+        .on_upgrade(move |socket| run(socket, slot, addr))
 }
 
 /// How a connection ended.
 enum End {
-    /// The socket closed or failed.
+    /// The socket closed or failed, or the client sent a close frame.
     Closed,
-    /// Nothing arrived for the heartbeat timeout.
+    /// Nothing arrived for the heartbeat timeout (a close frame is queued).
     Timeout,
-    /// Its outbound queue overflowed.
+    /// Its outbound queue overflowed; the writer is told to send 1013.
     TooSlow,
     /// We closed it (a close frame is queued).
     ClosedByServer,
@@ -88,23 +173,31 @@ enum Flow {
 
 struct Connection {
     app: Arc<App>,
+    addr: SocketAddr,
     outbox: Outbox,
     limiter: RateLimiter,
     /// (room, peer) once joined.
     joined: Option<(String, String)>,
 }
 
-async fn run(socket: WebSocket, slot: ConnectionSlot) {
-    let app = slot.0.clone();
+async fn run(socket: WebSocket, slot: ConnectionSlot, addr: SocketAddr) {
+    let app = slot.app.clone();
     let id = app.next_connection_id.fetch_add(1, Ordering::Relaxed);
-    let (tx, rx) = mpsc::channel(OUTBOX_CAPACITY);
+    // The byte budget bounds the queue; the message count only backs it up.
+    let (tx, rx) = mpsc::channel(app.outbound_bytes_per_connection / MESSAGE_OVERHEAD + 2);
     let kill = Arc::new(Notify::new());
-    let outbox = Outbox::new(id, tx, kill.clone());
+    let budget = Arc::new(QueueBudget::new(
+        app.outbound_bytes_per_connection,
+        app.outbound_bytes_total.clone(),
+    ));
+    let outbox = Outbox::new(id, tx, kill.clone()).with_budget(budget.clone());
     let (sink, mut stream) = socket.split();
-    let mut writer = tokio::spawn(write_loop(sink, rx));
+    let hurry = Arc::new(Notify::new());
+    let mut writer = tokio::spawn(write_loop(sink, rx, budget, hurry.clone()));
     let mut conn = Connection {
         limiter: RateLimiter::new(app.rate, app.burst, Instant::now().into_std()),
         app: app.clone(),
+        addr,
         outbox,
         joined: None,
     };
@@ -113,6 +206,9 @@ async fn run(socket: WebSocket, slot: ConnectionSlot) {
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let silence = tokio::time::sleep(app.heartbeat_timeout);
     tokio::pin!(silence);
+    // Runs while the connection is in no room: from the start, and again after a leave.
+    let join_deadline = tokio::time::sleep(app.join_timeout);
+    tokio::pin!(join_deadline);
 
     let end = loop {
         if *shutdown.borrow_and_update() {
@@ -144,6 +240,7 @@ async fn run(socket: WebSocket, slot: ConnectionSlot) {
                     }
                 };
                 silence.as_mut().reset(Instant::now() + app.heartbeat_timeout);
+                let was_joined = conn.joined.is_some();
                 let flow = match msg {
                     Message::Text(text) => conn.on_data(Some(text.as_str())),
                     Message::Binary(_) => conn.on_data(None),
@@ -155,14 +252,23 @@ async fn run(socket: WebSocket, slot: ConnectionSlot) {
                     conn.log_close(reason);
                     break End::ClosedByServer;
                 }
+                if was_joined && conn.joined.is_none() {
+                    join_deadline.as_mut().reset(Instant::now() + app.join_timeout);
+                }
             }
             _ = heartbeat.tick() => conn.outbox.send(Outbound::Ping),
             () = &mut silence => {
                 conn.outbox.send(Outbound::Close(1001, "timeout"));
+                conn.log_close("heartbeat timeout");
                 break End::Timeout;
             }
+            () = &mut join_deadline, if conn.joined.is_none() => {
+                conn.outbox.send(Outbound::Close(1008, "join deadline"));
+                conn.log_close("join deadline");
+                break End::ClosedByServer;
+            }
             () = kill.notified() => {
-                conn.log_close("outbound queue full");
+                conn.log_close("too slow: outbound queue over its byte budget");
                 break End::TooSlow;
             }
             changed = shutdown.changed() => {
@@ -189,14 +295,39 @@ async fn run(socket: WebSocket, slot: ConnectionSlot) {
         }
     }
     drop(conn);
-    // A connection too slow to drain its queue gets no goodbye; the others get up to
-    // CLOSE_FLUSH to send what is queued, ending with the close frame.
-    let flushed = !matches!(end, End::TooSlow)
-        && tokio::time::timeout(CLOSE_FLUSH, &mut writer).await.is_ok();
-    if !flushed {
-        writer.abort();
+    if matches!(end, End::TooSlow) {
+        hurry.notify_one();
     }
+    // The writer sends what is queued, ending with the close frame (a too slow one drops its
+    // queue and sends only the close frame); meanwhile input is read and discarded until the
+    // client's own close frame. Both within CLOSE_FLUSH.
+    let writing = async {
+        if tokio::time::timeout(CLOSE_FLUSH, &mut writer)
+            .await
+            .is_err()
+        {
+            writer.abort();
+        }
+    };
+    tokio::join!(writing, drain(&mut stream));
+    drop(stream);
     drop(slot);
+}
+
+/// Reads and discards messages until the client's close frame, the end of the stream or
+/// [`CLOSE_FLUSH`], so that unread input does not make the kernel reset the connection (which
+/// would lose the close frame on its way to the client).
+async fn drain(stream: &mut SplitStream<WebSocket>) {
+    let _ = tokio::time::timeout(CLOSE_FLUSH, async {
+        while let Some(Ok(msg)) = stream.next().await {
+            if let Message::Close(_) = msg {
+                // One more read sends tungstenite's reply, if the client closed first.
+                let _ = stream.next().await;
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 /// Whether a read error is tungstenite refusing a message or frame over the size limit.
@@ -207,22 +338,60 @@ fn is_too_large(e: axum::Error) -> bool {
     )
 }
 
-async fn write_loop(mut sink: SplitSink<WebSocket, Message>, mut rx: mpsc::Receiver<Outbound>) {
-    while let Some(out) = rx.recv().await {
-        let (msg, last) = match out {
-            Outbound::Text(t) => (Message::Text(t.into()), false),
-            Outbound::Ping => (Message::Ping(Bytes::new()), false),
-            Outbound::Close(code, reason) => (
-                Message::Close(Some(CloseFrame {
-                    code,
-                    reason: reason.into(),
-                })),
-                true,
-            ),
-        };
-        if sink.send(msg).await.is_err() || last {
-            break;
+fn close_message(code: u16, reason: &'static str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }))
+}
+
+/// Writes the queue to the socket, returning each message's bytes to the budget once the
+/// socket has taken it. When `hurry` is notified (the connection is too slow), drops the queue
+/// and sends only a 1013 close frame.
+async fn write_loop(
+    mut sink: SplitSink<WebSocket, Message>,
+    mut rx: mpsc::Receiver<Outbound>,
+    budget: Arc<QueueBudget>,
+    hurry: Arc<Notify>,
+) {
+    let too_slow = async {
+        loop {
+            let out = tokio::select! {
+                biased;
+                () = hurry.notified() => return true,
+                out = rx.recv() => match out {
+                    Some(out) => out,
+                    None => return false,
+                },
+            };
+            let cost = budget::cost(&out);
+            let (msg, last) = match out {
+                Outbound::Text(t) => (Message::Text(t.into()), false),
+                Outbound::Ping => (Message::Ping(Bytes::new()), false),
+                Outbound::Close(code, reason) => (close_message(code, reason), true),
+            };
+            let sent = tokio::select! {
+                biased;
+                () = hurry.notified() => {
+                    budget.release(cost);
+                    return true;
+                }
+                sent = sink.send(msg) => sent.is_ok(),
+            };
+            budget.release(cost);
+            if !sent || last {
+                return false;
+            }
         }
+    }
+    .await;
+    if too_slow {
+        rx.close();
+        while let Ok(out) = rx.try_recv() {
+            budget.release(budget::cost(&out));
+        }
+        // A frame cut short above is completed first; the caller's deadline bounds this.
+        let _ = sink.send(close_message(1013, "too slow")).await;
     }
 }
 
@@ -236,13 +405,23 @@ impl Connection {
         self.outbox.send(Outbound::Close(code, reason));
     }
 
-    fn log_close(&self, why: &str) {
+    fn log_close(&self, why: &'static str) {
         match &self.joined {
             Some((room, peer)) => event(&format!(
-                "close room={room} peer={} reason={why:?}",
-                short_peer(peer)
+                "close room={room} peer={} reason={why:?} addr={}",
+                short_peer(peer),
+                self.addr
             )),
-            None => event(&format!("close conn={} reason={why:?}", self.outbox.id())),
+            // Connections in no room are cheap to open: throttle their lines like refusals.
+            None => self.app.note_unjoined_close(
+                AddressKey::of(self.addr.ip()),
+                why,
+                &format!(
+                    "conn={} reason={why:?} client={}",
+                    self.outbox.id(),
+                    self.addr
+                ),
+            ),
         }
     }
 
@@ -313,10 +492,11 @@ impl Connection {
                             Joined::Replaced { members } => ("rejoin", members),
                         };
                         event(&format!(
-                            "{what} room={} peer={} name={:?} members={members}",
+                            "{what} room={} peer={} name={:?} members={members} addr={}",
                             join.room,
                             short_peer(&join.peer),
-                            join.name
+                            join.name,
+                            self.addr
                         ));
                         self.joined = Some((join.room, join.peer));
                     }
@@ -345,8 +525,9 @@ impl Connection {
     fn forget(&self, room: &str, peer: &str) {
         if let Some(members) = self.app.rooms.forget(room, peer, self.outbox.id()) {
             event(&format!(
-                "leave room={room} peer={} reason=shutdown members={members}",
-                short_peer(peer)
+                "leave room={room} peer={} reason=shutdown members={members} addr={}",
+                short_peer(peer),
+                self.addr
             ));
         }
     }
@@ -354,9 +535,10 @@ impl Connection {
     fn leave(&self, room: &str, peer: &str, reason: LeaveReason) {
         if let Some(members) = self.app.rooms.leave(room, peer, self.outbox.id(), reason) {
             event(&format!(
-                "leave room={room} peer={} reason={} members={members}",
+                "leave room={room} peer={} reason={} members={members} addr={}",
                 short_peer(peer),
-                reason.as_str()
+                reason.as_str(),
+                self.addr
             ));
         }
     }

@@ -1,40 +1,13 @@
-//! The server over real TLS (a certificate made for the test): HSTS on HTTPS responses, and the
+//! The server over real TLS (the test certificate of tests/common/tls): HSTS on HTTPS responses, and the
 //! plain-HTTP listener of `--http-redirect-port` sending every request to HTTPS.
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::{http, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-struct Cert {
-    dir: std::path::PathBuf,
-    der: Vec<u8>,
-}
-
-impl Cert {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("tutti-tls-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("test setup: temp dir");
-        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()])
-            .expect("test setup: make a certificate");
-        std::fs::write(dir.join("cert.pem"), cert.cert.pem()).expect("test setup: cert");
-        std::fs::write(dir.join("key.pem"), cert.key_pair.serialize_pem()).expect("test setup");
-        Self {
-            dir,
-            der: cert.cert.der().to_vec(),
-        }
-    }
-}
-
-impl Drop for Cert {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// A free port on loopback (bound then released; the server binds it right after).
 fn free_port() -> u16 {
@@ -46,26 +19,18 @@ fn free_port() -> u16 {
 
 #[tokio::test]
 async fn https_carries_hsts_and_plain_http_is_redirected() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let cert = Cert::new();
+    let dir = common::tls_dir();
     let redirect_port = free_port();
     let server = TestServer::start(|c| {
-        c.tls_cert = Some(cert.dir.join("cert.pem"));
-        c.tls_key = Some(cert.dir.join("key.pem"));
+        c.tls_cert = Some(dir.join("test-cert.pem"));
+        c.tls_key = Some(dir.join("test-key.pem"));
         c.http_redirect_port = Some(redirect_port);
     })
     .await;
     assert!(server.url.starts_with("https://"), "{}", server.url);
 
-    // HTTPS, trusting only the test's certificate.
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(cert.der.clone().into())
-        .expect("test setup: trust the certificate");
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    // HTTPS, trusting only the test CA.
+    let connector = common::tls_client();
     let tcp = TcpStream::connect(server.addr).await.expect("connect");
     let name = rustls::pki_types::ServerName::try_from("localhost").expect("a DNS name");
     let mut tls = connector.connect(name, tcp).await.expect("TLS handshake");

@@ -1,18 +1,26 @@
 //! Helpers shared by the integration tests: a temporary dist directory, an in-process server
-//! on a free port, a raw HTTP/1.1 client and a WebSocket client.
+//! on a free port, the compiled server as a child process, a raw HTTP/1.1 client and a
+//! WebSocket client (optionally from a chosen local address, with an Origin header).
+//!
+//! `tls/` holds a certificate for `localhost` and 127.0.0.1 signed by a test CA, made for these
+//! tests only (`test-key.pem` protects nothing).
 
 #![allow(dead_code)] // each test binary uses a different subset
 
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tutti_server::{Config, Server};
@@ -100,6 +108,135 @@ impl TestServer {
     pub async fn ws(&self) -> Client {
         Client::connect(self.addr).await
     }
+}
+
+/// The compiled server, started with `--port 0` and `args` on a temporary dist; its stderr is
+/// collected line by line. Stopped with SIGTERM by [`BinaryServer::stop`], killed on drop.
+pub struct BinaryServer {
+    pub addr: SocketAddr,
+    pub pid: u32,
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    _dist: TempDist,
+}
+
+impl BinaryServer {
+    pub fn start(args: &[&str]) -> Self {
+        let dist = TempDist::new();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tutti-server"))
+            .arg("--dist")
+            .arg(&dist.dist)
+            .args(["--port", "0", "--addr", "127.0.0.1"])
+            .args(args)
+            .env_remove("PORT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the server binary starts");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("piped stdout");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("reads the URL line");
+        let port: u16 = line
+            .trim_end()
+            .strip_prefix("Tutti is running at http://127.0.0.1:")
+            .and_then(|p| p.trim_end_matches('/').parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().expect("piped stderr");
+        let sink = log.clone();
+        // Drained continuously: a full pipe would block the server's logging.
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().expect("log lock").push(line);
+            }
+        });
+        Self {
+            addr: ([127, 0, 0, 1], port).into(),
+            pid: child.id(),
+            child,
+            log,
+            reader: Some(reader),
+            _dist: dist,
+        }
+    }
+
+    /// The server's resident memory (VmRSS of /proc/PID/status), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .expect("/proc/PID/status of the server");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("a VmRSS line")
+    }
+
+    /// The stderr lines so far.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().expect("log lock").clone()
+    }
+
+    /// SIGTERM, then waits (at most 5 s) for the exit; returns the exit code and all stderr.
+    pub async fn stop(mut self) -> (Option<i32>, Vec<String>) {
+        let killed = Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(killed.success());
+        let mut code = None;
+        for _ in 0..100 {
+            if let Some(status) = self.child.try_wait().expect("wait for the server") {
+                code = status.code();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if let Some(reader) = self.reader.take() {
+            if code.is_some() {
+                let _ = reader.join();
+            }
+        }
+        (code, self.log())
+    }
+}
+
+impl Drop for BinaryServer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Opens a WebSocket to `server`'s /ws from the local address `from` (any port), with an
+/// `Origin` header if given, and a small receive buffer if given (a client that stops reading
+/// then stops absorbing data soon).
+pub async fn ws_from(
+    from: IpAddr,
+    server: SocketAddr,
+    origin: Option<&str>,
+    recv_buffer: Option<u32>,
+) -> Result<Ws, tokio_tungstenite::tungstenite::Error> {
+    let socket = TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(from, 0))?;
+    if let Some(size) = recv_buffer {
+        socket.set_recv_buffer_size(size)?;
+    }
+    let stream = socket.connect(server).await?;
+    let mut request = format!("ws://{server}/ws").into_client_request()?;
+    if let Some(origin) = origin {
+        request
+            .headers_mut()
+            .insert("origin", origin.parse().expect("a header value"));
+    }
+    let (ws, _) = tokio_tungstenite::client_async(request, MaybeTlsStream::Plain(stream)).await?;
+    Ok(ws)
 }
 
 /// A parsed HTTP response.
@@ -247,4 +384,27 @@ impl Client {
         self.send(msg).await;
         self.recv().await
     }
+}
+
+/// The directory of the test certificate (`test-cert.pem`, `test-key.pem`) and its CA.
+pub fn tls_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/tls")
+}
+
+/// A TLS client that trusts only the test CA.
+pub fn tls_client() -> tokio_rustls::TlsConnector {
+    let dir = tls_dir();
+    let pem = std::fs::read(dir.join("test-ca.pem")).expect("the test CA");
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+        roots.add(cert.expect("a PEM certificate")).expect("a CA");
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
 }
