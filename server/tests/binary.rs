@@ -15,6 +15,8 @@ fn command(dist: &std::path::Path) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.arg("--dist")
         .arg(dist)
+        .arg("--data-dir")
+        .arg(dist.with_file_name("data"))
         .env_remove("PORT")
         .env_remove("TUTTI_ADDR")
         .stdin(Stdio::null())
