@@ -12,10 +12,11 @@
 //! restarts, so it cannot be a monotonic clock).
 //!
 //! A room is kept while it has connected members and for the retention time after the last
-//! one went. Its members' peer ids stay reserved for their tokens: a member whose connection
-//! merely dropped is forgotten (the others were told it left), but members cut off by a
-//! shutdown or a crash stay as "away" members, so after a restart nobody else can take their
-//! peer ids while they come back.
+//! one went. Its members' peer ids stay reserved for their tokens: a member who leaves on
+//! purpose (`leave`) gives its place up, but one whose connection dropped or timed out, or was
+//! cut off by a shutdown or a crash, stays as an "away" member (for the retention time, at
+//! most twice the cap per room): it comes back with its token, without the password and even
+//! into a locked room, and nobody else can take its peer id meanwhile.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -392,6 +393,12 @@ impl Rooms {
                 },
                 (None, None) => {}
             }
+            if room.locked && !given_owner {
+                return Err(ProtocolError::new(
+                    "room-locked",
+                    format!("Room \"{}\" is locked: nobody new can join.", join.room),
+                ));
+            }
             if existing.is_some() {
                 return Err(ProtocolError::new(
                     "peer-id-taken",
@@ -399,12 +406,6 @@ impl Rooms {
                         "Peer id {} is already in room \"{}\".",
                         join.peer, join.room
                     ),
-                ));
-            }
-            if room.locked && !given_owner {
-                return Err(ProtocolError::new(
-                    "room-locked",
-                    format!("Room \"{}\" is locked: nobody new can join.", join.room),
                 ));
             }
         }
@@ -541,9 +542,11 @@ impl Rooms {
         }
     }
 
-    /// Removes `peer` from room `id` if connection `conn` still holds it, announcing
-    /// `peer-left`. Returns the number of members left connected, or `None` if nothing was
-    /// removed (e.g. the member had been replaced by a newer connection).
+    /// Takes `peer` out of room `id` if connection `conn` still holds it, announcing
+    /// `peer-left`: a member that left gives its place up, one whose connection closed or
+    /// timed out keeps it (away) to come back with its token. Returns the number of members
+    /// left connected, or `None` if nothing was removed (e.g. the member had been replaced by
+    /// a newer connection).
     pub fn leave(
         &self,
         id: &RoomId,
@@ -559,8 +562,15 @@ impl Rooms {
             .members
             .iter()
             .position(|m| m.peer == peer && m.on(conn))?;
-        room.members.remove(i);
-        inner.store.delete_member(id, peer);
+        if reason == LeaveReason::Left {
+            room.members.remove(i);
+            inner.store.delete_member(id, peer);
+        } else {
+            let m = &mut room.members[i];
+            m.outbox = None;
+            m.away_since = Some(now);
+            inner.store.put_member(id, &m.record());
+        }
         room.broadcast(&protocol::peer_left(peer, reason), None);
         Some(self.after_departure(inner, id, now))
     }
@@ -1169,17 +1179,8 @@ mod tests {
         let later = T0 + HOUR;
         let rooms = rooms_with(4, store, later);
         assert_eq!(rooms.counts(), (1, 0));
-        // Nobody can take a's or b's peer id with another token, even with the password.
-        let (x, _rx) = outbox(10);
-        assert_eq!(
-            enter(&rooms, &join("r", 'a', '9', Some("pw")), &x, later),
-            Err("peer-id-taken")
-        );
-        assert_eq!(
-            enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, later),
-            Err("peer-id-taken")
-        );
         // Still locked and still protected; c still removed.
+        let (x, _rx) = outbox(10);
         assert_eq!(
             enter(&rooms, &join("r", 'x', '9', Some("pw")), &x, later),
             Err("room-locked")
@@ -1192,9 +1193,8 @@ mod tests {
             enter(&rooms, &join("r", 'c', '3', Some("pw")), &x, later),
             Err("removed")
         );
-        // a and b come back with their tokens (no password needed); a is still the owner.
+        // a comes back with its token (no password needed) and is still the owner.
         let (a2, mut ra2) = outbox(11);
-        let (b2, mut rb2) = outbox(12);
         assert_eq!(
             enter(&rooms, &join("r", 'a', '1', None), &a2, later),
             Ok(Joined::New { members: 1 })
@@ -1212,6 +1212,16 @@ mod tests {
             w.get("owner").is_none(),
             "the secret is only echoed to whoever gives it"
         );
+        // Even with the room open and the password, nobody can take b's peer id.
+        rooms
+            .set_locked(&id("r"), &hex('a'), 11, false)
+            .expect("unlock");
+        texts(&mut ra2);
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, later),
+            Err("peer-id-taken")
+        );
+        let (b2, mut rb2) = outbox(12);
         assert_eq!(
             enter(&rooms, &join("r", 'b', '2', Some("pw")), &b2, later),
             Ok(Joined::New { members: 2 })
@@ -1320,6 +1330,58 @@ mod tests {
             Some(1)
         );
         assert_eq!(texts(&mut ra)[0]["reason"], "left");
+    }
+
+    #[test]
+    fn a_dropped_member_keeps_its_place_one_that_left_gives_it_up() {
+        let rooms = rooms(4);
+        let (a, mut ra) = outbox(1);
+        let (b, _rb) = outbox(2);
+        enter(&rooms, &join("r", 'a', '1', Some("pw")), &a, T0).expect("a creates");
+        enter(&rooms, &join("r", 'b', '2', Some("pw")), &b, T0).expect("b joins");
+        rooms
+            .set_locked(&id("r"), &hex('a'), 1, true)
+            .expect("lock");
+        texts(&mut ra);
+        // b's connection drops: a is told, b keeps its place.
+        assert_eq!(
+            rooms.leave(&id("r"), &hex('b'), 2, LeaveReason::Closed, T0),
+            Some(1)
+        );
+        assert_eq!(texts(&mut ra)[0]["reason"], "closed");
+        let (x, _rx) = outbox(3);
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, T0),
+            Err("room-locked")
+        );
+        rooms
+            .set_locked(&id("r"), &hex('a'), 1, false)
+            .expect("unlock");
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, T0),
+            Err("peer-id-taken")
+        );
+        rooms
+            .set_locked(&id("r"), &hex('a'), 1, true)
+            .expect("lock");
+        // b comes back with its token: no password, through the lock, announced again.
+        texts(&mut ra);
+        let (b2, mut rb2) = outbox(4);
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '2', None), &b2, T0 + 5),
+            Ok(Joined::New { members: 2 })
+        );
+        assert_eq!(texts(&mut rb2)[0]["type"], "welcome");
+        assert_eq!(texts(&mut ra)[0]["type"], "peer-joined");
+        // Leaving on purpose gives the place up: the token no longer opens the lock.
+        assert_eq!(
+            rooms.leave(&id("r"), &hex('b'), 4, LeaveReason::Left, T0 + 6),
+            Some(1)
+        );
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '2', Some("pw")), &b2, T0 + 7),
+            Err("room-locked")
+        );
     }
 
     #[test]
