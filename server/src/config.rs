@@ -78,7 +78,8 @@ pub struct Config {
     pub data_dir: PathBuf,
 
     /// Keep rooms in memory only: passwords, owners and member places are lost on restart.
-    #[arg(long, env = "TUTTI_NO_PERSIST")]
+    /// The environment variable takes true/false, 1/0, yes/no, on/off.
+    #[arg(long, env = "TUTTI_NO_PERSIST", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_persist: bool,
 
     /// How long a room (its password, owner, lock, member places and bans) is kept after its

@@ -144,6 +144,13 @@ fn refuses_bad_configurations_with_clear_messages() {
         "--heartbeat-ms",
         "--heartbeat-timeout-ms",
         "--max-connections",
+        "--data-dir",
+        "--no-persist",
+        "--room-retention-hours",
+        "--password-free-failures",
+        "--password-backoff-ms",
+        "--password-backoff-max-ms",
+        "TUTTI_DATA_DIR",
         "TUTTI_ICE_SERVERS",
         "PORT",
     ] {
