@@ -21,6 +21,7 @@ pub mod log;
 pub mod password;
 pub mod protocol;
 pub mod ratelimit;
+pub mod room;
 pub mod rooms;
 pub mod statics;
 pub mod store;

@@ -19,18 +19,17 @@
 //! into a locked room, and nobody else can take its peer id meanwhile.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, Notify};
 
-use crate::attempts::RoomTag;
 use crate::password::{digest, digest_eq, random_hex_id, Digest32};
 use crate::protocol::{self, Join, LeaveReason, ProtocolError};
-use crate::store::{BanRecord, MemberRecord, RoomRecord, Store};
+pub use crate::room::RoomId;
+use crate::room::{Member, Room};
+use crate::store::{BanRecord, Store};
 
 /// What a connection's writer sends on the socket.
 #[derive(Debug)]
@@ -83,49 +82,6 @@ pub const MAX_BANS_PER_ROOM: usize = 256;
 /// A room reserves at most this many times its cap of peer ids (connected and away).
 const RESERVED_PER_CAP: usize = 2;
 
-/// A room: its name and, for a private room, the SHA-256 of its key.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct RoomId {
-    pub name: String,
-    pub key: Option<Digest32>,
-}
-
-impl RoomId {
-    pub fn new(name: &str, key: Option<&str>) -> Self {
-        Self {
-            name: name.to_owned(),
-            key: key.map(digest),
-        }
-    }
-
-    pub fn is_private(&self) -> bool {
-        self.key.is_some()
-    }
-
-    /// One digest naming the room (for the password-failure limiter).
-    pub fn tag(&self) -> RoomTag {
-        let mut h = Sha256::new();
-        h.update(b"room\0");
-        h.update(self.name.as_bytes());
-        h.update(b"\0");
-        if let Some(key) = &self.key {
-            h.update(key);
-        }
-        h.finalize().into()
-    }
-}
-
-/// For logs: the name, and `private` for a private room (never the key).
-impl fmt::Display for RoomId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name)?;
-        if self.is_private() {
-            f.write_str(" private")?;
-        }
-        Ok(())
-    }
-}
-
 /// What the caller computed for a join that asked for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Proof {
@@ -159,98 +115,6 @@ pub enum Joined {
     New { members: usize },
     /// The member was connected on another connection, which it now replaces.
     Replaced { members: usize },
-}
-
-struct Member {
-    peer: String,
-    name: String,
-    token: Digest32,
-    owner: bool,
-    /// Its connection; `None` while away.
-    outbox: Option<Outbox>,
-    away_since: Option<u64>,
-}
-
-impl Member {
-    fn record(&self) -> MemberRecord {
-        MemberRecord {
-            peer: self.peer.clone(),
-            token: self.token,
-            owner: self.owner,
-            away_since: self.away_since,
-        }
-    }
-
-    fn on(&self, conn: u64) -> bool {
-        self.outbox.as_ref().is_some_and(|o| o.id == conn)
-    }
-}
-
-struct Room {
-    /// Argon2id PHC string.
-    password: Option<Arc<str>>,
-    owner: Digest32,
-    locked: bool,
-    /// In join order.
-    members: Vec<Member>,
-    bans: Vec<BanRecord>,
-    /// Set exactly while no member is connected.
-    empty_since: Option<u64>,
-}
-
-impl Room {
-    fn record(&self) -> RoomRecord {
-        RoomRecord {
-            password: self.password.as_deref().map(str::to_owned),
-            owner: self.owner,
-            locked: self.locked,
-            empty_since: self.empty_since,
-        }
-    }
-
-    fn connected(&self) -> impl Iterator<Item = (&Member, &Outbox)> {
-        self.members
-            .iter()
-            .filter_map(|m| m.outbox.as_ref().map(|o| (m, o)))
-    }
-
-    fn connected_count(&self) -> usize {
-        self.connected().count()
-    }
-
-    fn broadcast(&self, text: &str, except: Option<&str>) {
-        for (m, o) in self.connected() {
-            if Some(m.peer.as_str()) != except {
-                o.send_text(text.to_owned());
-            }
-        }
-    }
-
-    fn expired(&self, now: u64, retention: u64) -> bool {
-        self.empty_since
-            .is_some_and(|t| now.saturating_sub(t) >= retention)
-    }
-
-    fn banned(&self, token: &Digest32, now: u64) -> bool {
-        self.bans
-            .iter()
-            .any(|b| b.until > now && digest_eq(&b.token, token))
-    }
-
-    fn welcome(&self, name: &str, member: &Member, secret: Option<&str>, cap: usize) -> String {
-        let others: Vec<(String, String)> = self
-            .connected()
-            .filter(|(m, _)| m.peer != member.peer)
-            .map(|(m, _)| (m.peer.clone(), m.name.clone()))
-            .collect();
-        let info = protocol::WelcomeRoom {
-            owner_secret: secret,
-            is_owner: member.owner,
-            locked: self.locked,
-            protected: self.password.is_some(),
-        };
-        protocol::welcome(name, &member.peer, &others, cap, info)
-    }
 }
 
 struct Inner {

@@ -24,7 +24,7 @@ use rusqlite::{params, Connection};
 
 use crate::log::event;
 use crate::password::Digest32;
-use crate::rooms::RoomId;
+use crate::room::RoomId;
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "rooms.sqlite3";
