@@ -27,7 +27,9 @@
 //!     that reconnects (e.g. after a server restart) keeps its identity, so existing peer-to-peer
 //!     links survive.
 //!   - `T`: 32 lowercase hex chars, a secret the client chose with `P`. The room remembers the
-//!     token of each member `P` (also across a restart, while the room is kept). A join as `P`
+//!     token of each member `P` while the room is kept (also across a restart), including
+//!     members whose connection dropped, timed out or was cut by a shutdown; a member that sent
+//!     `leave` or was removed gives its place up. A join as `P`
 //!     with the remembered token is that member coming back: it needs no password and gets in
 //!     even when the room is locked; if `P` is still connected on another (older) connection,
 //!     the old one gets error `replaced` and is closed (1000), nothing is announced to the

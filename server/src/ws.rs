@@ -447,9 +447,10 @@ impl Connection {
                 }
             }
         }
-        self.send_error(ProtocolError::new(
-            "room-full",
-            "The room changed while joining; try again.",
+        // Only if the room was re-created with another password between every step.
+        self.send_error(ProtocolError::too_many_attempts(
+            HASH_BUSY_RETRY.as_millis() as u64,
+            "The room changed while you were joining; try again.",
         ));
         Flow::Continue
     }

@@ -337,6 +337,95 @@ async fn password_guessing_from_200_connections_is_held_to_the_rate_and_logged()
     server.stop();
 }
 
+#[tokio::test]
+async fn a_room_guessed_from_many_addresses_holds_new_addresses_not_members() {
+    // 5 free failures per address, so 20 for the room from all addresses together.
+    let server = TestServer::start(|c| {
+        c.password_backoff_ms = 30_000;
+        c.password_backoff_max_ms = 60_000;
+    })
+    .await;
+    let password = json!({"password": "Dorian mode"});
+    let mut owner = server.ws().await;
+    let w = ask(
+        &mut owner,
+        join_msg(
+            "studio",
+            "Ola",
+            &hex_id('a'),
+            &hex_id('1'),
+            password.clone(),
+        ),
+    )
+    .await;
+    assert_eq!(w["type"], "welcome");
+    // A friend on 127.0.2.1 got in before the guessing started.
+    let friend_addr = Ipv4Addr::new(127, 0, 2, 1);
+    let mut friend = connect_from(friend_addr, server.addr).await;
+    let w = ask(
+        &mut friend,
+        join_msg(
+            "studio",
+            "Fin",
+            &hex_id('b'),
+            &hex_id('2'),
+            password.clone(),
+        ),
+    )
+    .await;
+    assert_eq!(w["type"], "welcome");
+    friend.send(json!({"type": "leave"})).await;
+    // 40 addresses, one guess each.
+    let (mut reached, mut held) = (0, 0);
+    for i in 0..40u8 {
+        let mut c = connect_from(Ipv4Addr::new(127, 0, 1, i + 1), server.addr).await;
+        let peer = hex_n(u64::from(i), 7);
+        let guess = json!({"password": format!("guess {i}")});
+        let reply = ask(&mut c, join_msg("studio", "Eve", &peer, &peer, guess)).await;
+        match reply["code"].as_str() {
+            Some("wrong-password") => reached += 1,
+            Some("too-many-attempts") => held += 1,
+            _ => panic!("unexpected reply {reply}"),
+        }
+    }
+    println!(
+        "room-wide: 40 addresses guessing once each: {reached} reached the hash, {held} held \
+         by the room's limit"
+    );
+    assert_eq!((reached, held), (20, 20));
+    // A new address with the right password is held too; the friend's address is not.
+    let mut newcomer = connect_from(Ipv4Addr::new(127, 0, 3, 1), server.addr).await;
+    let reply = ask(
+        &mut newcomer,
+        join_msg(
+            "studio",
+            "New",
+            &hex_id('c'),
+            &hex_id('3'),
+            password.clone(),
+        ),
+    )
+    .await;
+    assert_eq!(reply["code"], "too-many-attempts", "{reply}");
+    assert!(
+        reply["retryAfterMs"].as_u64().is_some_and(|ms| ms > 20_000),
+        "{reply}"
+    );
+    let mut friend = connect_from(friend_addr, server.addr).await;
+    let w = ask(
+        &mut friend,
+        join_msg(
+            "studio",
+            "Fin",
+            &hex_id('d'),
+            &hex_id('4'),
+            password.clone(),
+        ),
+    )
+    .await;
+    assert_eq!(w["type"], "welcome", "{w}");
+}
+
 /// The N of "(N similar lines held back)" at the end of a log line, else 0.
 fn held_back(line: &str) -> u64 {
     line.rsplit_once(" (")
