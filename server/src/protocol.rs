@@ -102,7 +102,10 @@
 //!   their /64), then each further attempt must wait a delay that doubles up to a maximum
 //!   (`too-many-attempts` with `retryAfterMs` meanwhile). A room that sees many failures from
 //!   many addresses slows, in the same way, the addresses that never gave its password right.
-//!   Returning members (peer and token) are never slowed: they need no password.
+//!   Returning members (peer and token) are never slowed: they need no password. Checking or
+//!   setting a password also spends one of an address's password hashes (30, one more every
+//!   2 s) and waits for a free hashing slot (at most 3 s); either can answer
+//!   `too-many-attempts` too.
 //! - A message larger than the configured maximum gets `too-large` and the connection is closed
 //!   with code 1009.
 //! - Each connection has a token bucket (`rate` messages/s, `burst` deep). A message over the
