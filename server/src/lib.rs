@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod attempts;
 pub mod budget;
 pub mod config;
 pub mod headers;
@@ -28,9 +29,11 @@ pub mod origin;
 pub mod password;
 pub mod protocol;
 pub mod ratelimit;
+pub mod room;
 pub mod rooms;
 pub mod serve;
 pub mod statics;
+pub mod store;
 pub mod turn;
 pub mod ws;
 
@@ -50,9 +53,10 @@ use axum::Router;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{watch, Notify, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
+use attempts::{Attempts, LogBudget};
 use budget::SharedBudget;
 pub use config::Config;
 use limits::{AddressKey, Limits, LimitsConfig};
@@ -61,13 +65,32 @@ use origin::OriginPolicy;
 use rooms::Rooms;
 use serve::Transport;
 use statics::Dist;
+use store::{NoStore, SqliteStore, Store};
 
 /// How long a shutdown waits for connections to close before giving up on them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
+/// Client addresses and rooms the password-failure limiter tracks at most.
+const ATTEMPTS_TRACKED: usize = 10_000;
+/// Password hashes computed at once (each on a blocking thread, ~20 MiB of memory).
+const HASH_SLOTS: usize = 2;
+/// Log lines about wrong passwords: at most this many per [`PASSWORD_LOG_WINDOW`]...
+const PASSWORD_FAILURE_LINES: u32 = 20;
+/// ...and about refused attempts (each line says how many it stands for).
+const PASSWORD_REFUSAL_LINES: u32 = 2;
+const PASSWORD_LOG_WINDOW: Duration = Duration::from_secs(10);
+/// Expired rooms and idle limiter counters are dropped at least this often.
+const PURGE_EVERY_MAX: Duration = Duration::from_secs(60);
+
 /// State shared by all requests and connections.
 pub struct App {
     rooms: Rooms,
+    attempts: Mutex<Attempts>,
+    /// Wrong-password log lines, and refused-attempt log lines.
+    failure_log: Mutex<LogBudget>,
+    refusal_log: Mutex<LogBudget>,
+    hash_slots: Semaphore,
+    purge_every: Duration,
     dist: Dist,
     /// `/api/config` without its ICE servers, which are made per request.
     api_config: serde_json::Map<String, serde_json::Value>,
@@ -168,12 +191,17 @@ pub enum StartError {
     Bind { addr: SocketAddr, error: io::Error },
     /// The certificate or key cannot be used.
     Tls(String),
+    /// The room database cannot be used.
+    Store(String),
 }
 
 impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StartError::Config(m) | StartError::Dist(m) | StartError::Tls(m) => f.write_str(m),
+            StartError::Config(m)
+            | StartError::Dist(m)
+            | StartError::Tls(m)
+            | StartError::Store(m) => f.write_str(m),
             StartError::PortInUse { addr, port } => write!(
                 f,
                 "Port {port} on {addr} is already in use (another Tutti server?). Choose \
@@ -199,7 +227,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Validates `config`, checks the app directory, loads TLS files and binds the port.
+    /// Validates `config`, checks the app directory, loads TLS files, binds the port and opens
+    /// the room database (dropping rooms that expired meanwhile).
     pub async fn bind(config: Config) -> Result<Server, StartError> {
         let ice_servers = config.validate().map_err(StartError::Config)?;
         let turn = config.turn().map_err(StartError::Config)?;
@@ -234,6 +263,20 @@ impl Server {
             addr: SocketAddr::new(config.addr, config.port),
             error,
         })?;
+        let (store, kept_in): (Box<dyn Store>, String) = if config.no_persist {
+            (Box::new(NoStore), "memory only (--no-persist)".into())
+        } else {
+            let dir = config.data_dir.clone();
+            let store = tokio::task::spawn_blocking(move || SqliteStore::open(&dir))
+                .await
+                .map_err(|e| StartError::Store(format!("Cannot open the room database: {e}.")))?
+                .map_err(StartError::Store)?;
+            let where_ = store.path().display().to_string();
+            (Box::new(store), where_)
+        };
+        let retention = config.room_retention();
+        let rooms = Rooms::new(config.room_cap as usize, retention, store, unix_ms())
+            .map_err(StartError::Store)?;
         let host = match local_addr.ip() {
             ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_owned(),
             ip if ip.is_unspecified() => "[::1]".to_owned(),
@@ -246,8 +289,18 @@ impl Server {
         api_config.insert("roomCap".into(), config.room_cap.into());
         api_config.insert("heartbeatMs".into(), config.heartbeat_ms.into());
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let (kept, _) = rooms.counts();
+        event(&format!(
+            "rooms: {kept} kept, in {kept_in}; kept {:?} h after they empty",
+            config.room_retention_hours
+        ));
         let app = Arc::new(App {
-            rooms: Rooms::new(config.room_cap as usize),
+            rooms,
+            attempts: Mutex::new(Attempts::new(config.password_policy(), ATTEMPTS_TRACKED)),
+            failure_log: Mutex::new(LogBudget::new(PASSWORD_FAILURE_LINES, PASSWORD_LOG_WINDOW)),
+            refusal_log: Mutex::new(LogBudget::new(PASSWORD_REFUSAL_LINES, PASSWORD_LOG_WINDOW)),
+            hash_slots: Semaphore::new(HASH_SLOTS),
+            purge_every: (retention / 4).clamp(Duration::from_secs(1), PURGE_EVERY_MAX),
             dist,
             api_config,
             ice_servers,
@@ -348,6 +401,7 @@ impl Server {
                 app.shutdown.clone(),
             ))
         });
+        let purge = tokio::spawn(purge_loop(app.clone()));
         let mut signal = tokio::spawn(signal);
         tokio::select! {
             result = &mut server => {
@@ -370,6 +424,7 @@ impl Server {
         }
         sweeper.abort();
         app.sweep(true);
+        purge.abort();
         match drained {
             Ok(()) => event("stopped"),
             Err(_) => event("stopped (some connections did not close in time)"),
@@ -407,6 +462,45 @@ fn tls_acceptor(cert: &std::path::Path, key: &std::path::Path) -> Result<TlsAcce
         .map_err(|e| e.to_string())?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Now, in Unix milliseconds (room retention spans restarts, so it needs the wall clock).
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Drops expired rooms and idle limiter counters, and logs how many password lines were held
+/// back, every [`App::purge_every`].
+async fn purge_loop(app: Arc<App>) {
+    let mut every = tokio::time::interval(app.purge_every);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        let forgotten = app.rooms.purge(unix_ms());
+        if forgotten > 0 {
+            event(&format!("rooms: {forgotten} expired and forgotten"));
+        }
+        let now = std::time::Instant::now();
+        app.attempts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .purge(now);
+        for (log, what) in [
+            (&app.failure_log, "wrong-password"),
+            (&app.refusal_log, "refused-attempt"),
+        ] {
+            let held = log
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take_suppressed(now);
+            if held > 0 {
+                event(&format!("password: {held} more {what} lines held back"));
+            }
+        }
+    }
 }
 
 fn router(app: Arc<App>, tls: bool) -> Router {
