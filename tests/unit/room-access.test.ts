@@ -255,7 +255,7 @@ describe('display-name rule', () => {
     for (const c of [0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069]) {
       expect(problem(`Ana${String.fromCodePoint(c)}gpj.exe`), c.toString(16)).toMatch(/direction of the text/);
     }
-    for (const invisible of ['\u200b', '\u200b\u200c\u200d', '\u2060\ufeff', '\u3164', '\u115f\u1160', '\ufe0f', '\u0301', '\u00ad', '\u{e0041}']) {
+    for (const invisible of ['\u200b', '\u200b\u200c\u200d', '\u2060\ufeff', '\u3164', '\u115f\u1160', '\ufe0f', '\u0301', '\u00ad', '\u{e0041}', '\u2800\u2800', '\u061c', '\u17b4', '\u180e', '\ufff9', '\u{1bca0}', '\u{1d173}']) {
       expect(problem(invisible), JSON.stringify(invisible)).toMatch(/visible character/);
     }
     expect(problem('x'.repeat(NAME_MAX_CHARS + 1))).toBe(`A name is at most ${NAME_MAX_CHARS} characters (this one has 41).`);

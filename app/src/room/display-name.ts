@@ -16,8 +16,9 @@ const CONTROL = /\p{Cc}/u;
 /** Bidirectional embeddings and overrides (U+202A-U+202E) and isolates (U+2066-U+2069). */
 const BIDI_CONTROL = /[\u202A-\u202E\u2066-\u2069]/u;
 /** A character that shows: not white space, not a format or other default-ignorable character
- * (zero-width spaces and joiners, fillers, variation selectors), not a mark on its own. */
-const VISIBLE = /[^\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{M}]/u;
+ * (zero-width spaces and joiners, Hangul fillers, variation selectors, tags), not the Braille
+ * blank, not a mark on its own. */
+const VISIBLE = /[^\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{M}\u2800]/u;
 
 export type NameCheck = { ok: true; name: string } | { ok: false; problem: string };
 
