@@ -144,7 +144,7 @@ impl Rooms {
                 .to_json(),
             );
             old.send(Outbound::Close(1000, "replaced"));
-            outbox.send_text(welcome(&join.room, &join.peer, &room.members, self.cap));
+            outbox.send_text(welcome(&join.room, &join.peer, room, self.cap));
             return Ok(Joined::Replaced {
                 members: room.members.len(),
             });
@@ -160,7 +160,7 @@ impl Rooms {
                 ),
             ));
         }
-        outbox.send_text(welcome(&join.room, &join.peer, &room.members, self.cap));
+        outbox.send_text(welcome(&join.room, &join.peer, room, self.cap));
         let announcement = protocol::peer_joined(&join.peer, &join.name);
         for m in &room.members {
             m.outbox.send_text(announcement.clone());
@@ -254,13 +254,20 @@ pub fn not_joined() -> ProtocolError {
     ProtocolError::new("not-joined", "Join a room first.")
 }
 
-fn welcome(room: &str, peer: &str, members: &[Member], cap: usize) -> String {
-    let others: Vec<(String, String)> = members
+fn welcome(name: &str, peer: &str, room: &Room, cap: usize) -> String {
+    let others: Vec<(String, String)> = room
+        .members
         .iter()
         .filter(|m| m.peer != peer)
         .map(|m| (m.peer.clone(), m.name.clone()))
         .collect();
-    protocol::welcome(room, peer, &others, cap)
+    let info = protocol::WelcomeRoom {
+        owner_secret: None,
+        is_owner: false,
+        locked: false,
+        protected: room.password.is_some(),
+    };
+    protocol::welcome(name, peer, &others, cap, info)
 }
 
 #[cfg(test)]
@@ -279,6 +286,8 @@ mod tests {
             peer: peer.to_string().repeat(32),
             token: token.to_string().repeat(32),
             password: password.map(String::from),
+            key: None,
+            owner: None,
         }
     }
 

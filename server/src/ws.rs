@@ -339,6 +339,13 @@ impl Connection {
                 Some((room, peer)) => self.leave(&room, &peer, LeaveReason::Left),
                 None => self.send_error(not_joined()),
             },
+            ClientMessage::Lock { .. } | ClientMessage::Remove { .. } => match &self.joined {
+                Some(_) => self.send_error(ProtocolError::new(
+                    "not-owner",
+                    "Only the room's owner can lock it or remove members.",
+                )),
+                None => self.send_error(not_joined()),
+            },
         }
     }
 

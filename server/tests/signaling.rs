@@ -15,10 +15,17 @@ async fn join_welcome_and_peer_joined() {
     let mut a = server.ws().await;
     let mut b = server.ws().await;
     let w = a.join("jam", "Ana", 'a', '1', None).await;
-    assert_eq!(
-        w,
-        json!({"type": "welcome", "room": "jam", "peer": hex_id('a'), "peers": [], "cap": 16})
-    );
+    for (field, value) in [
+        ("type", json!("welcome")),
+        ("room", json!("jam")),
+        ("peer", json!(hex_id('a'))),
+        ("peers", json!([])),
+        ("cap", json!(16)),
+        ("locked", json!(false)),
+        ("protected", json!(false)),
+    ] {
+        assert_eq!(w[field], value, "{field} in {w}");
+    }
     let w = b.join("jam", "  Bo ", 'b', '2', None).await;
     assert_eq!(w["peers"], json!([{"peer": hex_id('a'), "name": "Ana"}]));
     assert_eq!(
