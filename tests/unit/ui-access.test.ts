@@ -8,11 +8,13 @@ import ErrorBanner from '../../app/src/ui/components/ErrorBanner.svelte';
 import RoomHeader from '../../app/src/ui/components/RoomHeader.svelte';
 import Strip from '../../app/src/ui/components/Strip.svelte';
 import JoinCard from '../../app/src/ui/components/JoinCard.svelte';
-import type { ParticipantView, RoomAccess, RoomError } from '../../app/src/room/types';
+import Room from '../../app/src/ui/components/Room.svelte';
+import type { ParticipantView, RoomAccess, RoomError, RoomSession, RoomView } from '../../app/src/room/types';
+import { participant, roomView } from './views';
 
 let mounted: ReturnType<typeof mount> | null = null;
 
-/** Mounts one of the four components (each has its own props type) with `props`. */
+/** Mounts one of the components (each has its own props type) with `props`. */
 function render(component: Component<any>, props: Record<string, unknown>): HTMLElement {
   const target = document.createElement('div');
   document.body.replaceChildren(target);
@@ -187,5 +189,46 @@ describe('name field', () => {
     expect(q(target, 'name-problem')).toBeNull();
     submit();
     expect(joins).toEqual(['Ana']);
+  });
+});
+
+describe('room view for the owner', () => {
+  function session(view: RoomView) {
+    const calls: unknown[][] = [];
+    const record = (name: string) => (...args: unknown[]) => void calls.push([name, ...args]);
+    const s = {
+      view,
+      subscribe: (fn: (v: RoomView) => void) => (fn(view), () => {}),
+      setStrip: record('setStrip'),
+      setMaster: record('setMaster'),
+      setMonitor: record('setMonitor'),
+      retryPassword: record('retryPassword'),
+      setLocked: record('setLocked'),
+      removePeer: record('removePeer'),
+      startRecording: async () => {},
+      stopRecording: async () => {},
+      leave: async () => {},
+    } satisfies RoomSession;
+    return { s, calls };
+  }
+
+  it('reaches the session with the lock and a confirmed removal, and shows a refusal as a notice', () => {
+    const view = roomView([participant('p1', 'Bo')]);
+    const owned: RoomView = { ...view, access: { ...view.access, isOwner: true }, notice: 'Only the room’s owner can do that.' };
+    const { s, calls } = session(owned);
+    const target = render(Room, { session: s, onleave: () => {}, onhome: () => {} });
+    q(target, 'lock-room')!.click();
+    q(target, 'strip-remove')!.click();
+    flushSync();
+    q(target, 'strip-remove-confirm')!.click();
+    expect(calls).toEqual([['setLocked', true], ['removePeer', 'p1']]);
+    expect(q(target, 'room-notice')!.textContent).toBe('Only the room’s owner can do that.');
+  });
+
+  it('gives others neither lock nor remove', () => {
+    const { s } = session(roomView([participant('p1', 'Bo')]));
+    const target = render(Room, { session: s, onleave: () => {}, onhome: () => {} });
+    expect(q(target, 'lock-room')).toBeNull();
+    expect(q(target, 'strip-remove')).toBeNull();
   });
 });

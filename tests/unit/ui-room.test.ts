@@ -166,7 +166,8 @@ describe('Room view', () => {
     );
     const target = render(s, { onhome: () => home++ });
     const err = q(target, 'room-error')!;
-    expect(err.textContent).toContain('That password is not right.');
+    // The app's own words for the codes it knows (room/errors.ts), whatever the server said.
+    expect(err.textContent).toContain('Wrong password');
     const pw = q(err, 'password') as HTMLInputElement;
     pw.value = 'sesame';
     pw.dispatchEvent(new Event('input', { bubbles: true }));
