@@ -48,6 +48,7 @@ describe('signaling protocol', () => {
   it('accepts the server messages it knows', () => {
     expect(parseServerMessage('{"type":"welcome","room":"r","peer":"p","peers":[{"peer":"q","name":"Q"}],"cap":16}')).toEqual({
       type: 'welcome', room: 'r', peer: 'p', peers: [{ peer: 'q', name: 'Q' }], cap: 16,
+      owner: null, isOwner: false, locked: false, protected: false,
     });
     expect(parseServerMessage('{"type":"peer-left","peer":"q","reason":"timeout"}')).toEqual({ type: 'peer-left', peer: 'q', reason: 'timeout' });
     expect(parseServerMessage('{"type":"error","code":"room-full","message":"Full."}')).toEqual({ type: 'error', code: 'room-full', message: 'Full.' });

@@ -1,6 +1,6 @@
-// The UI's pure logic: routes, scales, room names, the engine-support check.
+// The UI's pure logic: routes, scales, the engine-support check (room names and keys:
+// room-access.test.ts).
 import { describe, expect, it } from 'vitest';
-import { randomRoomName } from '../../app/src/ui/names';
 import { icePolicy, isValidRoomName, parseRoute, roomPath, shareLink } from '../../app/src/ui/route';
 import {
   detent,
@@ -19,9 +19,9 @@ describe('routes', () => {
   it('parses home, rooms and bad room names', () => {
     expect(parseRoute('/')).toEqual({ kind: 'home' });
     expect(parseRoute('/index.html')).toEqual({ kind: 'home' });
-    expect(parseRoute('/r/warm-cello-42')).toEqual({ kind: 'room', room: 'warm-cello-42' });
-    expect(parseRoute('/r/a.b_c~d-E9/')).toEqual({ kind: 'room', room: 'a.b_c~d-E9' });
-    expect(parseRoute('/r/' + 'x'.repeat(64))).toEqual({ kind: 'room', room: 'x'.repeat(64) });
+    expect(parseRoute('/r/warm-cello-42')).toEqual({ kind: 'room', room: 'warm-cello-42', key: null });
+    expect(parseRoute('/r/a.b_c~d-E9/')).toEqual({ kind: 'room', room: 'a.b_c~d-E9', key: null });
+    expect(parseRoute('/r/' + 'x'.repeat(64))).toEqual({ kind: 'room', room: 'x'.repeat(64), key: null });
     expect(parseRoute('/r/' + 'x'.repeat(65)).kind).toBe('bad-room');
     expect(parseRoute('/r/')).toEqual({ kind: 'bad-room', raw: '' });
     expect(parseRoute('/r/two%20words')).toEqual({ kind: 'bad-room', raw: 'two words' });
@@ -104,21 +104,6 @@ describe('scales', () => {
     expect(b.hold).toBe(0.9);
     follow(b, 0.1, HOLD_MS + 100, 100);
     expect(b.hold).toBeLessThan(0.9);
-  });
-});
-
-describe('random room names', () => {
-  it('look like warm-cello-42 and are valid room names', () => {
-    const seen = new Set<string>();
-    for (let i = 0; i < 200; i++) {
-      const n = randomRoomName();
-      expect(n).toMatch(/^[a-z]+-[a-z]+-[1-9][0-9]$/);
-      expect(isValidRoomName(n)).toBe(true);
-      seen.add(n);
-    }
-    expect(seen.size).toBeGreaterThan(150);
-    expect(randomRoomName(() => 0)).toBe('warm-cello-10');
-    expect(randomRoomName(() => 0.999999)).toMatch(/-99$/);
   });
 });
 

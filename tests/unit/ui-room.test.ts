@@ -29,6 +29,9 @@ function participant(peer: string, name: string): ParticipantView {
 function fixture(over: Partial<RoomView> = {}): RoomView {
   return {
     room: 'warm-cello-42',
+    key: null,
+    access: { isOwner: false, locked: false, protected: false, private: false },
+    notice: null,
     self: { peer: 'me', name: 'Me' },
     signaling: 'open',
     error: null,
@@ -66,7 +69,9 @@ function fakeSession(view: RoomView): FakeSession {
     setStrip: (peer: string, patch: Partial<StripSettings>) => void s.calls.push(['setStrip', peer, patch]),
     setMaster: (db: number) => void s.calls.push(['setMaster', db]),
     setMonitor: (on: boolean, db?: number) => void s.calls.push(['setMonitor', on, db]),
-    retryPassword: (pw: string) => void s.calls.push(['retryPassword', pw]),
+    retryPassword: (pw?: string) => void s.calls.push(['retryPassword', pw]),
+    setLocked: (locked: boolean) => void s.calls.push(['setLocked', locked]),
+    removePeer: (peer: string) => void s.calls.push(['removePeer', peer]),
     leave: async () => void s.calls.push(['leave']),
     startRecording: async () => void s.calls.push(['startRecording']),
     stopRecording: async () => void s.calls.push(['stopRecording']),
@@ -165,7 +170,8 @@ describe('Room view', () => {
     );
     const target = render(s, { onhome: () => home++ });
     const err = q(target, 'room-error')!;
-    expect(err.textContent).toContain('That password is not right.');
+    // The app's own words for the codes it knows (room/errors.ts), whatever the server said.
+    expect(err.textContent).toContain('Wrong password');
     const pw = q(err, 'password') as HTMLInputElement;
     pw.value = 'sesame';
     pw.dispatchEvent(new Event('input', { bubbles: true }));

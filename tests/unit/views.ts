@@ -27,6 +27,9 @@ export function participant(peer: string, name: string, f: Partial<ParticipantVi
 export function roomView(participants: ParticipantView[], { joined = true, engineUnderruns = 0 } = {}): RoomView {
   return {
     room: 'band',
+    key: null,
+    access: { isOwner: false, locked: false, protected: false, private: false },
+    notice: null,
     self: { peer: 'me', name: 'Me' },
     signaling: joined ? 'open' : 'connecting',
     error: null,

@@ -11,14 +11,49 @@
 //   server was down), is renegotiated by its offerer with the next epoch.
 // - Links do not depend on the signaling socket: a server restart leaves established links
 //   playing, and when the room re-forms, peers that are still connected are kept as they are.
+// - Candidates that arrive before the remote description wait in a queue of at most
+//   MAX_PENDING_CANDIDATES per link; a peer (or a server) sending more has the excess counted and
+//   dropped: a real negotiation has a handful, and the queue must not grow at a hostile's pace.
 
 import { parsePeerSignal, type PeerSignal } from './protocol';
 import type { PumpHost } from './net-host';
 import type { LinkState } from '../room/types';
 
 export const CONNECT_TIMEOUT_MS = 12000;
+/** Candidates kept per link before its remote description is set. */
+export const MAX_PENDING_CANDIDATES = 64;
 const WATCH_EVERY_MS = 2000;
 const STATS_EVERY_MS = 2000;
+
+/** The candidates a link holds until its remote description is set: at most `limit`; the
+ * excess is counted in `dropped` and not kept. */
+export class CandidateQueue {
+  private items: RTCIceCandidateInit[] = [];
+  dropped = 0;
+
+  constructor(readonly limit = MAX_PENDING_CANDIDATES) {}
+
+  get length(): number {
+    return this.items.length;
+  }
+
+  /** Keeps `c` if there is room; false when it was dropped. */
+  push(c: RTCIceCandidateInit): boolean {
+    if (this.items.length >= this.limit) {
+      this.dropped++;
+      return false;
+    }
+    this.items.push(c);
+    return true;
+  }
+
+  /** Everything kept, in arrival order; the queue is empty afterwards. */
+  take(): RTCIceCandidateInit[] {
+    const all = this.items;
+    this.items = [];
+    return all;
+  }
+}
 
 /** 'loopback' keeps only 127.0.0.1 candidates (one-machine tests); 'all' keeps everything. */
 export type IcePolicy = 'all' | 'loopback';
@@ -40,13 +75,15 @@ interface Link {
   state: LinkState;
   since: number;
   remoteSet: boolean;
-  pending: RTCIceCandidateInit[];
+  pending: CandidateQueue;
   rttMs: number | null;
 }
 
 export class Mesh {
   /** Signals from peers that were malformed or for an unknown peer (counted and dropped). */
   droppedSignals = 0;
+  /** Candidates dropped because a link's queue was full (MAX_PENDING_CANDIDATES). */
+  droppedCandidates = 0;
   private readonly links = new Map<string, Link>();
   private readonly watch: ReturnType<typeof setInterval>;
   private readonly statsTimer: ReturnType<typeof setInterval>;
@@ -138,12 +175,12 @@ export class Mesh {
           if (signal.epoch !== link.epoch) {
             // The answerer may hear candidates of a new epoch before its offer: keep them.
             if (!this.isOfferer(from) && signal.epoch > link.epoch) {
-              link.pending.push(signal.candidate);
+              this.queue(link, signal.candidate);
             }
             return;
           }
           if (link.remoteSet) await link.pc.addIceCandidate(signal.candidate);
-          else link.pending.push(signal.candidate);
+          else this.queue(link, signal.candidate);
           break;
       }
     } catch (err) {
@@ -195,7 +232,7 @@ export class Mesh {
       state: 'connecting',
       since: performance.now(),
       remoteSet: false,
-      pending: [],
+      pending: new CandidateQueue(),
       rttMs: null,
     };
     pc.onicecandidate = (ev) => {
@@ -243,10 +280,16 @@ export class Mesh {
     void this.negotiate(link.peer, link.slot, link.epoch + 1);
   }
 
+  private queue(link: Link, c: RTCIceCandidateInit): void {
+    if (link.pending.push(c)) return;
+    this.droppedCandidates++;
+    if (link.pending.dropped === 1) {
+      console.warn(`mesh: more than ${link.pending.limit} early candidates from ${link.peer.slice(0, 8)}: dropping the rest`);
+    }
+  }
+
   private async flushCandidates(link: Link): Promise<void> {
-    const pending = link.pending;
-    link.pending = [];
-    for (const c of pending) await link.pc.addIceCandidate(c);
+    for (const c of link.pending.take()) await link.pc.addIceCandidate(c);
   }
 
   private checkStalled(): void {

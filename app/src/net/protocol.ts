@@ -2,22 +2,36 @@
 // description, and the server is its authority). JSON text messages over one WebSocket at /ws.
 //
 // Client → server:
-//   join   { room, name, peer, token, password? }   peer and token: 32 lowercase hex chars each,
-//          chosen once per page load; rejoining with the same pair after a reconnect keeps the
-//          identity, so the peer-to-peer links that are still up carry on.
+//   join   { room, name, peer, token, password?, key?, owner? }
+//          peer and token: 32 lowercase hex chars each, chosen once per page load; rejoining
+//          with the same pair after a reconnect keeps the identity, so the peer-to-peer links
+//          that are still up carry on. key: a private room's secret from the link's fragment
+//          (22-64 chars of [A-Za-z0-9_-]); the server tells rooms apart by (room, key), so a
+//          join without it addresses another room of the same name. owner: the owner secret a
+//          previous welcome gave this client for (room, key).
 //   signal { to, data }                              relayed only within the room
 //   leave  {}
 //   ping   { t? }                                    answered with pong { t }
+//   lock   { locked }                                owner only: admit nobody new (or again all)
+//   remove { peer }                                  owner only: sends the member away
 // Server → client:
-//   welcome     { room, peer, peers: [{ peer, name }], cap }
+//   welcome     { room, peer, peers: [{ peer, name }], cap, owner?, isOwner, locked, protected }
+//               owner: the owner secret, only to the room's owner (kept per room and key)
 //   peer-joined { peer, name }
-//   peer-left   { peer, reason: 'left' | 'closed' | 'timeout' }
+//   peer-left   { peer, reason: 'left' | 'closed' | 'timeout' | 'removed' }
 //   signal      { from, data }
 //   pong        { t }
-//   error       { code, message }
+//   room        { locked }                           to every member when the owner (un)locks
+//   error       { code, message, retryAfterMs? }
+// Close codes: 1000 replaced, 1001 shutdown, 1008 policy, 1009 too large, 1013 too slow,
+// 4001 removed by the owner.
 
 export const ROOM_NAME = /^[A-Za-z0-9._~-]{1,64}$/;
 export const PEER_ID = /^[0-9a-f]{32}$/;
+/** The owner secret a welcome carries: 32 lowercase hex chars, as peer ids. */
+export const OWNER_SECRET = PEER_ID;
+/** The close code of a member the room's owner removed. */
+export const CLOSE_REMOVED = 4001;
 
 export interface Member {
   peer: string;
@@ -30,23 +44,64 @@ export type PeerSignal =
   | { kind: 'answer'; sdp: string; epoch: number }
   | { kind: 'candidate'; candidate: RTCIceCandidateInit; epoch: number };
 
+/** What a welcome says about the room and this member's place in it. */
+export interface RoomAccess {
+  /** This member is the room's owner (may lock it and remove members). */
+  isOwner: boolean;
+  /** The owner secret, given only to the owner; null otherwise. */
+  owner: string | null;
+  /** Nobody new is admitted. */
+  locked: boolean;
+  /** The room has a password. */
+  protected: boolean;
+}
+
 export type ServerMessage =
-  | { type: 'welcome'; room: string; peer: string; peers: Member[]; cap: number }
+  | ({ type: 'welcome'; room: string; peer: string; peers: Member[]; cap: number } & RoomAccess)
   | { type: 'peer-joined'; peer: string; name: string }
   | { type: 'peer-left'; peer: string; reason: string }
   | { type: 'signal'; from: string; data: unknown }
   | { type: 'pong'; t?: number }
-  | { type: 'error'; code: string; message: string };
+  | { type: 'room'; locked: boolean }
+  | { type: 'error'; code: string; message: string; retryAfterMs?: number };
 
-/** Error codes after which trying again with the same join cannot succeed. */
+/**
+ * Error codes after which the client must not join again by itself: the same join would be
+ * refused again (a wrong or superfluous password, a locked or full room, a bad field), the user
+ * must choose (join without the password?), the server asks to wait (too-many-attempts: a retry
+ * loop would only extend the wait), or the owner sent this member away.
+ */
 export const FATAL_JOIN_ERRORS: ReadonlySet<string> = new Set([
   'wrong-password',
+  'no-password',
+  'too-many-attempts',
+  'room-locked',
+  'removed',
   'room-full',
   'bad-room',
   'bad-name',
+  'bad-message',
   'bad-peer-id',
   'peer-id-taken',
 ]);
+
+/** What a client sends to join: the fields of JoinParams (signaling.ts), optional ones only
+ * when set. The key and owner secret travel only here, never in a URL. */
+export function joinMessage(p: {
+  room: string;
+  name: string;
+  peer: string;
+  token: string;
+  password?: string;
+  key?: string | null;
+  owner?: string | null;
+}): Record<string, string> {
+  const msg: Record<string, string> = { type: 'join', room: p.room, name: p.name, peer: p.peer, token: p.token };
+  if (p.password) msg.password = p.password;
+  if (p.key) msg.key = p.key;
+  if (p.owner) msg.owner = p.owner;
+  return msg;
+}
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -70,13 +125,29 @@ export function parseServerMessage(text: string): ServerMessage | null {
   if (!isObject(v) || typeof v.type !== 'string') return null;
   switch (v.type) {
     case 'welcome':
-      return typeof v.room === 'string' &&
-        typeof v.peer === 'string' &&
-        Array.isArray(v.peers) &&
-        v.peers.every(isMember) &&
-        typeof v.cap === 'number'
-        ? (v as ServerMessage)
-        : null;
+      if (
+        typeof v.room !== 'string' ||
+        typeof v.peer !== 'string' ||
+        !Array.isArray(v.peers) ||
+        !v.peers.every(isMember) ||
+        typeof v.cap !== 'number'
+      ) {
+        return null;
+      }
+      return {
+        type: 'welcome',
+        room: v.room,
+        peer: v.peer,
+        peers: v.peers.map((m: Member) => ({ peer: m.peer, name: m.name })),
+        cap: v.cap,
+        // A server before owners and locks sent none of these: nobody owns, nothing is locked.
+        isOwner: v.isOwner === true,
+        owner: typeof v.owner === 'string' && OWNER_SECRET.test(v.owner) ? v.owner : null,
+        locked: v.locked === true,
+        protected: v.protected === true,
+      };
+    case 'room':
+      return typeof v.locked === 'boolean' ? { type: 'room', locked: v.locked } : null;
     case 'peer-joined':
       return typeof v.peer === 'string' && typeof v.name === 'string' ? (v as ServerMessage) : null;
     case 'peer-left':
@@ -85,10 +156,14 @@ export function parseServerMessage(text: string): ServerMessage | null {
       return typeof v.from === 'string' ? (v as ServerMessage) : null;
     case 'pong':
       return { type: 'pong', t: typeof v.t === 'number' ? v.t : undefined };
-    case 'error':
-      return typeof v.code === 'string'
-        ? { type: 'error', code: v.code, message: typeof v.message === 'string' ? v.message : v.code }
-        : null;
+    case 'error': {
+      if (typeof v.code !== 'string') return null;
+      const message = typeof v.message === 'string' ? v.message : v.code;
+      const wait = v.retryAfterMs;
+      return typeof wait === 'number' && Number.isFinite(wait) && wait >= 0
+        ? { type: 'error', code: v.code, message, retryAfterMs: wait }
+        : { type: 'error', code: v.code, message };
+    }
     default:
       return null;
   }

@@ -7,12 +7,19 @@
 // vanished client. For the other direction the client sends an application ping every
 // PING_EVERY_MS and treats a socket that has heard nothing for SILENT_AFTER_MS as dead (a server
 // that froze, or a network path that dropped without a TCP reset).
+//
+// What it never does: join again by itself after an error that a rejoin would meet again (a
+// wrong or superfluous password, a locked room, a wait the server asked for, a removal by the
+// owner: FATAL_JOIN_ERRORS, close code 4001). It stops and reports; the user decides.
 
 import {
+  CLOSE_REMOVED,
   FATAL_JOIN_ERRORS,
+  joinMessage,
   parseServerMessage,
   type Member,
   type PeerSignal,
+  type RoomAccess,
   type ServerMessage,
 } from './protocol';
 
@@ -25,12 +32,15 @@ export type SignalingStatus = 'connecting' | 'open' | 'reconnecting' | 'closed';
 export interface SignalingEvents {
   status(status: SignalingStatus): void;
   /** The server (re)accepted the join; `peers` are the other members now. */
-  welcome(peers: Member[], cap: number): void;
+  welcome(peers: Member[], cap: number, access: RoomAccess): void;
+  /** The owner locked or unlocked the room. */
+  room(locked: boolean): void;
   joined(member: Member): void;
   left(peer: string, reason: string): void;
   signal(from: string, data: unknown): void;
-  /** An error from the server; `fatal` when retrying the same join cannot help. */
-  error(code: string, message: string, fatal: boolean): void;
+  /** An error from the server; `fatal` when the client stopped (it will not join again by
+   * itself); `retryAfterMs` when the server said how long to wait. */
+  error(code: string, message: string, fatal: boolean, retryAfterMs?: number): void;
 }
 
 export interface JoinParams {
@@ -39,6 +49,10 @@ export interface JoinParams {
   peer: string;
   token: string;
   password?: string;
+  /** A private room's key (from the link's fragment). */
+  key?: string | null;
+  /** The owner secret kept for this room and key, if any. */
+  owner?: string | null;
 }
 
 export class SignalingClient {
@@ -70,10 +84,28 @@ export class SignalingClient {
     this.sendJson({ type: 'signal', to, data });
   }
 
-  /** Joins again with another password (after a wrong-password error). */
-  retry(password: string): void {
-    this.join = { ...this.join, password };
+  /** Owner only: locks or unlocks the room (every member then gets `room`). */
+  lock(locked: boolean): void {
+    this.sendJson({ type: 'lock', locked });
+  }
+
+  /** Owner only: sends `peer` away from the room. */
+  remove(peer: string): void {
+    this.sendJson({ type: 'remove', peer });
+  }
+
+  /** The owner secret to give in later joins (a welcome handed it out). */
+  setOwner(owner: string): void {
+    this.join = { ...this.join, owner };
+  }
+
+  /** Joins again after a fatal error, with another password ('' for none: after no-password),
+   * or with the same join when `password` is undefined. */
+  retry(password?: string): void {
+    if (password !== undefined) this.join = { ...this.join, password };
     this.stopped = false;
+    this.attempt = 0;
+    this.setStatus('connecting');
     if (this.ws && this.ws.readyState === WebSocket.OPEN) this.sendJoin();
     else this.connect();
   }
@@ -117,10 +149,16 @@ export class SignalingClient {
       }
       this.handle(msg);
     };
-    ws.onclose = () => {
+    ws.onclose = (ev) => {
       if (this.ws !== ws) return;
       this.ws = null;
       this.joined = false;
+      if (ev.code === CLOSE_REMOVED) {
+        // Removed by the owner (the error before the close may not have arrived): stay out.
+        this.stop();
+        this.on.error('removed', 'The room’s owner removed you from the room.', true);
+        return;
+      }
       if (!this.stopped) this.scheduleReconnect();
     };
     ws.onerror = () => {
@@ -134,7 +172,16 @@ export class SignalingClient {
         this.attempt = 0;
         this.joined = true;
         this.setStatus('open');
-        this.on.welcome(msg.peers, msg.cap);
+        if (msg.owner) this.setOwner(msg.owner);
+        this.on.welcome(msg.peers, msg.cap, {
+          isOwner: msg.isOwner,
+          owner: msg.owner,
+          locked: msg.locked,
+          protected: msg.protected,
+        });
+        break;
+      case 'room':
+        this.on.room(msg.locked);
         break;
       case 'peer-joined':
         this.on.joined({ peer: msg.peer, name: msg.name });
@@ -148,24 +195,30 @@ export class SignalingClient {
       case 'pong':
         break;
       case 'error': {
-        const fatal = FATAL_JOIN_ERRORS.has(msg.code);
-        if (fatal) {
-          // Joining again as before would be refused again: wait for the user.
-          this.stopped = true;
-          this.clearTimers();
-          this.ws?.close(1000, 'join refused');
-          this.ws = null;
-          this.setStatus('closed');
-        }
-        this.on.error(msg.code, msg.message, fatal);
+        // Before the welcome an error answers our join; once joined, only a removal ends the
+        // membership (others, such as not-owner or rate-limited, answer one message).
+        const fatal = this.joined ? msg.code === 'removed' : FATAL_JOIN_ERRORS.has(msg.code);
+        // Joining again as before would be refused again: wait for the user.
+        if (fatal) this.stop();
+        this.on.error(msg.code, msg.message, fatal, msg.retryAfterMs);
         break;
       }
     }
   }
 
+  /** Stops for good unless the user retries: no reconnects, the socket closed. */
+  private stop(): void {
+    this.stopped = true;
+    this.joined = false;
+    this.clearTimers();
+    const ws = this.ws;
+    this.ws = null;
+    ws?.close(1000, 'join refused');
+    this.setStatus('closed');
+  }
+
   private sendJoin(): void {
-    const { room, name, peer, token, password } = this.join;
-    this.sendJson({ type: 'join', room, name, peer, token, ...(password ? { password } : {}) });
+    this.sendJson(joinMessage(this.join));
   }
 
   private heartbeat(): void {

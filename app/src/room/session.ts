@@ -78,6 +78,7 @@ import {
 } from '../net/pump';
 import { randomId, type Member } from '../net/protocol';
 import { SignalingClient } from '../net/signaling';
+import { noticeFor } from './errors';
 import { LoopbackChannel } from '../net/loopback';
 import { SessionRecorder, trackTag } from '../record/recorder';
 import {
@@ -118,6 +119,8 @@ export const SAMPLE_RATE = 48000;
 /** Engine slots: more than any room the server admits by default (16). */
 export const MAX_PEERS = 64;
 const VIEW_EVERY_MS = 100;
+/** How long a notice (e.g. "only the owner can do that") stays, ms. */
+const NOTICE_MS = 6000;
 /** Figures (latency, buffer, loss, ...) change in the view every this many refreshes (0.5 s):
  * readable, and each change costs the page a layout; meters move at every refresh. */
 const FIGURES_EVERY = 5;
@@ -324,6 +327,9 @@ class Session implements RoomSession {
     for (let s = MAX_PEERS - 1; s >= 0; s--) this.freeSlots.push(s);
     this.view = {
       room: req.room,
+      key: req.key ?? null,
+      access: { isOwner: false, locked: false, protected: false, private: !!req.key },
+      notice: null,
       self: { peer: randomId(), name: req.name },
       signaling: 'connecting',
       error: null,
@@ -373,10 +379,33 @@ class Session implements RoomSession {
     this.emit();
   }
 
-  retryPassword(password: string): void {
+  retryPassword(password?: string): void {
+    const error = this.view.error;
+    // The server asked to wait: a retry before then would only be refused (and count against us).
+    if (error?.retryAt !== undefined && Date.now() < error.retryAt) return;
+    if (error?.code === 'removed' || !this.signaling) return;
     this.view = { ...this.view, error: null };
     this.emit();
-    this.signaling?.retry(password);
+    this.signaling.retry(password);
+  }
+
+  setLocked(locked: boolean): void {
+    if (this.view.access.isOwner) this.signaling?.lock(locked);
+  }
+
+  removePeer(peer: string): void {
+    if (this.view.access.isOwner && this.participants.has(peer)) this.signaling?.remove(peer);
+  }
+
+  /** Clears the notice after NOTICE_MS unless another replaced it. */
+  private showNotice(notice: string): void {
+    this.view = { ...this.view, notice };
+    this.emit();
+    setTimeout(() => {
+      if (this.view.notice !== notice) return;
+      this.view = { ...this.view, notice: null };
+      this.emit();
+    }, NOTICE_MS);
   }
 
   async startRecording(): Promise<void> {
@@ -904,16 +933,34 @@ class Session implements RoomSession {
     const self = this.view.self.peer;
     this.signaling = new SignalingClient(
       SignalingClient.urlFor(),
-      { room: this.req.room, name: this.req.name, peer: self, token: this.token, password: this.req.password },
+      {
+        room: this.req.room,
+        key: this.req.key ?? null,
+        owner: this.req.owner?.get() ?? null,
+        name: this.req.name,
+        peer: self,
+        token: this.token,
+        password: this.req.password,
+      },
       {
         status: (signaling) => {
           this.view = { ...this.view, signaling, joined: signaling === 'open' ? this.view.joined : false };
           this.emit();
         },
-        welcome: (peers) => {
-          this.view = { ...this.view, joined: true, error: null };
+        welcome: (peers, _cap, access) => {
+          if (access.owner) this.req.owner?.set(access.owner);
+          this.view = {
+            ...this.view,
+            joined: true,
+            error: null,
+            access: { ...this.view.access, isOwner: access.isOwner, locked: access.locked, protected: access.protected },
+          };
           for (const m of peers) this.admit(m);
           this.refresh();
+        },
+        room: (locked) => {
+          this.view = { ...this.view, access: { ...this.view.access, locked } };
+          this.emit();
         },
         joined: (m) => {
           this.admit(m);
@@ -924,10 +971,16 @@ class Session implements RoomSession {
           this.refresh();
         },
         signal: (from, data) => void this.mesh?.handleSignal(from, data),
-        error: (code, message, fatal) => {
+        error: (code, message, fatal, retryAfterMs) => {
           if (fatal || !this.view.joined) {
-            this.view = { ...this.view, error: { code, message } };
-            this.emit();
+            const error: RoomError = { code, message };
+            if (retryAfterMs !== undefined) error.retryAt = Date.now() + retryAfterMs;
+            this.view = { ...this.view, error, joined: false };
+            // Sent away: stop sending to and hearing the others at once.
+            if (code === 'removed') for (const peer of [...this.participants.keys()]) this.release(peer);
+            this.refresh();
+          } else if (code === 'not-owner') {
+            this.showNotice(noticeFor(code, message));
           } else {
             console.warn(`signaling: ${code}: ${message}`);
           }

@@ -56,10 +56,30 @@ export interface RoomError {
   code: string;
   /** A sentence for the user. */
   message: string;
+  /** Date.now() from which trying again may help (the server asked to wait: too-many-attempts). */
+  retryAt?: number;
+}
+
+/** The room as the welcome and later `room` messages describe it. */
+export interface RoomAccess {
+  /** This user owns the room: may lock it and remove members. */
+  isOwner: boolean;
+  /** Nobody new is admitted. */
+  locked: boolean;
+  /** The room has a password. */
+  protected: boolean;
+  /** The room was joined with a key (a private link): a guess of its name finds another room. */
+  private: boolean;
 }
 
 export interface RoomView {
   room: string;
+  /** The private room's key (its link's fragment); null for an open room. */
+  key: string | null;
+  /** Known once joined (false until then). */
+  access: RoomAccess;
+  /** A passing message about a request the server refused (e.g. not the owner); null if none. */
+  notice: string | null;
   self: { peer: string; name: string };
   signaling: SignalingState;
   /** Set when joining failed or the session ended with an error; null otherwise. */
@@ -119,12 +139,21 @@ export type BufferSetting = { mode: 'adaptive' } | { mode: 'fixed'; packets: num
 
 export interface JoinRequest {
   room: string;
+  /** A private room's key, from the link's fragment. */
+  key?: string | null;
   name: string;
   password?: string;
+  /** The owner secret kept for (room, key): sent in joins, replaced by what a welcome gives. */
+  owner?: OwnerMemory;
   audio: AudioSettings;
   /** Strips remembered for this room by participant name: a participant's strip starts from
    * `get(name)` when they appear, and each change the user makes is passed to `set`. */
   mixMemory?: MixMemory;
+}
+
+export interface OwnerMemory {
+  get(): string | null;
+  set(secret: string): void;
 }
 
 export interface MixMemory {
@@ -148,8 +177,14 @@ export interface RoomSession {
   startRecording(): Promise<void>;
   /** Stops recording; resolves once everything recorded is stored. */
   stopRecording(): Promise<void>;
-  /** Retries the join with another password after a "wrong-password" error. */
-  retryPassword(password: string): void;
+  /** Joins again after a join error, with `password` ('' for none, after "no-password"; the
+   * one given before when undefined); does nothing before the wait the server asked for is over
+   * or after a removal. */
+  retryPassword(password?: string): void;
+  /** Owner only: locks or unlocks the room (the view follows the server's answer). */
+  setLocked(locked: boolean): void;
+  /** Owner only: removes a participant from the room. */
+  removePeer(peer: string): void;
   /** Answers a participant's round-trip request (view.echo.requests). */
   answerEcho?(peer: string, allow: boolean): void;
   /** Stops sending a participant their own sound back (view.echo.echoing). */

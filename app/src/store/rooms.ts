@@ -4,15 +4,20 @@
 // participant (fader, pan, mute) is remembered under (room, participant name) and applied when a
 // participant of that name appears in that room again: names are what survives a rejoin, peer
 // ids are new each time. Solo is not remembered (see RememberedStrip in schema.ts).
+//
+// A private room's key is kept with its record, so the recent list opens the private room and
+// not another one of the same name; joining the room by its name alone forgets the key.
 
 import type { MixMemory, StripSettings } from '../room/types';
 import { db } from './db';
 import type { RememberedStrip, RoomRecord } from './schema';
-import { isRoomName, NAME_MAX, RECENT_MAX, validCount, validMix } from './validate';
+import { isRoomKey, isRoomName, NAME_MAX, RECENT_MAX, validCount, validMix } from './validate';
 
 export interface RecentRoom {
   name: string;
   lastJoined: number;
+  /** The private room's key, absent for an open room. */
+  key?: string;
 }
 
 /** Rooms when there is no database. */
@@ -21,7 +26,13 @@ const memory = new Map<string, RoomRecord>();
 function validRoom(v: unknown): RoomRecord | null {
   const o = v && typeof v === 'object' ? (v as Record<string, unknown>) : null;
   if (!o || !isRoomName(o.name)) return null;
-  return { name: o.name, lastJoined: validCount(o.lastJoined), mix: validMix(o.mix) };
+  const r: RoomRecord = { name: o.name, lastJoined: validCount(o.lastJoined), mix: validMix(o.mix) };
+  if (isRoomKey(o.key)) r.key = o.key;
+  return r;
+}
+
+function recent(r: RoomRecord): RecentRoom {
+  return r.key ? { name: r.name, lastJoined: r.lastJoined, key: r.key } : { name: r.name, lastJoined: r.lastJoined };
 }
 
 /** Recent rooms, newest first, at most `limit`. */
@@ -30,12 +41,12 @@ export async function recentRooms(limit = RECENT_MAX): Promise<RecentRoom[]> {
   const conn = await db();
   if (!conn) {
     const all = [...memory.values()].sort((a, b) => b.lastJoined - a.lastJoined);
-    return all.slice(0, limit).map(({ name, lastJoined }) => ({ name, lastJoined }));
+    return all.slice(0, limit).map(recent);
   }
   const tx = conn.transaction('rooms');
   for (let c = await tx.store.index('lastJoined').openCursor(null, 'prev'); c && out.length < limit; c = await c.continue()) {
     const r = validRoom(c.value);
-    if (r) out.push({ name: r.name, lastJoined: r.lastJoined });
+    if (r) out.push(recent(r));
   }
   return out;
 }
@@ -66,10 +77,12 @@ async function updateRoom(name: string, change: (r: RoomRecord) => void): Promis
   }
 }
 
-/** Marks `room` as joined now (it becomes the newest recent room). */
-export function touchRoom(room: string, at = Date.now()): Promise<void> {
+/** Marks `room` as joined now (it becomes the newest recent room), with its key if private. */
+export function touchRoom(room: string, at = Date.now(), key: string | null = null): Promise<void> {
   return updateRoom(room, (r) => {
     r.lastJoined = at;
+    if (key) r.key = key;
+    else delete r.key;
   });
 }
 

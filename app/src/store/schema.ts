@@ -48,6 +48,9 @@ export interface RoomRecordV1 {
 export interface RoomRecord extends RoomRecordV1 {
   /** By participant display name (names are what survive a rejoin; peer ids do not). */
   mix: Record<string, RememberedStrip>;
+  /** A private room's key (its link's fragment); absent for an open room. Optional, so
+   * records written before private rooms read the same. */
+  key?: string;
 }
 
 // ---- session history -------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 // malformed read as its default. Pure functions, no storage access.
 
 import type { AudioSettings, BufferSetting } from '../room/types';
-import { ROOM_NAME } from '../ui/route';
+import { ROOM_KEY, ROOM_NAME } from '../ui/route';
 import type { RememberedStrip, StageSummary } from './schema';
 
 export const NAME_MAX = 64;
@@ -38,6 +38,11 @@ export function validName(v: unknown): string {
 /** Room names as links carry them (route.ts accepts the same). */
 export function isRoomName(v: unknown): v is string {
   return typeof v === 'string' && ROOM_NAME.test(v);
+}
+
+/** A private room's key as links carry it. */
+export function isRoomKey(v: unknown): v is string {
+  return typeof v === 'string' && ROOM_KEY.test(v);
 }
 
 export function validBuffer(v: unknown): BufferSetting {

@@ -3,14 +3,26 @@
 
 import { parseRoute, type Route } from './route';
 
-export const router = $state<{ route: Route }>({ route: parseRoute(location.pathname) });
+const here = (): Route => parseRoute(location.pathname, location.hash);
 
-/** Goes to `path`, keeping the query string (e.g. `?ice=loopback` from the test harness). */
+export const router = $state<{ route: Route }>({ route: here() });
+
+/** Goes to `path` (its `#fragment`, if any, kept after the query), keeping the query string
+ * (e.g. `?ice=loopback` from the test harness). */
 export function navigate(path: string): void {
-  if (path !== location.pathname) history.pushState(null, '', path + location.search);
-  router.route = parseRoute(location.pathname);
+  const cut = path.indexOf('#');
+  const pathname = cut < 0 ? path : path.slice(0, cut);
+  const hash = cut < 0 ? '' : path.slice(cut);
+  if (pathname !== location.pathname || hash !== location.hash) {
+    history.pushState(null, '', pathname + location.search + hash);
+  }
+  router.route = here();
 }
 
 addEventListener('popstate', () => {
-  router.route = parseRoute(location.pathname);
+  router.route = here();
+});
+// A fragment edited by hand in the address bar.
+addEventListener('hashchange', () => {
+  router.route = here();
 });

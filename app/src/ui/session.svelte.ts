@@ -15,11 +15,13 @@ import { recentSessions, SessionLog } from '../store/history';
 import { mixMemory, recentRooms, touchRoom, type RecentRoom, type RoomMixMemory } from '../store/rooms';
 import type { SessionRecord } from '../store/schema';
 import { defaultSettings, loadSettings, saveAudio, saveName } from '../store/settings';
+import { browserStorage, ownerMemory } from '../room/owner-memory';
 import { icePolicy } from './route';
 
-export const live = $state<{ session: RoomSession | null; room: string | null }>({
+export const live = $state<{ session: RoomSession | null; room: string | null; key: string | null }>({
   session: null,
   room: null,
+  key: null,
 });
 
 export const saved = $state<{
@@ -73,16 +75,26 @@ let unsubscribe: (() => void) | null = null;
 
 /** Opens a session for `req` (its audio and mix memory are filled in here), leaving any other
  * first. Call from a click handler. */
-export function join(req: Omit<JoinRequest, 'audio' | 'mixMemory'> & { audio?: AudioSettings }): RoomSession {
+export function join(
+  req: Omit<JoinRequest, 'audio' | 'mixMemory' | 'owner'> & { audio?: AudioSettings },
+): RoomSession {
   if (live.session) void leave();
   saved.name = req.name;
   void saveName(req.name);
-  touchRoom(req.room).then(refreshLists, (err: unknown) => console.warn(`room not remembered: ${String(err)}`));
+  const key = req.key ?? null;
+  touchRoom(req.room, Date.now(), key).then(refreshLists, (err: unknown) =>
+    console.warn(`room not remembered: ${String(err)}`),
+  );
   askPersistence();
   memory = mixMemory(req.room);
   log = new SessionLog(req.room);
   const session = openSession(
-    { ...req, audio: req.audio ?? $state.snapshot(saved.audio), mixMemory: memory },
+    {
+      ...req,
+      audio: req.audio ?? $state.snapshot(saved.audio),
+      mixMemory: memory,
+      owner: ownerMemory(req.room, key, browserStorage()),
+    },
     { ice: icePolicy(location.search) },
   );
   const l = log;
@@ -97,6 +109,7 @@ export function join(req: Omit<JoinRequest, 'audio' | 'mixMemory'> & { audio?: A
   });
   live.session = session;
   live.room = req.room;
+  live.key = key;
   return session;
 }
 
@@ -108,6 +121,7 @@ export async function leave(): Promise<void> {
   const l = log;
   live.session = null;
   live.room = null;
+  live.key = null;
   memory = null;
   log = null;
   unsubscribe?.();
