@@ -47,9 +47,11 @@ for (const [what, path] of [['the app', join(dist, 'index.html')], ['the server'
 }
 if (!ok) console.error('start: part of the build failed (see above); running the earlier build of it');
 
+// Rooms (passwords, owners, member places) are kept in data/ at the top of the checkout
+// (ignored by git) unless TUTTI_DATA_DIR or --data-dir says otherwise, or --no-persist.
 const server = spawn(binary, ['--port', String(port), '--dist', dist, ...rest], {
   stdio: 'inherit',
-  env: { ...process.env, PORT: String(port) },
+  env: { ...process.env, TUTTI_DATA_DIR: process.env.TUTTI_DATA_DIR ?? join(ROOT, 'data'), PORT: String(port) },
 });
 // The server shuts down gracefully on SIGINT/SIGTERM: pass them on and exit when it has (the
 // build's handlers, which end children at once, are no longer wanted).

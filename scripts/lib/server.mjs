@@ -1,8 +1,10 @@
 // Starts the Rust server (target/release/tutti-server) for test harnesses and benchmarks.
 // The server prints exactly one line `Tutti is running at http://127.0.0.1:PORT/` on stdout
-// once it listens; this module waits for that line.
+// once it listens; this module waits for that line. Each server keeps its rooms in a fresh
+// temporary directory (removed when it exits), never in the repository.
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 
@@ -29,25 +31,36 @@ export function serverBinary() {
  * @property {number} port
  * @property {import('node:child_process').ChildProcess} proc
  * @property {string[]} logs  the server's stderr lines so far (one per event)
+ * @property {string} dataDir  where it keeps its rooms
  * @property {() => Promise<number>} stop  SIGTERM; resolves with the exit code
  * @property {() => void} kill  SIGKILL
  */
 
 /**
  * Starts the server and resolves once it listens.
- * @param {{ port?: number, dist?: string, args?: string[], env?: Record<string, string> }} [opts]
+ * @param {{ port?: number, dist?: string, args?: string[], env?: Record<string, string>,
+ *   dataDir?: string }} [opts]  `dataDir`: where the server keeps its rooms (kept after it
+ *   exits); by default a fresh temporary directory, removed when it exits.
  * @returns {Promise<RunningServer>} rejects (with the collected stderr) if the server exits
  *   before it listens or does not listen within 15 s.
  */
-export function startServer({ port = 0, dist = join(ROOT, 'dist'), args = [], env = {} } = {}) {
-  const proc = spawn(serverBinary(), ['--port', String(port), '--dist', dist, ...args], {
-    env: { ...process.env, ...env },
+export function startServer({ port = 0, dist = join(ROOT, 'dist'), args = [], env = {}, dataDir } = {}) {
+  const bin = serverBinary();
+  const ownDataDir = dataDir ? null : mkdtempSync(join(tmpdir(), 'tutti-rooms-'));
+  const rooms = dataDir ?? /** @type {string} */ (ownDataDir);
+  const proc = spawn(bin, ['--port', String(port), '--dist', dist, ...args], {
+    env: { ...process.env, TUTTI_DATA_DIR: rooms, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   /** @type {string[]} */
   const logs = [];
   /** @type {Promise<number>} */
-  const exited = new Promise((done) => proc.once('exit', (code, signal) => done(code ?? (signal ? 128 : 1))));
+  const exited = new Promise((done) =>
+    proc.once('exit', (code, signal) => {
+      if (ownDataDir) rmSync(ownDataDir, { recursive: true, force: true });
+      done(code ?? (signal ? 128 : 1));
+    }),
+  );
   lines(proc.stderr, (line) => logs.push(line));
   return new Promise((resolve, reject) => {
     const fail = (/** @type {string} */ why) => {
@@ -68,6 +81,7 @@ export function startServer({ port = 0, dist = join(ROOT, 'dist'), args = [], en
         port: Number(m[2]),
         proc,
         logs,
+        dataDir: rooms,
         stop: () => {
           if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
           return exited;

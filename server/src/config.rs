@@ -7,6 +7,13 @@ use std::time::Duration;
 use clap::Parser;
 use serde_json::Value;
 
+use crate::attempts::Policy;
+
+/// Longest `--room-retention-hours`: a year.
+const MAX_RETENTION_HOURS: f64 = 8760.0;
+/// Longest `--password-backoff-max-ms`: a day.
+const MAX_BACKOFF_MS: u64 = 86_400_000;
+
 /// Tutti's server: serves the built app and relays WebRTC signaling between room members.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "tutti-server", version, about)]
@@ -64,6 +71,36 @@ pub struct Config {
     /// Most simultaneous WebSocket connections; further upgrades are refused with 503.
     #[arg(long, env = "TUTTI_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
+
+    /// Directory of the room database (rooms.sqlite3), created if missing. Relative paths are
+    /// relative to the working directory.
+    #[arg(long, env = "TUTTI_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+
+    /// Keep rooms in memory only: passwords, owners and member places are lost on restart.
+    /// The environment variable takes true/false, 1/0, yes/no, on/off.
+    #[arg(long, env = "TUTTI_NO_PERSIST", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_persist: bool,
+
+    /// How long a room (its password, owner, lock, member places and bans) is kept after its
+    /// last member left, in hours; fractions allowed, 0 forgets a room as soon as it empties.
+    #[arg(long, env = "TUTTI_ROOM_RETENTION_HOURS", default_value_t = 24.0)]
+    pub room_retention_hours: f64,
+
+    /// Wrong room passwords allowed per client address (IPv6: per /64) before each further
+    /// attempt must wait. A room allows 4 times as many from all addresses together.
+    #[arg(long, env = "TUTTI_PASSWORD_FREE_FAILURES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub password_free_failures: u32,
+
+    /// The first wait after the free failures, in milliseconds; it doubles with each further
+    /// failure.
+    #[arg(long, env = "TUTTI_PASSWORD_BACKOFF_MS", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub password_backoff_ms: u64,
+
+    /// The longest wait between password attempts, in milliseconds. Failure counts are
+    /// forgotten after 12 times this without an attempt.
+    #[arg(long, env = "TUTTI_PASSWORD_BACKOFF_MAX_MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub password_backoff_max_ms: u64,
 }
 
 impl Config {
@@ -81,6 +118,20 @@ impl Config {
 
     pub fn heartbeat_timeout(&self) -> Duration {
         Duration::from_millis(self.heartbeat_timeout_ms)
+    }
+
+    /// `--room-retention-hours` as a duration (after [`Config::validate`]).
+    pub fn room_retention(&self) -> Duration {
+        Duration::try_from_secs_f64(self.room_retention_hours * 3600.0).unwrap_or(Duration::ZERO)
+    }
+
+    /// The password-failure limiter's rules.
+    pub fn password_policy(&self) -> Policy {
+        Policy {
+            free_failures: self.password_free_failures,
+            backoff: Duration::from_millis(self.password_backoff_ms),
+            max_backoff: Duration::from_millis(self.password_backoff_max_ms),
+        }
     }
 
     /// Checks what clap cannot; returns the parsed ICE servers.
@@ -102,6 +153,27 @@ impl Config {
             return Err(format!(
                 "--heartbeat-timeout-ms ({}) must be longer than --heartbeat-ms ({}).",
                 self.heartbeat_timeout_ms, self.heartbeat_ms
+            ));
+        }
+        if !(self.room_retention_hours.is_finite()
+            && (0.0..=MAX_RETENTION_HOURS).contains(&self.room_retention_hours))
+        {
+            return Err(format!(
+                "--room-retention-hours (TUTTI_ROOM_RETENTION_HOURS) must be a number of hours \
+                 from 0 to {MAX_RETENTION_HOURS}, not {}.",
+                self.room_retention_hours
+            ));
+        }
+        if self.password_backoff_max_ms < self.password_backoff_ms {
+            return Err(format!(
+                "--password-backoff-max-ms ({}) must be at least --password-backoff-ms ({}).",
+                self.password_backoff_max_ms, self.password_backoff_ms
+            ));
+        }
+        if self.password_backoff_max_ms > MAX_BACKOFF_MS {
+            return Err(format!(
+                "--password-backoff-max-ms must be at most {MAX_BACKOFF_MS} (a day), not {}.",
+                self.password_backoff_max_ms
             ));
         }
         parse_ice_servers(&self.ice_servers)
@@ -193,5 +265,55 @@ mod tests {
         let mut tls = c.clone();
         tls.tls_cert = Some("cert.pem".into());
         assert!(tls.validate().is_err());
+        assert_eq!(c.data_dir, PathBuf::from("data"));
+        assert!(!c.no_persist);
+        assert_eq!(c.room_retention(), Duration::from_secs(24 * 3600));
+        assert_eq!(
+            c.password_policy(),
+            Policy {
+                free_failures: 5,
+                backoff: Duration::from_secs(20),
+                max_backoff: Duration::from_secs(300),
+            }
+        );
+    }
+
+    #[test]
+    fn validates_room_and_password_flags() {
+        let parse = |args: &[&str]| {
+            Config::try_parse_from([&["tutti-server"], args].concat()).map(|c| c.validate())
+        };
+        assert!(matches!(parse(&["--room-retention-hours", "0"]), Ok(Ok(_))));
+        assert!(matches!(
+            parse(&["--room-retention-hours", "0.001"]),
+            Ok(Ok(_))
+        ));
+        for bad in ["-1", "NaN", "inf", "9000"] {
+            let arg = format!("--room-retention-hours={bad}");
+            let r = parse(&[&arg]);
+            assert!(
+                matches!(r, Ok(Err(ref m)) if m.contains("--room-retention-hours")),
+                "{bad}: {r:?}"
+            );
+        }
+        assert!(parse(&["--room-retention-hours", "day"]).is_err());
+        let r = parse(&[
+            "--password-backoff-ms",
+            "500",
+            "--password-backoff-max-ms",
+            "100",
+        ]);
+        assert!(
+            matches!(r, Ok(Err(ref m)) if m.contains("--password-backoff-max-ms")),
+            "{r:?}"
+        );
+        assert!(parse(&["--password-free-failures", "0"]).is_err());
+        assert!(parse(&["--password-backoff-ms", "0"]).is_err());
+        let Ok(c) = Config::try_parse_from(["tutti-server", "--no-persist", "--data-dir", "/x"])
+        else {
+            panic!("flags parse")
+        };
+        assert!(c.no_persist);
+        assert_eq!(c.data_dir, PathBuf::from("/x"));
     }
 }

@@ -14,14 +14,17 @@
 //! # Ok(()) }
 //! ```
 
+pub mod attempts;
 pub mod config;
 pub mod headers;
 pub mod log;
 pub mod password;
 pub mod protocol;
 pub mod ratelimit;
+pub mod room;
 pub mod rooms;
 pub mod statics;
+pub mod store;
 pub mod ws;
 
 use std::fmt;
@@ -29,8 +32,8 @@ use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{FromRef, State};
 use axum::http::header;
@@ -39,19 +42,39 @@ use axum::routing::get;
 use axum::Router;
 use axum_server::tls_rustls::RustlsConfig;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{watch, Notify, Semaphore};
 
+use attempts::{Attempts, LogBudget};
 pub use config::Config;
 use log::event;
 use rooms::Rooms;
 use statics::Dist;
+use store::{NoStore, SqliteStore, Store};
 
 /// How long a shutdown waits for connections to close before giving up on them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
+/// Client addresses and rooms the password-failure limiter tracks at most.
+const ATTEMPTS_TRACKED: usize = 10_000;
+/// Password hashes computed at once (each on a blocking thread, ~20 MiB of memory).
+const HASH_SLOTS: usize = 2;
+/// Log lines about wrong passwords: at most this many per [`PASSWORD_LOG_WINDOW`]...
+const PASSWORD_FAILURE_LINES: u32 = 20;
+/// ...and about refused attempts (each line says how many it stands for).
+const PASSWORD_REFUSAL_LINES: u32 = 2;
+const PASSWORD_LOG_WINDOW: Duration = Duration::from_secs(10);
+/// Expired rooms and idle limiter counters are dropped at least this often.
+const PURGE_EVERY_MAX: Duration = Duration::from_secs(60);
+
 /// State shared by all requests and connections.
 pub struct App {
     rooms: Rooms,
+    attempts: Mutex<Attempts>,
+    /// Wrong-password log lines, and refused-attempt log lines.
+    failure_log: Mutex<LogBudget>,
+    refusal_log: Mutex<LogBudget>,
+    hash_slots: Semaphore,
+    purge_every: Duration,
     dist: Dist,
     api_config: String,
     max_message_bytes: usize,
@@ -99,12 +122,17 @@ pub enum StartError {
     Bind { addr: SocketAddr, error: io::Error },
     /// The certificate or key cannot be used.
     Tls(String),
+    /// The room database cannot be used.
+    Store(String),
 }
 
 impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StartError::Config(m) | StartError::Dist(m) | StartError::Tls(m) => f.write_str(m),
+            StartError::Config(m)
+            | StartError::Dist(m)
+            | StartError::Tls(m)
+            | StartError::Store(m) => f.write_str(m),
             StartError::PortInUse { addr, port } => write!(
                 f,
                 "Port {port} on {addr} is already in use (another Tutti server?). Choose \
@@ -128,7 +156,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Validates `config`, checks the app directory, loads TLS files and binds the port.
+    /// Validates `config`, checks the app directory, loads TLS files, binds the port and opens
+    /// the room database (dropping rooms that expired meanwhile).
     pub async fn bind(config: Config) -> Result<Server, StartError> {
         let ice_servers = config.validate().map_err(StartError::Config)?;
         let dist = Dist::open(&config.dist).map_err(StartError::Dist)?;
@@ -161,6 +190,20 @@ impl Server {
         let local_addr = listener
             .local_addr()
             .map_err(|error| StartError::Bind { addr, error })?;
+        let (store, kept_in): (Box<dyn Store>, String) = if config.no_persist {
+            (Box::new(NoStore), "memory only (--no-persist)".into())
+        } else {
+            let dir = config.data_dir.clone();
+            let store = tokio::task::spawn_blocking(move || SqliteStore::open(&dir))
+                .await
+                .map_err(|e| StartError::Store(format!("Cannot open the room database: {e}.")))?
+                .map_err(StartError::Store)?;
+            let where_ = store.path().display().to_string();
+            (Box::new(store), where_)
+        };
+        let retention = config.room_retention();
+        let rooms = Rooms::new(config.room_cap as usize, retention, store, unix_ms())
+            .map_err(StartError::Store)?;
         let host = match local_addr.ip() {
             ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_owned(),
             ip if ip.is_unspecified() => "[::1]".to_owned(),
@@ -176,8 +219,18 @@ impl Server {
         })
         .to_string();
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let (kept, _) = rooms.counts();
+        event(&format!(
+            "rooms: {kept} kept, in {kept_in}; kept {:?} h after they empty",
+            config.room_retention_hours
+        ));
         let app = Arc::new(App {
-            rooms: Rooms::new(config.room_cap as usize),
+            rooms,
+            attempts: Mutex::new(Attempts::new(config.password_policy(), ATTEMPTS_TRACKED)),
+            failure_log: Mutex::new(LogBudget::new(PASSWORD_FAILURE_LINES, PASSWORD_LOG_WINDOW)),
+            refusal_log: Mutex::new(LogBudget::new(PASSWORD_REFUSAL_LINES, PASSWORD_LOG_WINDOW)),
+            hash_slots: Semaphore::new(HASH_SLOTS),
+            purge_every: (retention / 4).clamp(Duration::from_secs(1), PURGE_EVERY_MAX),
             dist,
             api_config,
             max_message_bytes: config.max_message_bytes as usize,
@@ -226,7 +279,11 @@ impl Server {
         let mut server = match tls {
             None => {
                 let mut flag = app.shutdown.clone();
-                let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
+                let serve = axum::serve(
+                    listener,
+                    router.into_make_service_with_connect_info::<SocketAddr>(),
+                )
+                .with_graceful_shutdown(async move {
                     let _ = flag.wait_for(|stopping| *stopping).await;
                 });
                 tokio::spawn(async move { serve.await })
@@ -235,10 +292,11 @@ impl Server {
                 let listener = listener.into_std()?;
                 let serve = axum_server::from_tcp_rustls(listener, tls)
                     .handle(tls_handle.clone())
-                    .serve(router.into_make_service());
+                    .serve(router.into_make_service_with_connect_info::<SocketAddr>());
                 tokio::spawn(serve)
             }
         };
+        let purge = tokio::spawn(purge_loop(app.clone()));
         let mut signal = tokio::spawn(signal);
         tokio::select! {
             result = &mut server => {
@@ -256,11 +314,51 @@ impl Server {
         })
         .await;
         server.abort();
+        purge.abort();
         match drained {
             Ok(()) => event("stopped"),
             Err(_) => event("stopped (some connections did not close in time)"),
         }
         Ok(())
+    }
+}
+
+/// Now, in Unix milliseconds (room retention spans restarts, so it needs the wall clock).
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Drops expired rooms and idle limiter counters, and logs how many password lines were held
+/// back, every [`App::purge_every`].
+async fn purge_loop(app: Arc<App>) {
+    let mut every = tokio::time::interval(app.purge_every);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        let forgotten = app.rooms.purge(unix_ms());
+        if forgotten > 0 {
+            event(&format!("rooms: {forgotten} expired and forgotten"));
+        }
+        let now = std::time::Instant::now();
+        app.attempts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .purge(now);
+        for (log, what) in [
+            (&app.failure_log, "wrong-password"),
+            (&app.refusal_log, "refused-attempt"),
+        ] {
+            let held = log
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take_suppressed(now);
+            if held > 0 {
+                event(&format!("password: {held} more {what} lines held back"));
+            }
+        }
     }
 }
 

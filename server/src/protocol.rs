@@ -27,7 +27,9 @@
 //!     that reconnects (e.g. after a server restart) keeps its identity, so existing peer-to-peer
 //!     links survive.
 //!   - `T`: 32 lowercase hex chars, a secret the client chose with `P`. The room remembers the
-//!     token of each member `P` (also across a restart, while the room is kept). A join as `P`
+//!     token of each member `P` while the room is kept (also across a restart), including
+//!     members whose connection dropped, timed out or was cut by a shutdown; a member that sent
+//!     `leave` or was removed gives its place up. A join as `P`
 //!     with the remembered token is that member coming back: it needs no password and gets in
 //!     even when the room is locked; if `P` is still connected on another (older) connection,
 //!     the old one gets error `replaced` and is closed (1000), nothing is announced to the
@@ -100,7 +102,10 @@
 //!   their /64), then each further attempt must wait a delay that doubles up to a maximum
 //!   (`too-many-attempts` with `retryAfterMs` meanwhile). A room that sees many failures from
 //!   many addresses slows, in the same way, the addresses that never gave its password right.
-//!   Returning members (peer and token) are never slowed: they need no password.
+//!   Returning members (peer and token) are never slowed: they need no password. Checking or
+//!   setting a password also spends one of an address's password hashes (30, one more every
+//!   2 s) and waits for a free hashing slot (at most 3 s); either can answer
+//!   `too-many-attempts` too.
 //! - A message larger than the configured maximum gets `too-large` and the connection is closed
 //!   with code 1009.
 //! - Each connection has a token bucket (`rate` messages/s, `burst` deep). A message over the

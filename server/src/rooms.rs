@@ -1,15 +1,35 @@
-//! Rooms and their members. One lock over all rooms; nothing inside it waits: messages to
-//! members go into their bounded outboxes with `try_send`, and a member whose outbox is full is
-//! told to close (a slow receiver never blocks the room).
+//! Rooms and their members, the room rules of the protocol (creator, password, owner, lock,
+//! removal, retention; see [`crate::protocol`]) and what is kept of rooms in a [`Store`].
+//!
+//! One lock over all rooms; nothing inside it waits: messages to members go into their bounded
+//! outboxes with `try_send`, and a member whose outbox is full is told to close (a slow receiver
+//! never blocks the room). Each change is written to the store under the lock, as a few short
+//! statements on a local file. Passwords are never hashed here: a join that needs a hash
+//! returns [`Step::Verify`] or [`Step::Hash`], the caller computes it on a blocking thread
+//! outside the lock and joins again with the [`Proof`].
+//!
+//! Sans-IO: every call is told the wall-clock time in Unix milliseconds (retention spans
+//! restarts, so it cannot be a monotonic clock).
+//!
+//! A room is kept while it has connected members and for the retention time after the last
+//! one went. Its members' peer ids stay reserved for their tokens: a member who leaves on
+//! purpose (`leave`) gives its place up, but one whose connection dropped or timed out, or was
+//! cut off by a shutdown or a crash, stays as an "away" member (for the retention time, at
+//! most twice the cap per room): it comes back with its token, without the password and even
+//! into a locked room, and nobody else can take its peer id meanwhile.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, Notify};
 
-use crate::password::{secrets_equal, PasswordHash};
+use crate::password::{digest, digest_eq, random_hex_id, Digest32};
 use crate::protocol::{self, Join, LeaveReason, ProtocolError};
+pub use crate::room::RoomId;
+use crate::room::{Member, Room};
+use crate::store::{BanRecord, Store};
 
 /// What a connection's writer sends on the socket.
 #[derive(Debug)]
@@ -46,86 +66,204 @@ impl Outbox {
     pub fn send_text(&self, text: String) {
         self.send(Outbound::Text(text));
     }
+
+    /// Completes when the connection's writer has stopped (after a close frame, or when the
+    /// socket failed): nothing sent from then on reaches the client.
+    pub async fn closed(&self) {
+        self.tx.closed().await;
+    }
 }
 
-struct Member {
-    peer: String,
-    name: String,
-    token: String,
-    outbox: Outbox,
+/// Most rooms kept at once. Beyond it, creating a room forgets the empty room that has been
+/// empty longest, rooms without a password first.
+pub const MAX_ROOMS: usize = 50_000;
+/// Most tokens banned per room; beyond it the one that expires first is dropped.
+pub const MAX_BANS_PER_ROOM: usize = 256;
+/// A room reserves at most this many times its cap of peer ids (connected and away).
+const RESERVED_PER_CAP: usize = 2;
+
+/// What the caller computed for a join that asked for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Proof {
+    /// Nothing yet.
+    None,
+    /// The join's password matched this stored hash.
+    Verified(Arc<str>),
+    /// The join's password hashed for a new room.
+    Hashed(String),
 }
 
-struct Room {
-    password: Option<PasswordHash>,
-    members: Vec<Member>,
+/// The next step of a join.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Done: the welcome is queued.
+    Joined(Joined),
+    /// Check the join's password against this hash (after asking the limiter), then join
+    /// again with [`Proof::Verified`].
+    Verify(Arc<str>),
+    /// The join creates a room with a password: hash it, then join again with
+    /// [`Proof::Hashed`].
+    Hash,
 }
 
 /// How a join went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Joined {
-    /// A new member; `members` counts it.
+    /// The room was created; the member is its owner.
+    Created,
+    /// A new member (or one coming back after a restart); `members` counts it.
     New { members: usize },
-    /// The peer was already a member on another connection, which it now replaces.
+    /// The member was connected on another connection, which it now replaces.
     Replaced { members: usize },
+}
+
+struct Inner {
+    rooms: HashMap<RoomId, Room>,
+    store: Box<dyn Store>,
 }
 
 /// All rooms of the server.
 pub struct Rooms {
     cap: usize,
-    rooms: Mutex<HashMap<String, Room>>,
+    retention_ms: u64,
+    inner: Mutex<Inner>,
 }
 
 impl Rooms {
-    pub fn new(cap: usize) -> Self {
-        Self {
-            cap,
-            rooms: Mutex::new(HashMap::new()),
+    /// Rooms of at most `cap` members, kept for `retention` after they empty, loaded from and
+    /// written to `store`; those that expired while the server was down are forgotten at once.
+    pub fn new(
+        cap: usize,
+        retention: Duration,
+        mut store: Box<dyn Store>,
+        now: u64,
+    ) -> Result<Self, String> {
+        let mut rooms = HashMap::new();
+        for stored in store.load()? {
+            let mut room = Room {
+                password: stored.room.password.map(Arc::from),
+                owner: stored.room.owner,
+                locked: stored.room.locked,
+                members: Vec::new(),
+                bans: stored.bans,
+                // A crash left no time: the room empties now.
+                empty_since: Some(stored.room.empty_since.unwrap_or(now)),
+            };
+            for m in stored.members {
+                room.members.push(Member {
+                    peer: m.peer,
+                    name: String::new(),
+                    token: m.token,
+                    owner: m.owner,
+                    outbox: None,
+                    away_since: Some(m.away_since.unwrap_or(now)),
+                });
+            }
+            if stored.room.empty_since.is_none() {
+                store.put_room(&stored.id, &room.record());
+                for m in &room.members {
+                    store.put_member(&stored.id, &m.record());
+                }
+            }
+            rooms.insert(stored.id, room);
         }
+        let rooms = Self {
+            cap,
+            retention_ms: u64::try_from(retention.as_millis()).unwrap_or(u64::MAX),
+            inner: Mutex::new(Inner { rooms, store }),
+        };
+        rooms.purge(now);
+        Ok(rooms)
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Room>> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         // Nothing under the lock can panic half-way through an update, so a poisoned map is
         // still consistent.
-        self.rooms.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Adds the connection `outbox` to the room as `join.peer`. On success the welcome has been
-    /// queued to `outbox` and `peer-joined` to the others (not on a replacement).
-    pub fn join(&self, join: &Join, outbox: &Outbox) -> Result<Joined, ProtocolError> {
-        let mut rooms = self.lock();
-        let room = match rooms.get_mut(&join.room) {
-            Some(room) => room,
-            None => {
-                let password = match &join.password {
-                    Some(pw) => Some(PasswordHash::new(pw).map_err(|_| {
-                        ProtocolError::new(
-                            "bad-message",
-                            "The server could not set the room password (no randomness).",
-                        )
-                    })?),
-                    None => None,
-                };
-                rooms.entry(join.room.clone()).or_insert(Room {
-                    password,
-                    members: Vec::new(),
-                })
-            }
-        };
-        if let Some(hash) = &room.password {
-            let given = join.password.as_deref().unwrap_or("");
-            if join.password.is_none() || !hash.matches(given) {
-                let message = if join.password.is_none() {
-                    format!("Room \"{}\" needs a password.", join.room)
-                } else {
-                    format!("Wrong password for room \"{}\".", join.room)
-                };
-                return Err(ProtocolError::new("wrong-password", message));
-            }
+    /// Gives the store back (to reopen the rooms from it, as a restart does).
+    #[cfg(test)]
+    fn into_store(self) -> Box<dyn Store> {
+        self.inner
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .store
+    }
+
+    /// Rooms kept and members connected.
+    pub fn counts(&self) -> (usize, usize) {
+        let inner = self.lock();
+        let members = inner.rooms.values().map(Room::connected_count).sum();
+        (inner.rooms.len(), members)
+    }
+
+    /// Joins the connection `outbox` to the room of `join` as `join.peer`, or says which hash
+    /// the caller must compute first. On `Joined` the welcome has been queued to `outbox` and
+    /// `peer-joined` to the others (not on a replacement).
+    pub fn join(
+        &self,
+        join: &Join,
+        outbox: &Outbox,
+        proof: &Proof,
+        now: u64,
+    ) -> Result<Step, ProtocolError> {
+        let id = RoomId::new(&join.room, join.key.as_deref());
+        let token = digest(&join.token);
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        if inner
+            .rooms
+            .get(&id)
+            .is_some_and(|r| r.expired(now, self.retention_ms))
+        {
+            inner.rooms.remove(&id);
+            inner.store.delete_room(&id);
         }
+        let Some(room) = inner.rooms.get_mut(&id) else {
+            return self.create(inner, id, join, token, outbox, proof, now);
+        };
+        if room.banned(&token, now) {
+            return Err(removed(&join.room));
+        }
+        let given_owner = join
+            .owner
+            .as_deref()
+            .is_some_and(|o| digest_eq(&digest(o), &room.owner));
+        let echoed = join.owner.as_deref().filter(|_| given_owner);
         let existing = room.members.iter().position(|m| m.peer == join.peer);
-        if let Some(i) = existing {
-            let member = &mut room.members[i];
-            if !secrets_equal(&member.token, &join.token) {
+        let returning = existing.filter(|&i| digest_eq(&room.members[i].token, &token));
+        if returning.is_none() {
+            match (&room.password, &join.password) {
+                (None, Some(_)) => {
+                    return Err(ProtocolError::new(
+                        "no-password",
+                        format!(
+                            "Room \"{}\" has no password: anyone with its link can join. Join \
+                             without a password, or create a new room with one.",
+                            join.room
+                        ),
+                    ))
+                }
+                (Some(_), None) => {
+                    return Err(ProtocolError::new(
+                        "wrong-password",
+                        format!("Room \"{}\" needs a password.", join.room),
+                    ))
+                }
+                (Some(hash), Some(_)) => match proof {
+                    Proof::Verified(checked) if checked == hash => {}
+                    _ => return Ok(Step::Verify(hash.clone())),
+                },
+                (None, None) => {}
+            }
+            if room.locked && !given_owner {
+                return Err(ProtocolError::new(
+                    "room-locked",
+                    format!("Room \"{}\" is locked: nobody new can join.", join.room),
+                ));
+            }
+            if existing.is_some() {
                 return Err(ProtocolError::new(
                     "peer-id-taken",
                     format!(
@@ -134,148 +272,416 @@ impl Rooms {
                     ),
                 ));
             }
-            let old = std::mem::replace(&mut member.outbox, outbox.clone());
-            member.name = join.name.clone();
-            old.send_text(
-                ProtocolError::new(
-                    "replaced",
-                    "This peer joined the room again on a newer connection.",
-                )
-                .to_json(),
-            );
-            old.send(Outbound::Close(1000, "replaced"));
-            outbox.send_text(welcome(&join.room, &join.peer, room, self.cap));
-            return Ok(Joined::Replaced {
-                members: room.members.len(),
-            });
         }
-        if room.members.len() >= self.cap {
+        let connected = room.connected_count();
+        let replacing = returning.is_some_and(|i| room.members[i].outbox.is_some());
+        if !replacing && connected >= self.cap {
             return Err(ProtocolError::new(
                 "room-full",
                 format!(
-                    "Room \"{}\" is full ({} of {} places taken).",
-                    join.room,
-                    room.members.len(),
-                    self.cap
+                    "Room \"{}\" is full ({connected} of {} places taken).",
+                    join.room, self.cap
                 ),
             ));
         }
-        outbox.send_text(welcome(&join.room, &join.peer, room, self.cap));
-        let announcement = protocol::peer_joined(&join.peer, &join.name);
-        for m in &room.members {
-            m.outbox.send_text(announcement.clone());
+        let i = match returning {
+            Some(i) => {
+                let m = &mut room.members[i];
+                if let Some(old) = m.outbox.replace(outbox.clone()) {
+                    old.send_text(
+                        ProtocolError::new(
+                            "replaced",
+                            "This peer joined the room again on a newer connection.",
+                        )
+                        .to_json(),
+                    );
+                    old.send(Outbound::Close(protocol::CLOSE_REPLACED, "replaced"));
+                }
+                m.name = join.name.clone();
+                m.owner |= given_owner;
+                m.away_since = None;
+                i
+            }
+            None => {
+                room.members.push(Member {
+                    peer: join.peer.clone(),
+                    name: join.name.clone(),
+                    token,
+                    owner: given_owner,
+                    outbox: Some(outbox.clone()),
+                    away_since: None,
+                });
+                room.members.len() - 1
+            }
+        };
+        let member = &room.members[i];
+        outbox.send_text(room.welcome(&join.room, member, echoed, self.cap));
+        inner.store.put_member(&id, &member.record());
+        if !replacing {
+            room.broadcast(
+                &protocol::peer_joined(&join.peer, &join.name),
+                Some(&join.peer),
+            );
         }
-        room.members.push(Member {
-            peer: join.peer.clone(),
-            name: join.name.clone(),
-            token: join.token.clone(),
-            outbox: outbox.clone(),
-        });
-        Ok(Joined::New {
-            members: room.members.len(),
-        })
+        if room.empty_since.take().is_some() {
+            inner.store.put_room(&id, &room.record());
+        }
+        self.bound_reserved(inner.store.as_mut(), &id, room);
+        Ok(Step::Joined(if replacing {
+            Joined::Replaced { members: connected }
+        } else {
+            Joined::New {
+                members: connected + 1,
+            }
+        }))
     }
 
-    /// Removes `peer` from `room` if connection `conn` still holds it, announcing `peer-left`.
-    /// Returns the number of members left, or `None` if nothing was removed (e.g. the member
-    /// had been replaced by a newer connection).
-    pub fn leave(&self, room: &str, peer: &str, conn: u64, reason: LeaveReason) -> Option<usize> {
-        self.remove(room, peer, conn, Some(reason))
-    }
-
-    /// Removes `peer` from `room` like [`Rooms::leave`] but tells no one: on shutdown, when
-    /// every member goes at once and all rejoin when the server is back.
-    pub fn forget(&self, room: &str, peer: &str, conn: u64) -> Option<usize> {
-        self.remove(room, peer, conn, None)
-    }
-
-    fn remove(
+    #[allow(clippy::too_many_arguments)]
+    fn create(
         &self,
-        room: &str,
-        peer: &str,
-        conn: u64,
-        announce: Option<LeaveReason>,
-    ) -> Option<usize> {
-        let mut rooms = self.lock();
-        let r = rooms.get_mut(room)?;
-        let i = r
-            .members
-            .iter()
-            .position(|m| m.peer == peer && m.outbox.id == conn)?;
-        r.members.remove(i);
-        let remaining = r.members.len();
-        if remaining == 0 {
-            rooms.remove(room);
-        } else if let Some(reason) = announce {
-            let announcement = protocol::peer_left(peer, reason);
-            for m in &r.members {
-                m.outbox.send_text(announcement.clone());
+        inner: &mut Inner,
+        id: RoomId,
+        join: &Join,
+        token: Digest32,
+        outbox: &Outbox,
+        proof: &Proof,
+        now: u64,
+    ) -> Result<Step, ProtocolError> {
+        let password = match (&join.password, proof) {
+            (None, _) => None,
+            (Some(_), Proof::Hashed(hash)) => Some(Arc::from(hash.as_str())),
+            (Some(_), _) => return Ok(Step::Hash),
+        };
+        let secret = random_hex_id().map_err(|_| {
+            ProtocolError::new(
+                "bad-message",
+                "The server could not create the room (it has no randomness).",
+            )
+        })?;
+        if inner.rooms.len() >= MAX_ROOMS {
+            self.purge_locked(inner, now);
+            evict_one(inner);
+            if inner.rooms.len() >= MAX_ROOMS {
+                return Err(ProtocolError::new(
+                    "room-full",
+                    "The server has too many rooms in use; try again later.",
+                ));
             }
         }
-        Some(remaining)
+        let member = Member {
+            peer: join.peer.clone(),
+            name: join.name.clone(),
+            token,
+            owner: true,
+            outbox: Some(outbox.clone()),
+            away_since: None,
+        };
+        let room = Room {
+            password,
+            owner: digest(&secret),
+            locked: false,
+            members: vec![member],
+            bans: Vec::new(),
+            empty_since: None,
+        };
+        outbox.send_text(room.welcome(&join.room, &room.members[0], Some(&secret), self.cap));
+        inner.store.put_room(&id, &room.record());
+        inner.store.put_member(&id, &room.members[0].record());
+        inner.rooms.insert(id, room);
+        Ok(Step::Joined(Joined::Created))
     }
 
-    /// Relays `data` from `from` (on connection `conn`) to `to`, both in `room`.
+    /// Forgets the oldest away members beyond the room's reservation bound.
+    fn bound_reserved(&self, store: &mut dyn Store, id: &RoomId, room: &mut Room) {
+        while room.members.len() > self.cap * RESERVED_PER_CAP {
+            let oldest = room
+                .members
+                .iter()
+                .enumerate()
+                .filter_map(|(i, m)| m.away_since.map(|t| (t, i)))
+                .min();
+            let Some((_, i)) = oldest else { break };
+            let m = room.members.remove(i);
+            store.delete_member(id, &m.peer);
+        }
+    }
+
+    /// Takes `peer` out of room `id` if connection `conn` still holds it, announcing
+    /// `peer-left`: a member that left gives its place up, one whose connection closed or
+    /// timed out keeps it (away) to come back with its token. Returns the number of members
+    /// left connected, or `None` if nothing was removed (e.g. the member had been replaced by
+    /// a newer connection).
+    pub fn leave(
+        &self,
+        id: &RoomId,
+        peer: &str,
+        conn: u64,
+        reason: LeaveReason,
+        now: u64,
+    ) -> Option<usize> {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let room = inner.rooms.get_mut(id)?;
+        let i = room
+            .members
+            .iter()
+            .position(|m| m.peer == peer && m.on(conn))?;
+        if reason == LeaveReason::Left {
+            room.members.remove(i);
+            inner.store.delete_member(id, peer);
+        } else {
+            let m = &mut room.members[i];
+            m.outbox = None;
+            m.away_since = Some(now);
+            inner.store.put_member(id, &m.record());
+        }
+        room.broadcast(&protocol::peer_left(peer, reason), None);
+        Some(self.after_departure(inner, id, now))
+    }
+
+    /// Takes `peer` of connection `conn` out of room `id` like [`Rooms::leave`] but tells no
+    /// one and keeps its place: on shutdown, when every member goes at once and all come back
+    /// with their tokens when the server is back.
+    pub fn forget(&self, id: &RoomId, peer: &str, conn: u64, now: u64) -> Option<usize> {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let room = inner.rooms.get_mut(id)?;
+        let m = room
+            .members
+            .iter_mut()
+            .find(|m| m.peer == peer && m.on(conn))?;
+        m.outbox = None;
+        m.away_since = Some(now);
+        inner.store.put_member(id, &m.record());
+        Some(self.after_departure(inner, id, now))
+    }
+
+    /// Marks the room empty if it is, and forgets it if it expired (retention zero). Returns the
+    /// members still connected.
+    fn after_departure(&self, inner: &mut Inner, id: &RoomId, now: u64) -> usize {
+        let Some(room) = inner.rooms.get_mut(id) else {
+            return 0;
+        };
+        let remaining = room.connected_count();
+        if remaining == 0 && room.empty_since.is_none() {
+            room.empty_since = Some(now);
+            if room.expired(now, self.retention_ms) {
+                inner.rooms.remove(id);
+                inner.store.delete_room(id);
+            } else {
+                inner.store.put_room(id, &room.record());
+            }
+        }
+        remaining
+    }
+
+    /// Locks or unlocks room `id` for `peer` on connection `conn`, if it is an owner; every
+    /// member hears `room`.
+    pub fn set_locked(
+        &self,
+        id: &RoomId,
+        peer: &str,
+        conn: u64,
+        locked: bool,
+    ) -> Result<(), ProtocolError> {
+        let mut guard = self.lock();
+        let Inner { rooms, store } = &mut *guard;
+        let room = owner_room(rooms, id, peer, conn)?;
+        room.locked = locked;
+        room.broadcast(&protocol::room_state(locked), None);
+        store.put_room(id, &room.record());
+        Ok(())
+    }
+
+    /// Removes `target` from room `id` for `peer` on connection `conn`, if it is an owner: the
+    /// target hears `removed` and is closed (4001), the others `peer-left` (`removed`), and its
+    /// token is refused for the retention time. Returns the members left connected.
+    pub fn remove_member(
+        &self,
+        id: &RoomId,
+        peer: &str,
+        conn: u64,
+        target: &str,
+        now: u64,
+    ) -> Result<usize, ProtocolError> {
+        let mut guard = self.lock();
+        let Inner { rooms, store } = &mut *guard;
+        let room = owner_room(rooms, id, peer, conn)?;
+        if target == peer {
+            return Err(ProtocolError::new(
+                "bad-message",
+                "You cannot remove yourself; leave the room instead.",
+            ));
+        }
+        let Some(i) = room.members.iter().position(|m| m.peer == target) else {
+            return Err(unknown_peer(target, &id.name));
+        };
+        let gone = room.members.remove(i);
+        if let Some(o) = &gone.outbox {
+            o.send_text(removed(&id.name).to_json());
+            o.send(Outbound::Close(protocol::CLOSE_REMOVED, "removed"));
+        }
+        let ban = BanRecord {
+            token: gone.token,
+            until: now.saturating_add(self.retention_ms),
+        };
+        room.bans.retain(|b| !digest_eq(&b.token, &gone.token));
+        if room.bans.len() >= MAX_BANS_PER_ROOM {
+            if let Some((j, _)) = room.bans.iter().enumerate().min_by_key(|(_, b)| b.until) {
+                let dropped = room.bans.remove(j);
+                store.delete_ban(id, &dropped.token);
+            }
+        }
+        room.bans.push(ban);
+        room.broadcast(&protocol::peer_left(target, LeaveReason::Removed), None);
+        store.delete_member(id, target);
+        store.put_ban(id, &ban);
+        Ok(room.connected_count())
+    }
+
+    /// Relays `data` from `from` (on connection `conn`) to `to`, both in room `id`.
     pub fn signal(
         &self,
-        room: &str,
+        id: &RoomId,
         from: &str,
         conn: u64,
         to: &str,
         data: Map<String, Value>,
     ) -> Result<(), ProtocolError> {
-        let rooms = self.lock();
-        let members = rooms.get(room).map_or(&[][..], |r| &r.members[..]);
-        if !members
-            .iter()
-            .any(|m| m.peer == from && m.outbox.id == conn)
-        {
+        let inner = self.lock();
+        let Some(room) = inner.rooms.get(id) else {
+            return Err(not_joined());
+        };
+        if !room.members.iter().any(|m| m.peer == from && m.on(conn)) {
             return Err(not_joined());
         }
-        let target = members.iter().find(|m| m.peer == to);
-        match target {
-            Some(m) => {
-                m.outbox.send_text(protocol::signal(from, data));
-                Ok(())
-            }
-            None => {
-                let shown: String = to.chars().take(40).collect();
-                Err(ProtocolError::new(
-                    "unknown-peer",
-                    format!("There is no peer {shown:?} in room \"{room}\"."),
-                ))
-            }
+        let target = room.connected().find(|(m, _)| m.peer == to).map(|(_, o)| o);
+        let Some(outbox) = target else {
+            return Err(unknown_peer(to, &id.name));
+        };
+        outbox.send_text(protocol::signal(from, data));
+        Ok(())
+    }
+
+    /// Forgets expired rooms, bans and away members. Returns the number of rooms forgotten.
+    pub fn purge(&self, now: u64) -> usize {
+        let mut inner = self.lock();
+        self.purge_locked(&mut inner, now)
+    }
+
+    fn purge_locked(&self, inner: &mut Inner, now: u64) -> usize {
+        let retention = self.retention_ms;
+        let expired: Vec<RoomId> = inner
+            .rooms
+            .iter()
+            .filter(|(_, r)| r.expired(now, retention))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &expired {
+            inner.rooms.remove(id);
+            inner.store.delete_room(id);
         }
+        let Inner { rooms, store } = inner;
+        for (id, room) in rooms.iter_mut() {
+            room.bans.retain(|b| {
+                let keep = b.until > now;
+                if !keep {
+                    store.delete_ban(id, &b.token);
+                }
+                keep
+            });
+            room.members.retain(|m| {
+                let keep = m
+                    .away_since
+                    .map_or(true, |t| now.saturating_sub(t) < retention);
+                if !keep {
+                    store.delete_member(id, &m.peer);
+                }
+                keep
+            });
+        }
+        expired.len()
     }
 }
 
-/// The error for signal/leave on a connection that is not (or no longer) in a room.
-pub fn not_joined() -> ProtocolError {
-    ProtocolError::new("not-joined", "Join a room first.")
+/// Forgets the empty room that has been empty longest, a room without a password if any.
+fn evict_one(inner: &mut Inner) {
+    let victim = inner
+        .rooms
+        .iter()
+        .filter_map(|(id, r)| r.empty_since.map(|t| ((r.password.is_some(), t), id)))
+        .min_by_key(|(order, _)| *order)
+        .map(|(_, id)| id.clone());
+    if let Some(id) = victim {
+        inner.rooms.remove(&id);
+        inner.store.delete_room(&id);
+    }
 }
 
-fn welcome(name: &str, peer: &str, room: &Room, cap: usize) -> String {
-    let others: Vec<(String, String)> = room
+/// The room of `peer` on `conn`, if it is an owner there.
+fn owner_room<'a>(
+    rooms: &'a mut HashMap<RoomId, Room>,
+    id: &RoomId,
+    peer: &str,
+    conn: u64,
+) -> Result<&'a mut Room, ProtocolError> {
+    let room = rooms.get_mut(id).ok_or_else(not_joined)?;
+    let me = room
         .members
         .iter()
-        .filter(|m| m.peer != peer)
-        .map(|m| (m.peer.clone(), m.name.clone()))
-        .collect();
-    let info = protocol::WelcomeRoom {
-        owner_secret: None,
-        is_owner: false,
-        locked: false,
-        protected: room.password.is_some(),
-    };
-    protocol::welcome(name, peer, &others, cap, info)
+        .find(|m| m.peer == peer && m.on(conn))
+        .ok_or_else(not_joined)?;
+    if !me.owner {
+        return Err(ProtocolError::new(
+            "not-owner",
+            "Only the room's owner can lock it or remove members.",
+        ));
+    }
+    Ok(room)
+}
+
+fn removed(room: &str) -> ProtocolError {
+    ProtocolError::new(
+        "removed",
+        format!("The owner of room \"{room}\" removed you from it."),
+    )
+}
+
+fn unknown_peer(peer: &str, room: &str) -> ProtocolError {
+    let shown: String = peer.chars().take(40).collect();
+    ProtocolError::new(
+        "unknown-peer",
+        format!("There is no peer {shown:?} in room \"{room}\"."),
+    )
+}
+
+/// The error for signal/leave/lock/remove on a connection that is not (or no longer) in a
+/// room.
+pub fn not_joined() -> ProtocolError {
+    ProtocolError::new("not-joined", "Join a room first.")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::SqliteStore;
+    use serde_json::json;
+
+    const HOUR: u64 = 3_600_000;
+    const T0: u64 = 1_800_000_000_000;
+    const KEY: &str = "0123456789abcdefABCDEF_-";
+
+    fn rooms_with(cap: usize, store: Box<dyn Store>, now: u64) -> Rooms {
+        Rooms::new(cap, Duration::from_millis(24 * HOUR), store, now).expect("rooms load")
+    }
+
+    fn rooms(cap: usize) -> Rooms {
+        let store = SqliteStore::open_in_memory().expect("an in-memory database");
+        rooms_with(cap, Box::new(store), T0)
+    }
 
     fn outbox(id: u64) -> (Outbox, mpsc::Receiver<Outbound>) {
-        let (tx, rx) = mpsc::channel(4);
+        let (tx, rx) = mpsc::channel(16);
         (Outbox::new(id, tx, Arc::new(Notify::new())), rx)
     }
 
@@ -291,106 +697,608 @@ mod tests {
         }
     }
 
-    fn texts(rx: &mut mpsc::Receiver<Outbound>) -> Vec<String> {
-        let mut out = Vec::new();
-        while let Ok(m) = rx.try_recv() {
-            if let Outbound::Text(t) = m {
-                out.push(t);
+    /// Joins as the connection does, with a stand-in for Argon2 ("H:" + password): hashes and
+    /// checks when asked.
+    fn enter(
+        rooms: &Rooms,
+        join: &Join,
+        outbox: &Outbox,
+        now: u64,
+    ) -> Result<Joined, &'static str> {
+        let fake_hash = format!("H:{}", join.password.as_deref().unwrap_or(""));
+        let mut proof = Proof::None;
+        for _ in 0..3 {
+            match rooms.join(join, outbox, &proof, now).map_err(|e| e.code)? {
+                Step::Joined(j) => return Ok(j),
+                Step::Hash => proof = Proof::Hashed(fake_hash.clone()),
+                Step::Verify(h) if *h == *fake_hash => proof = Proof::Verified(h),
+                Step::Verify(_) => return Err("wrong-password"),
             }
         }
-        out
+        panic!("the join did not settle")
+    }
+
+    /// Everything queued: the JSON messages and the close codes.
+    fn drain(rx: &mut mpsc::Receiver<Outbound>) -> (Vec<Value>, Vec<u16>) {
+        let (mut texts, mut closes) = (Vec::new(), Vec::new());
+        while let Ok(m) = rx.try_recv() {
+            match m {
+                Outbound::Text(t) => texts.push(serde_json::from_str(&t).expect("JSON")),
+                Outbound::Close(code, _) => closes.push(code),
+                Outbound::Ping => {}
+            }
+        }
+        (texts, closes)
+    }
+
+    fn texts(rx: &mut mpsc::Receiver<Outbound>) -> Vec<Value> {
+        drain(rx).0
+    }
+
+    fn id(room: &str) -> RoomId {
+        RoomId::new(room, None)
+    }
+
+    fn hex(c: char) -> String {
+        c.to_string().repeat(32)
     }
 
     #[test]
-    fn password_cap_replace_and_leave() {
-        let rooms = Rooms::new(2);
+    fn the_creator_owns_the_room_and_sets_its_password() {
+        let rooms = rooms(4);
         let (a, mut ra) = outbox(1);
         let (b, mut rb) = outbox(2);
-        let (c, _rc) = outbox(3);
         assert_eq!(
-            rooms.join(&join("r", 'a', '1', Some("pw")), &a),
-            Ok(Joined::New { members: 1 })
-        );
-        let err = |r: Result<Joined, ProtocolError>| r.err().map(|e| e.code);
-        assert_eq!(
-            err(rooms.join(&join("r", 'b', '2', None), &b)),
-            Some("wrong-password")
+            rooms.join(&join("r", 'a', '1', Some("pw")), &a, &Proof::None, T0),
+            Ok(Step::Hash)
         );
         assert_eq!(
-            err(rooms.join(&join("r", 'b', '2', Some("PW")), &b)),
-            Some("wrong-password")
+            enter(&rooms, &join("r", 'a', '1', Some("pw")), &a, T0),
+            Ok(Joined::Created)
+        );
+        let w = &texts(&mut ra)[0];
+        assert_eq!(
+            (
+                w["isOwner"].clone(),
+                w["protected"].clone(),
+                w["locked"].clone()
+            ),
+            (json!(true), json!(true), json!(false))
+        );
+        let secret = w["owner"]
+            .as_str()
+            .expect("the creator gets the owner secret")
+            .to_owned();
+        assert!(protocol::is_hex_id(&secret));
+
+        // Without the password, with a wrong one, then right.
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '2', None), &b, T0),
+            Err("wrong-password")
         );
         assert_eq!(
-            rooms.join(&join("r", 'b', '2', Some("pw")), &b),
+            enter(&rooms, &join("r", 'b', '2', Some("PW")), &b, T0),
+            Err("wrong-password")
+        );
+        let asked = rooms.join(&join("r", 'b', '2', Some("pw")), &b, &Proof::None, T0);
+        assert_eq!(asked, Ok(Step::Verify(Arc::from("H:pw"))));
+        // A proof for another hash proves nothing.
+        let forged = rooms.join(
+            &join("r", 'b', '2', Some("pw")),
+            &b,
+            &Proof::Verified(Arc::from("H:x")),
+            T0,
+        );
+        assert_eq!(forged, Ok(Step::Verify(Arc::from("H:pw"))));
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '2', Some("pw")), &b, T0),
+            Ok(Joined::New { members: 2 })
+        );
+        let w = &texts(&mut rb)[0];
+        assert!(w.get("owner").is_none() && w["isOwner"] == false, "{w}");
+        assert_eq!(w["peers"], json!([{"peer": hex('a'), "name": "na"}]));
+
+        // The owner secret makes another member an owner, and is echoed to it.
+        let (c, mut rc) = outbox(3);
+        let mut j = join("r", 'c', '3', Some("pw"));
+        j.owner = Some(secret.clone());
+        assert_eq!(enter(&rooms, &j, &c, T0), Ok(Joined::New { members: 3 }));
+        let w = &texts(&mut rc)[0];
+        assert_eq!(
+            (w["isOwner"].clone(), w["owner"].clone()),
+            (json!(true), json!(secret))
+        );
+        // A wrong one is ignored.
+        let (d, mut rd) = outbox(4);
+        let mut j = join("r", 'd', '4', Some("pw"));
+        j.owner = Some(hex('f'));
+        assert_eq!(enter(&rooms, &j, &d, T0), Ok(Joined::New { members: 4 }));
+        let w = &texts(&mut rd)[0];
+        assert!(w.get("owner").is_none() && w["isOwner"] == false, "{w}");
+    }
+
+    #[test]
+    fn a_password_for_an_open_room_is_refused() {
+        let rooms = rooms(4);
+        let (a, _ra) = outbox(1);
+        let (b, mut rb) = outbox(2);
+        assert_eq!(
+            enter(&rooms, &join("open", 'a', '1', None), &a, T0),
+            Ok(Joined::Created)
+        );
+        assert_eq!(
+            enter(&rooms, &join("open", 'b', '2', Some("x")), &b, T0),
+            Err("no-password")
+        );
+        assert!(texts(&mut rb).is_empty());
+        assert_eq!(
+            enter(&rooms, &join("open", 'b', '2', None), &b, T0),
+            Ok(Joined::New { members: 2 })
+        );
+        assert_eq!(texts(&mut rb)[0]["protected"], false);
+    }
+
+    #[test]
+    fn a_private_room_is_another_room() {
+        let rooms = rooms(4);
+        let (a, _ra) = outbox(1);
+        let (b, mut rb) = outbox(2);
+        let (c, mut rc) = outbox(3);
+        let mut private = join("jam", 'a', '1', Some("secret"));
+        private.key = Some(KEY.into());
+        assert_eq!(enter(&rooms, &private, &a, T0), Ok(Joined::Created));
+        // Without the key: a new public room of the same name, no password asked, nobody there.
+        assert_eq!(
+            enter(&rooms, &join("jam", 'b', '2', None), &b, T0),
+            Ok(Joined::Created)
+        );
+        assert_eq!(texts(&mut rb)[0]["peers"], json!([]));
+        // Another key: yet another room.
+        let mut other = join("jam", 'c', '3', None);
+        other.key = Some(format!("{}x", &KEY[1..]));
+        assert_eq!(enter(&rooms, &other, &c, T0), Ok(Joined::Created));
+        assert_eq!(texts(&mut rc)[0]["peers"], json!([]));
+        // The right key reaches the private room and its password.
+        let (d, mut rd) = outbox(4);
+        let mut right = join("jam", 'd', '4', Some("secret"));
+        right.key = Some(KEY.into());
+        assert_eq!(
+            enter(&rooms, &right, &d, T0),
             Ok(Joined::New { members: 2 })
         );
         assert_eq!(
-            err(rooms.join(&join("r", 'c', '3', Some("pw")), &c)),
-            Some("room-full")
+            texts(&mut rd)[0]["peers"],
+            json!([{"peer": hex('a'), "name": "na"}])
         );
-        assert_eq!(
-            err(rooms.join(&join("r", 'a', '9', Some("pw")), &c)),
-            Some("peer-id-taken")
-        );
-        assert_eq!(texts(&mut ra).len(), 2, "welcome and peer-joined");
-        assert_eq!(texts(&mut rb).len(), 1, "welcome");
+        assert_eq!(rooms.counts(), (3, 4));
+        assert_eq!(RoomId::new("jam", Some(KEY)).to_string(), "jam private");
+        assert!(!RoomId::new("jam", Some(KEY)).to_string().contains(KEY));
+        assert_ne!(RoomId::new("jam", Some(KEY)).tag(), id("jam").tag());
+    }
 
-        // b reconnects on connection 3 with its token: a hears nothing.
+    #[test]
+    fn the_owner_locks_and_removes() {
+        let rooms = rooms(8);
+        let (a, mut ra) = outbox(1);
+        let (b, mut rb) = outbox(2);
+        let (c, mut rc) = outbox(3);
+        enter(&rooms, &join("r", 'a', '1', None), &a, T0).expect("a creates");
+        let secret = texts(&mut ra)[0]["owner"]
+            .as_str()
+            .expect("secret")
+            .to_owned();
+        enter(&rooms, &join("r", 'b', '2', None), &b, T0).expect("b joins");
+        enter(&rooms, &join("r", 'c', '3', None), &c, T0).expect("c joins");
+        for rx in [&mut ra, &mut rb, &mut rc] {
+            texts(rx);
+        }
+        let code = |r: Result<(), ProtocolError>| r.err().map(|e| e.code);
         assert_eq!(
-            rooms.join(&join("r", 'b', '2', Some("pw")), &c),
-            Ok(Joined::Replaced { members: 2 })
+            code(rooms.set_locked(&id("r"), &hex('b'), 2, true)),
+            Some("not-owner")
         );
-        assert!(texts(&mut ra).is_empty());
-        assert!(texts(&mut rb)[0].contains("replaced"));
-        // The old connection going away changes nothing; the new one leaving does.
         assert_eq!(
-            rooms.leave("r", &"b".repeat(32), 2, LeaveReason::Closed),
-            None
+            rooms
+                .remove_member(&id("r"), &hex('b'), 2, &hex('c'), T0)
+                .err()
+                .map(|e| e.code),
+            Some("not-owner")
         );
         assert_eq!(
-            rooms.leave("r", &"b".repeat(32), 3, LeaveReason::Left),
-            Some(1)
+            code(rooms.set_locked(&id("r"), &hex('a'), 9, true)),
+            Some("not-joined")
         );
-        assert!(texts(&mut ra)[0].contains(r#""reason":"left""#));
-        // The last one leaving forgets the room and its password.
+        assert_eq!(code(rooms.set_locked(&id("r"), &hex('a'), 1, true)), None);
+        for rx in [&mut ra, &mut rb, &mut rc] {
+            assert_eq!(texts(rx), vec![json!({"type": "room", "locked": true})]);
+        }
+        // Locked: nobody new, but b coming back on a new connection, and the owner's secret.
+        let (d, _rd) = outbox(4);
         assert_eq!(
-            rooms.leave("r", &"a".repeat(32), 1, LeaveReason::Left),
-            Some(0)
+            enter(&rooms, &join("r", 'd', '4', None), &d, T0),
+            Err("room-locked")
+        );
+        let (b2, mut rb2) = outbox(5);
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '2', None), &b2, T0),
+            Ok(Joined::Replaced { members: 3 })
+        );
+        assert_eq!(texts(&mut rb2)[0]["locked"], true);
+        assert_eq!(drain(&mut rb).1, vec![protocol::CLOSE_REPLACED]);
+        let mut owner_tab = join("r", 'e', '5', None);
+        owner_tab.owner = Some(secret);
+        let (e, _re) = outbox(6);
+        assert_eq!(
+            enter(&rooms, &owner_tab, &e, T0),
+            Ok(Joined::New { members: 4 })
+        );
+
+        // Removing c: c hears removed and is closed with 4001, the others peer-left.
+        texts(&mut ra);
+        texts(&mut rc);
+        assert_eq!(
+            rooms.remove_member(&id("r"), &hex('a'), 1, &hex('c'), T0),
+            Ok(3)
+        );
+        let (heard, closed) = drain(&mut rc);
+        assert_eq!(heard.len(), 1);
+        assert_eq!(heard[0]["code"], "removed");
+        assert_eq!(closed, vec![protocol::CLOSE_REMOVED]);
+        assert_eq!(
+            texts(&mut ra),
+            vec![json!({"type": "peer-left", "peer": hex('c'), "reason": "removed"})]
         );
         assert_eq!(
-            rooms.join(&join("r", 'c', '3', None), &c),
-            Ok(Joined::New { members: 1 })
+            rooms
+                .remove_member(&id("r"), &hex('a'), 1, &hex('c'), T0)
+                .err()
+                .map(|e| e.code),
+            Some("unknown-peer")
+        );
+        assert_eq!(
+            rooms
+                .remove_member(&id("r"), &hex('a'), 1, &hex('a'), T0)
+                .err()
+                .map(|e| e.code),
+            Some("bad-message")
+        );
+        // c's token is refused even when the room is open again, for the retention time.
+        rooms
+            .set_locked(&id("r"), &hex('a'), 1, false)
+            .expect("unlock");
+        let (c2, _rc2) = outbox(7);
+        assert_eq!(
+            enter(&rooms, &join("r", 'c', '3', None), &c2, T0 + HOUR),
+            Err("removed")
+        );
+        assert_eq!(
+            enter(&rooms, &join("r", 'c', '3', None), &c2, T0 + 24 * HOUR - 1),
+            Err("removed")
+        );
+        rooms.purge(T0 + 24 * HOUR);
+        assert_eq!(
+            enter(&rooms, &join("r", 'c', '3', None), &c2, T0 + 24 * HOUR),
+            Ok(Joined::New { members: 4 })
         );
     }
 
     #[test]
-    fn signals_stay_in_their_room() {
-        let rooms = Rooms::new(4);
+    fn an_empty_room_keeps_its_rules_for_the_retention_time() {
+        let rooms = rooms(4);
+        let (a, mut ra) = outbox(1);
+        enter(&rooms, &join("r", 'a', '1', Some("pw")), &a, T0).expect("a creates");
+        texts(&mut ra);
+        assert_eq!(
+            rooms.leave(&id("r"), &hex('a'), 1, LeaveReason::Left, T0),
+            Some(0)
+        );
+        assert_eq!(rooms.counts(), (1, 0));
+        // A guesser cannot re-create it without the password...
+        let (x, _rx) = outbox(2);
+        assert_eq!(
+            enter(&rooms, &join("r", 'x', '9', None), &x, T0 + HOUR),
+            Err("wrong-password")
+        );
+        // ...a's place was freed when it left (everyone was told); a comes back with the
+        // password and is not the owner by that alone.
+        let (a2, mut ra2) = outbox(3);
+        assert_eq!(
+            enter(&rooms, &join("r", 'a', '1', Some("pw")), &a2, T0 + HOUR),
+            Ok(Joined::New { members: 1 })
+        );
+        assert_eq!(texts(&mut ra2)[0]["isOwner"], false);
+        rooms.leave(&id("r"), &hex('a'), 3, LeaveReason::Closed, T0 + 2 * HOUR);
+        // Expired: the next joiner creates it anew, with no password.
+        rooms.purge(T0 + 26 * HOUR - 1);
+        assert_eq!(rooms.counts(), (1, 0));
+        assert_eq!(
+            enter(&rooms, &join("r", 'x', '9', None), &x, T0 + 26 * HOUR),
+            Ok(Joined::Created)
+        );
+    }
+
+    #[test]
+    fn a_restart_keeps_rooms_members_and_bans() {
+        let rooms = rooms(4);
+        let (a, mut ra) = outbox(1);
+        let (b, _rb) = outbox(2);
+        let (c, _rc) = outbox(3);
+        enter(&rooms, &join("r", 'a', '1', Some("pw")), &a, T0).expect("a creates");
+        let secret = texts(&mut ra)[0]["owner"]
+            .as_str()
+            .expect("secret")
+            .to_owned();
+        enter(&rooms, &join("r", 'b', '2', Some("pw")), &b, T0).expect("b joins");
+        enter(&rooms, &join("r", 'c', '3', Some("pw")), &c, T0).expect("c joins");
+        rooms
+            .set_locked(&id("r"), &hex('a'), 1, true)
+            .expect("lock");
+        rooms
+            .remove_member(&id("r"), &hex('a'), 1, &hex('c'), T0)
+            .expect("remove c");
+        // Shutdown: a is forgotten (keeps its place); b's process dies without a word.
+        assert_eq!(rooms.forget(&id("r"), &hex('a'), 1, T0 + 10), Some(1));
+        let store = rooms.into_store();
+
+        let later = T0 + HOUR;
+        let rooms = rooms_with(4, store, later);
+        assert_eq!(rooms.counts(), (1, 0));
+        // Still locked and still protected; c still removed.
+        let (x, _rx) = outbox(10);
+        assert_eq!(
+            enter(&rooms, &join("r", 'x', '9', Some("pw")), &x, later),
+            Err("room-locked")
+        );
+        assert_eq!(
+            enter(&rooms, &join("r", 'x', '9', None), &x, later),
+            Err("wrong-password")
+        );
+        assert_eq!(
+            enter(&rooms, &join("r", 'c', '3', Some("pw")), &x, later),
+            Err("removed")
+        );
+        // a comes back with its token (no password needed) and is still the owner.
+        let (a2, mut ra2) = outbox(11);
+        assert_eq!(
+            enter(&rooms, &join("r", 'a', '1', None), &a2, later),
+            Ok(Joined::New { members: 1 })
+        );
+        let w = &texts(&mut ra2)[0];
+        assert_eq!(
+            (
+                w["isOwner"].clone(),
+                w["locked"].clone(),
+                w["protected"].clone()
+            ),
+            (json!(true), json!(true), json!(true))
+        );
+        assert!(
+            w.get("owner").is_none(),
+            "the secret is only echoed to whoever gives it"
+        );
+        // Even with the room open and the password, nobody can take b's peer id.
+        rooms
+            .set_locked(&id("r"), &hex('a'), 11, false)
+            .expect("unlock");
+        texts(&mut ra2);
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, later),
+            Err("peer-id-taken")
+        );
+        let (b2, mut rb2) = outbox(12);
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '2', Some("pw")), &b2, later),
+            Ok(Joined::New { members: 2 })
+        );
+        assert_eq!(
+            texts(&mut rb2)[0]["peers"],
+            json!([{"peer": hex('a'), "name": "na"}])
+        );
+        assert_eq!(
+            texts(&mut ra2),
+            vec![json!({"type": "peer-joined", "peer": hex('b'), "name": "nb"})]
+        );
+        // The owner secret still works.
+        let (d, mut rd) = outbox(13);
+        let mut j = join("r", 'd', '4', Some("pw"));
+        j.owner = Some(secret);
+        assert_eq!(enter(&rooms, &j, &d, later), Ok(Joined::New { members: 3 }));
+        assert_eq!(texts(&mut rd)[0]["isOwner"], true);
+    }
+
+    #[test]
+    fn rooms_that_expired_while_the_server_was_down_are_forgotten() {
+        let rooms = rooms(4);
         let (a, _ra) = outbox(1);
+        enter(&rooms, &join("r", 'a', '1', Some("pw")), &a, T0).expect("a creates");
+        rooms.forget(&id("r"), &hex('a'), 1, T0);
+        let store = rooms.into_store();
+        let rooms = rooms_with(4, store, T0 + 24 * HOUR);
+        assert_eq!(rooms.counts(), (0, 0));
+        let store = rooms.into_store();
+        let rooms = rooms_with(4, store, T0);
+        assert_eq!(rooms.counts(), (0, 0), "and deleted from the store");
+    }
+
+    #[test]
+    fn a_crash_leaves_members_away_from_the_restart_on() {
+        let rooms = rooms(4);
+        let (a, _ra) = outbox(1);
+        enter(&rooms, &join("r", 'a', '1', None), &a, T0).expect("a creates");
+        // No forget, no leave: the process died.
+        let store = rooms.into_store();
+        let restart = T0 + 30 * HOUR;
+        let rooms = rooms_with(4, store, restart);
+        assert_eq!(
+            rooms.counts(),
+            (1, 0),
+            "kept: the retention starts at the restart"
+        );
+        let (x, _rx) = outbox(2);
+        assert_eq!(
+            enter(&rooms, &join("r", 'a', '9', None), &x, restart),
+            Err("peer-id-taken")
+        );
+        rooms.purge(restart + 24 * HOUR);
+        assert_eq!(rooms.counts(), (0, 0));
+    }
+
+    #[test]
+    fn cap_replace_leave_and_signals() {
+        let rooms = rooms(2);
+        let (a, mut ra) = outbox(1);
         let (b, mut rb) = outbox(2);
         let (c, _rc) = outbox(3);
-        assert!(rooms.join(&join("r1", 'a', '1', None), &a).is_ok());
-        assert!(rooms.join(&join("r1", 'b', '2', None), &b).is_ok());
-        assert!(rooms.join(&join("r2", 'c', '3', None), &c).is_ok());
-        texts(&mut rb);
+        enter(&rooms, &join("r", 'a', '1', None), &a, T0).expect("a");
+        enter(&rooms, &join("r", 'b', '2', None), &b, T0).expect("b");
+        assert_eq!(
+            enter(&rooms, &join("r", 'c', '3', None), &c, T0),
+            Err("room-full")
+        );
+        assert_eq!(
+            enter(&rooms, &join("r", 'a', '9', None), &c, T0),
+            Err("peer-id-taken")
+        );
+        assert_eq!(texts(&mut ra).len(), 2, "welcome and peer-joined");
+        assert_eq!(texts(&mut rb).len(), 1, "welcome");
+        // b reconnects on connection 3 with its token, at the cap: a hears nothing.
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '2', None), &c, T0),
+            Ok(Joined::Replaced { members: 2 })
+        );
+        assert!(texts(&mut ra).is_empty());
+        assert_eq!(texts(&mut rb)[0]["code"], "replaced");
         assert!(rooms
-            .signal("r1", &"a".repeat(32), 1, &"b".repeat(32), Map::new())
+            .signal(&id("r"), &hex('a'), 1, &hex('b'), Map::new())
             .is_ok());
-        assert_eq!(texts(&mut rb).len(), 1);
-        let e = rooms.signal("r1", &"a".repeat(32), 1, &"c".repeat(32), Map::new());
-        assert_eq!(e.err().map(|e| e.code), Some("unknown-peer"));
+        assert!(
+            rooms
+                .signal(&id("r"), &hex('b'), 2, &hex('a'), Map::new())
+                .is_err(),
+            "old connection"
+        );
+        assert_eq!(
+            rooms
+                .signal(&id("r"), &hex('a'), 1, &hex('z'), Map::new())
+                .err()
+                .map(|e| e.code),
+            Some("unknown-peer")
+        );
+        // The old connection going away changes nothing; the new one leaving does.
+        assert_eq!(
+            rooms.leave(&id("r"), &hex('b'), 2, LeaveReason::Closed, T0),
+            None
+        );
+        assert_eq!(
+            rooms.leave(&id("r"), &hex('b'), 3, LeaveReason::Left, T0),
+            Some(1)
+        );
+        assert_eq!(texts(&mut ra)[0]["reason"], "left");
+    }
+
+    #[test]
+    fn a_dropped_member_keeps_its_place_one_that_left_gives_it_up() {
+        let rooms = rooms(4);
+        let (a, mut ra) = outbox(1);
+        let (b, _rb) = outbox(2);
+        enter(&rooms, &join("r", 'a', '1', Some("pw")), &a, T0).expect("a creates");
+        enter(&rooms, &join("r", 'b', '2', Some("pw")), &b, T0).expect("b joins");
+        rooms
+            .set_locked(&id("r"), &hex('a'), 1, true)
+            .expect("lock");
+        texts(&mut ra);
+        // b's connection drops: a is told, b keeps its place.
+        assert_eq!(
+            rooms.leave(&id("r"), &hex('b'), 2, LeaveReason::Closed, T0),
+            Some(1)
+        );
+        assert_eq!(texts(&mut ra)[0]["reason"], "closed");
+        let (x, _rx) = outbox(3);
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, T0),
+            Err("room-locked")
+        );
+        rooms
+            .set_locked(&id("r"), &hex('a'), 1, false)
+            .expect("unlock");
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, T0),
+            Err("peer-id-taken")
+        );
+        rooms
+            .set_locked(&id("r"), &hex('a'), 1, true)
+            .expect("lock");
+        // b comes back with its token: no password, through the lock, announced again.
+        texts(&mut ra);
+        let (b2, mut rb2) = outbox(4);
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '2', None), &b2, T0 + 5),
+            Ok(Joined::New { members: 2 })
+        );
+        assert_eq!(texts(&mut rb2)[0]["type"], "welcome");
+        assert_eq!(texts(&mut ra)[0]["type"], "peer-joined");
+        // Leaving on purpose gives the place up: the token no longer opens the lock.
+        assert_eq!(
+            rooms.leave(&id("r"), &hex('b'), 4, LeaveReason::Left, T0 + 6),
+            Some(1)
+        );
+        assert_eq!(
+            enter(&rooms, &join("r", 'b', '2', Some("pw")), &b2, T0 + 7),
+            Err("room-locked")
+        );
+    }
+
+    #[test]
+    fn zero_retention_forgets_a_room_when_it_empties() {
+        let store = SqliteStore::open_in_memory().expect("memory");
+        let rooms = Rooms::new(4, Duration::ZERO, Box::new(store), T0).expect("rooms");
+        let (a, _ra) = outbox(1);
+        enter(&rooms, &join("r", 'a', '1', Some("pw")), &a, T0).expect("a creates");
+        rooms.leave(&id("r"), &hex('a'), 1, LeaveReason::Left, T0);
+        assert_eq!(rooms.counts(), (0, 0));
+    }
+
+    #[test]
+    fn away_places_are_bounded() {
+        let rooms = rooms(2);
+        // Three restarts, each with two members who never come back.
+        let mut store: Box<dyn Store> = rooms.into_store();
+        for (round, peers) in [['a', 'b'], ['c', 'd'], ['e', 'f']].iter().enumerate() {
+            let now = T0 + round as u64;
+            let rooms = rooms_with(2, store, now);
+            for (i, p) in peers.iter().enumerate() {
+                let (o, _r) = outbox(i as u64 + 1);
+                enter(&rooms, &join("r", *p, '1', None), &o, now).expect("joins");
+                rooms.forget(&id("r"), &hex(*p), i as u64 + 1, now);
+            }
+            store = rooms.into_store();
+        }
+        let rooms = rooms_with(2, store, T0 + 10);
+        let kept = rooms.lock().rooms.get(&id("r")).map(|r| r.members.len());
+        assert_eq!(kept, Some(4), "at most twice the cap");
+        // The oldest went: a may be claimed again, e may not.
+        let (x, _rx) = outbox(9);
+        assert_eq!(
+            enter(&rooms, &join("r", 'a', '9', None), &x, T0 + 10),
+            Ok(Joined::New { members: 1 })
+        );
+        let (y, _ry) = outbox(10);
+        assert_eq!(
+            enter(&rooms, &join("r", 'e', '9', None), &y, T0 + 10),
+            Err("peer-id-taken")
+        );
     }
 
     #[test]
     fn a_full_outbox_kills_the_connection_not_the_room() {
         use std::future::Future;
-        let rooms = Rooms::new(4);
+        let rooms = rooms(4);
         let (tx, _rx_kept_full) = mpsc::channel(1);
         let kill = Arc::new(Notify::new());
         let slow = Outbox::new(1, tx, kill.clone());
         let (a, _ra) = outbox(2);
-        assert!(rooms.join(&join("r", 's', '1', None), &slow).is_ok()); // fills the queue
-        assert!(rooms.join(&join("r", 'a', '2', None), &a).is_ok()); // overflows it
+        assert!(enter(&rooms, &join("r", 's', '1', None), &slow, T0).is_ok()); // fills the queue
+        assert!(enter(&rooms, &join("r", 'a', '2', None), &a, T0).is_ok()); // overflows it
         let notified = kill.notified();
         tokio::pin!(notified);
         // The permit stored by notify_one makes the first poll ready.

@@ -2,13 +2,14 @@
 //! and leaves its room when it ends. A second task writes the connection's outbound queue to the
 //! socket, so a slow socket never holds up the room (see [`crate::rooms`]).
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::SplitSink;
@@ -16,16 +17,24 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
+use crate::attempts::{Limit, Refusal};
 use crate::log::{event, short_peer};
-use crate::protocol::{self, ClientMessage, LeaveReason, ProtocolError};
+use crate::password;
+use crate::protocol::{self, ClientMessage, Join, LeaveReason, ProtocolError};
 use crate::ratelimit::{RateLimiter, Verdict};
-use crate::rooms::{not_joined, Joined, Outbound, Outbox};
-use crate::App;
+use crate::rooms::{not_joined, Joined, Outbound, Outbox, Proof, RoomId, Step};
+use crate::{unix_ms, App};
 
 /// Messages queued for one connection before it counts as too slow and is closed.
 const OUTBOX_CAPACITY: usize = 256;
 /// How long a closing connection may take to flush its last messages and close frame.
 const CLOSE_FLUSH: Duration = Duration::from_secs(1);
+/// How long a join waits for a free password-hashing slot before it is told to retry.
+const HASH_QUEUE_WAIT: Duration = Duration::from_secs(3);
+/// What a join that found no free hashing slot is told to wait.
+const HASH_BUSY_RETRY: Duration = Duration::from_secs(1);
+/// A join retries this many times when the room changed while its password was being hashed.
+const JOIN_STEPS: usize = 4;
 
 /// Counts a live connection; decrements the server's count when dropped.
 pub struct ConnectionSlot(Arc<App>);
@@ -50,7 +59,11 @@ impl Drop for ConnectionSlot {
 }
 
 /// `GET /ws`: upgrades unless the server is at its connection cap (503).
-pub async fn upgrade(State(app): State<Arc<App>>, ws: WebSocketUpgrade) -> Response {
+pub async fn upgrade(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer_addr): ConnectInfo<SocketAddr>,
+    ws: WebSocketUpgrade,
+) -> Response {
     let Some(slot) = ConnectionSlot::acquire(&app) else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -62,7 +75,7 @@ pub async fn upgrade(State(app): State<Arc<App>>, ws: WebSocketUpgrade) -> Respo
     let max = app.max_message_bytes;
     ws.max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| run(socket, slot))
+        .on_upgrade(move |socket| run(socket, slot, peer_addr.ip().to_canonical()))
 }
 
 /// How a connection ended.
@@ -88,13 +101,15 @@ enum Flow {
 
 struct Connection {
     app: Arc<App>,
+    /// The client's address (IPv4-mapped IPv6 addresses as IPv4).
+    addr: IpAddr,
     outbox: Outbox,
     limiter: RateLimiter,
     /// (room, peer) once joined.
-    joined: Option<(String, String)>,
+    joined: Option<(RoomId, String)>,
 }
 
-async fn run(socket: WebSocket, slot: ConnectionSlot) {
+async fn run(socket: WebSocket, slot: ConnectionSlot, addr: IpAddr) {
     let app = slot.0.clone();
     let id = app.next_connection_id.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel(OUTBOX_CAPACITY);
@@ -102,9 +117,11 @@ async fn run(socket: WebSocket, slot: ConnectionSlot) {
     let outbox = Outbox::new(id, tx, kill.clone());
     let (sink, mut stream) = socket.split();
     let mut writer = tokio::spawn(write_loop(sink, rx));
+    let writer_gone = outbox.clone();
     let mut conn = Connection {
         limiter: RateLimiter::new(app.rate, app.burst, Instant::now().into_std()),
         app: app.clone(),
+        addr,
         outbox,
         joined: None,
     };
@@ -145,8 +162,8 @@ async fn run(socket: WebSocket, slot: ConnectionSlot) {
                 };
                 silence.as_mut().reset(Instant::now() + app.heartbeat_timeout);
                 let flow = match msg {
-                    Message::Text(text) => conn.on_data(Some(text.as_str())),
-                    Message::Binary(_) => conn.on_data(None),
+                    Message::Text(text) => conn.on_data(Some(text.as_str())).await,
+                    Message::Binary(_) => conn.on_data(None).await,
                     Message::Ping(_) | Message::Pong(_) => Flow::Continue,
                     Message::Close(_) => break End::Closed,
                 };
@@ -165,6 +182,9 @@ async fn run(socket: WebSocket, slot: ConnectionSlot) {
                 conn.log_close("outbound queue full");
                 break End::TooSlow;
             }
+            // The writer stopped: a close frame was sent on the room's behalf (replaced,
+            // removed) or the socket failed. Nothing more can reach the client.
+            () = writer_gone.closed() => break End::Closed,
             changed = shutdown.changed() => {
                 if changed.is_err() {
                     // The server is gone without saying so; treat it as a shutdown.
@@ -247,7 +267,7 @@ impl Connection {
     }
 
     /// A text (`Some`) or binary (`None`) message.
-    fn on_data(&mut self, text: Option<&str>) -> Flow {
+    async fn on_data(&mut self, text: Option<&str>) -> Flow {
         match self.limiter.check(Instant::now().into_std()) {
             Verdict::Accept => {}
             Verdict::Drop { notify } => {
@@ -289,40 +309,18 @@ impl Connection {
             return Flow::Close(1009, "message too large");
         }
         match protocol::parse(text) {
-            Ok(msg) => self.on_message(msg),
-            Err(e) => self.send_error(e),
+            Ok(msg) => self.on_message(msg).await,
+            Err(e) => {
+                self.send_error(e);
+                Flow::Continue
+            }
         }
-        Flow::Continue
     }
 
-    fn on_message(&mut self, msg: ClientMessage) {
+    async fn on_message(&mut self, msg: ClientMessage) -> Flow {
         match msg {
             ClientMessage::Ping { t } => self.outbox.send_text(protocol::pong(t)),
-            ClientMessage::Join(join) => {
-                if let Some((room, _)) = &self.joined {
-                    self.send_error(ProtocolError::new(
-                        "already-joined",
-                        format!("This connection is already in room \"{room}\"; leave it first."),
-                    ));
-                    return;
-                }
-                match self.app.rooms.join(&join, &self.outbox) {
-                    Ok(joined) => {
-                        let (what, members) = match joined {
-                            Joined::New { members } => ("join", members),
-                            Joined::Replaced { members } => ("rejoin", members),
-                        };
-                        event(&format!(
-                            "{what} room={} peer={} name={:?} members={members}",
-                            join.room,
-                            short_peer(&join.peer),
-                            join.name
-                        ));
-                        self.joined = Some((join.room, join.peer));
-                    }
-                    Err(e) => self.send_error(e),
-                }
-            }
+            ClientMessage::Join(join) => return self.join(join).await,
             ClientMessage::Signal { to, data } => match &self.joined {
                 Some((room, peer)) => {
                     let sent = self
@@ -339,18 +337,239 @@ impl Connection {
                 Some((room, peer)) => self.leave(&room, &peer, LeaveReason::Left),
                 None => self.send_error(not_joined()),
             },
-            ClientMessage::Lock { .. } | ClientMessage::Remove { .. } => match &self.joined {
-                Some(_) => self.send_error(ProtocolError::new(
-                    "not-owner",
-                    "Only the room's owner can lock it or remove members.",
-                )),
+            ClientMessage::Lock { locked } => match &self.joined {
+                Some((room, peer)) => {
+                    match self
+                        .app
+                        .rooms
+                        .set_locked(room, peer, self.outbox.id(), locked)
+                    {
+                        Ok(()) => event(&format!(
+                            "{} room={room} by={}",
+                            if locked { "lock" } else { "unlock" },
+                            short_peer(peer)
+                        )),
+                        Err(e) => self.send_error(e),
+                    }
+                }
+                None => self.send_error(not_joined()),
+            },
+            ClientMessage::Remove { peer: target } => match &self.joined {
+                Some((room, peer)) => {
+                    let removed = self.app.rooms.remove_member(
+                        room,
+                        peer,
+                        self.outbox.id(),
+                        &target,
+                        unix_ms(),
+                    );
+                    match removed {
+                        Ok(members) => event(&format!(
+                            "remove room={room} peer={} by={} members={members}",
+                            short_peer(&target),
+                            short_peer(peer)
+                        )),
+                        Err(e) => self.send_error(e),
+                    }
+                }
                 None => self.send_error(not_joined()),
             },
         }
+        Flow::Continue
     }
 
-    fn forget(&self, room: &str, peer: &str) {
-        if let Some(members) = self.app.rooms.forget(room, peer, self.outbox.id()) {
+    /// A join: the rooms say whether a password must be checked or hashed first; that
+    /// happens here, on a blocking thread, after the limiter agreed, and the join goes on with
+    /// the result.
+    async fn join(&mut self, join: Join) -> Flow {
+        if let Some((room, _)) = &self.joined {
+            self.send_error(ProtocolError::new(
+                "already-joined",
+                format!(
+                    "This connection is already in room \"{}\"; leave it first.",
+                    room.name
+                ),
+            ));
+            return Flow::Continue;
+        }
+        let id = RoomId::new(&join.room, join.key.as_deref());
+        let mut proof = Proof::None;
+        for _ in 0..JOIN_STEPS {
+            let step = self.app.rooms.join(&join, &self.outbox, &proof, unix_ms());
+            match step {
+                Ok(Step::Joined(joined)) => {
+                    let (what, members) = match joined {
+                        Joined::Created => ("join", 1),
+                        Joined::New { members } => ("join", members),
+                        Joined::Replaced { members } => ("rejoin", members),
+                    };
+                    let created = if joined == Joined::Created {
+                        format!(" created password={}", yes_no(join.password.is_some()))
+                    } else {
+                        String::new()
+                    };
+                    event(&format!(
+                        "{what} room={id} peer={} name={:?} members={members}{created} addr={}",
+                        short_peer(&join.peer),
+                        join.name,
+                        self.addr
+                    ));
+                    self.joined = Some((id, join.peer));
+                    return Flow::Continue;
+                }
+                Ok(Step::Verify(hash)) => {
+                    let password = join.password.clone().unwrap_or_default();
+                    match self.verify(&id, hash.clone(), password).await {
+                        Ok(()) => proof = Proof::Verified(hash),
+                        Err(e) => {
+                            self.send_error(e);
+                            return Flow::Continue;
+                        }
+                    }
+                }
+                Ok(Step::Hash) => {
+                    let password = join.password.clone().unwrap_or_default();
+                    match self.hash(&id, password).await {
+                        Ok(hash) => proof = Proof::Hashed(hash),
+                        Err(e) => {
+                            self.send_error(e);
+                            return Flow::Continue;
+                        }
+                    }
+                }
+                Err(e) => {
+                    let removed = e.code == "removed";
+                    self.send_error(e);
+                    if removed {
+                        return Flow::Close(protocol::CLOSE_REMOVED, "removed");
+                    }
+                    return Flow::Continue;
+                }
+            }
+        }
+        // Only if the room was re-created with another password between every step.
+        self.send_error(ProtocolError::too_many_attempts(
+            HASH_BUSY_RETRY.as_millis() as u64,
+            "The room changed while you were joining; try again.",
+        ));
+        Flow::Continue
+    }
+
+    /// Checks `password` against a room's `hash` if the limiter allows it.
+    async fn verify(
+        &self,
+        id: &RoomId,
+        hash: Arc<str>,
+        password: String,
+    ) -> Result<(), ProtocolError> {
+        let tag = id.tag();
+        let began = lock(&self.app.attempts).begin(self.addr, &tag, std::time::Instant::now());
+        let attempt = match began {
+            Ok(attempt) => attempt,
+            Err(refusal) => return Err(self.refused(id, refusal)),
+        };
+        let checked = self
+            .on_hash_thread(move || password::verify_password(&hash, &password))
+            .await;
+        let now = std::time::Instant::now();
+        match checked {
+            Some(true) => {
+                lock(&self.app.attempts).finish(attempt, true, now);
+                Ok(())
+            }
+            Some(false) => {
+                lock(&self.app.attempts).finish(attempt, false, now);
+                if let Some(held) = lock(&self.app.failure_log).admit(now) {
+                    event(&format!(
+                        "password wrong room={id} addr={}{}",
+                        self.addr,
+                        held_back(held)
+                    ));
+                }
+                Err(ProtocolError::new(
+                    "wrong-password",
+                    format!("Wrong password for room \"{}\".", id.name),
+                ))
+            }
+            None => {
+                lock(&self.app.attempts).cancel(attempt);
+                Err(busy())
+            }
+        }
+    }
+
+    /// Hashes a new room's password if the address's hash budget allows it.
+    async fn hash(&self, id: &RoomId, password: String) -> Result<String, ProtocolError> {
+        let began = lock(&self.app.attempts).begin_hash(self.addr, std::time::Instant::now());
+        if let Err(refusal) = began {
+            return Err(self.refused(id, refusal));
+        }
+        match self
+            .on_hash_thread(move || password::hash_password(&password))
+            .await
+        {
+            Some(Ok(hash)) => Ok(hash),
+            Some(Err(e)) => {
+                event(&format!("password hashing failed room={id}: {e}"));
+                Err(ProtocolError::new(
+                    "bad-message",
+                    "The server could not set the room password; try again.",
+                ))
+            }
+            None => Err(busy()),
+        }
+    }
+
+    /// Runs `f` on a blocking thread once one of the server's hashing slots is free; `None`
+    /// if none became free within [`HASH_QUEUE_WAIT`] (or the thread failed).
+    async fn on_hash_thread<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        let slot = tokio::time::timeout(HASH_QUEUE_WAIT, self.app.hash_slots.acquire())
+            .await
+            .ok()?
+            .ok()?;
+        let result = tokio::task::spawn_blocking(f).await.ok();
+        drop(slot);
+        result
+    }
+
+    /// The error for an attempt the limiter refused, logged within the log budget.
+    fn refused(&self, id: &RoomId, refusal: Refusal) -> ProtocolError {
+        let ms = u64::try_from(refusal.retry_after.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        if let Some(held) = lock(&self.app.refusal_log).admit(std::time::Instant::now()) {
+            event(&format!(
+                "password refused room={id} addr={} limit={} retry_after_ms={ms}{}",
+                self.addr,
+                refusal.limit.as_str(),
+                held_back(held)
+            ));
+        }
+        let wait = wait_text(refusal.retry_after);
+        let message = match refusal.limit {
+            Limit::Address => {
+                format!("Too many wrong passwords from your network; try again in {wait}.")
+            }
+            Limit::Room => format!(
+                "Room \"{}\" has seen too many wrong passwords; try again in {wait}.",
+                id.name
+            ),
+            Limit::Hashes => {
+                format!("Too many password checks from your network; try again in {wait}.")
+            }
+        };
+        ProtocolError::too_many_attempts(ms, message)
+    }
+
+    fn forget(&self, room: &RoomId, peer: &str) {
+        if let Some(members) = self
+            .app
+            .rooms
+            .forget(room, peer, self.outbox.id(), unix_ms())
+        {
             event(&format!(
                 "leave room={room} peer={} reason=shutdown members={members}",
                 short_peer(peer)
@@ -358,13 +577,56 @@ impl Connection {
         }
     }
 
-    fn leave(&self, room: &str, peer: &str, reason: LeaveReason) {
-        if let Some(members) = self.app.rooms.leave(room, peer, self.outbox.id(), reason) {
+    fn leave(&self, room: &RoomId, peer: &str, reason: LeaveReason) {
+        if let Some(members) = self
+            .app
+            .rooms
+            .leave(room, peer, self.outbox.id(), reason, unix_ms())
+        {
             event(&format!(
                 "leave room={room} peer={} reason={} members={members}",
                 short_peer(peer),
                 reason.as_str()
             ));
         }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The limiter and log budgets stay consistent if a holder panicked.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn busy() -> ProtocolError {
+    ProtocolError::too_many_attempts(
+        HASH_BUSY_RETRY.as_millis() as u64,
+        "The server is busy checking passwords; try again in a second.",
+    )
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// " (N similar lines held back)" when N > 0.
+fn held_back(n: u64) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(" ({n} similar lines held back)")
+    }
+}
+
+/// A wait for people: "3 s", "2 min".
+fn wait_text(d: Duration) -> String {
+    let s = d.as_secs_f64().ceil() as u64;
+    if s < 120 {
+        format!("{} s", s.max(1))
+    } else {
+        format!("{} min", s.div_ceil(60))
     }
 }

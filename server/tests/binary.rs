@@ -15,6 +15,8 @@ fn command(dist: &std::path::Path) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.arg("--dist")
         .arg(dist)
+        .arg("--data-dir")
+        .arg(dist.with_file_name("data"))
         .env_remove("PORT")
         .env_remove("TUTTI_ADDR")
         .stdin(Stdio::null())
@@ -142,6 +144,13 @@ fn refuses_bad_configurations_with_clear_messages() {
         "--heartbeat-ms",
         "--heartbeat-timeout-ms",
         "--max-connections",
+        "--data-dir",
+        "--no-persist",
+        "--room-retention-hours",
+        "--password-free-failures",
+        "--password-backoff-ms",
+        "--password-backoff-max-ms",
+        "TUTTI_DATA_DIR",
         "TUTTI_ICE_SERVERS",
         "PORT",
     ] {

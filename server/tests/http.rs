@@ -175,6 +175,7 @@ async fn bad_start_configurations_are_refused_clearly() {
     let server = TestServer::start(|_| {}).await;
     let dist = common::TempDist::new();
     let mut clash = tutti_server::Config::with_dist(&dist.dist);
+    clash.data_dir = dist.base.join("data");
     clash.port = server.addr.port();
     let e = tutti_server::Server::bind(clash)
         .await
@@ -189,4 +190,30 @@ async fn bad_start_configurations_are_refused_clearly() {
     let mut bad_ice = tutti_server::Config::with_dist(&dist.dist);
     bad_ice.ice_servers = "[{\"urls\":\"http://x\"}]".into();
     assert!(tutti_server::Server::bind(bad_ice).await.is_err());
+
+    // A data directory that is a file, and a damaged database.
+    let mut not_a_dir = tutti_server::Config::with_dist(&dist.dist);
+    not_a_dir.port = 0;
+    not_a_dir.data_dir = dist.base.join("secret.txt");
+    let e = tutti_server::Server::bind(not_a_dir)
+        .await
+        .err()
+        .map(|e| e.to_string());
+    let e = e.unwrap_or_default();
+    assert!(
+        e.contains("data directory") && e.contains("--no-persist"),
+        "{e}"
+    );
+    let damaged = dist.base.join("damaged");
+    std::fs::create_dir_all(&damaged).expect("test dir");
+    std::fs::write(damaged.join("rooms.sqlite3"), [7u8; 4096]).expect("junk");
+    let mut junk = tutti_server::Config::with_dist(&dist.dist);
+    junk.port = 0;
+    junk.data_dir = damaged;
+    let e = tutti_server::Server::bind(junk)
+        .await
+        .err()
+        .map(|e| e.to_string());
+    let e = e.unwrap_or_default();
+    assert!(e.contains("rooms.sqlite3") && e.contains("damaged"), "{e}");
 }

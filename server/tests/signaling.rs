@@ -113,14 +113,16 @@ async fn passwords() {
         b.join("locked", "B", 'b', '2', Some("sesame")).await["type"],
         "welcome"
     );
-    // A password given to an open room is ignored.
+    // A password given to an open room is refused, so nobody believes it is protected; the
+    // same connection may join without one.
     let mut c = server.ws().await;
     let mut d = server.ws().await;
     c.join("open", "C", 'c', '3', None).await;
     assert_eq!(
-        d.join("open", "D", 'd', '4', Some("x")).await["type"],
-        "welcome"
+        d.join("open", "D", 'd', '4', Some("x")).await["code"],
+        "no-password"
     );
+    assert_eq!(d.join("open", "D", 'd', '4', None).await["type"], "welcome");
 }
 
 #[tokio::test]

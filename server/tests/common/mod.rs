@@ -21,7 +21,8 @@ pub const INDEX: &str = "<!doctype html><title>Tutti</title>";
 pub const WASM: &[u8] = b"\0asm\x01\0\0\0";
 
 /// A dist directory with an index, a hashed asset, a wasm file and a manifest, plus a secret
-/// file beside it that traversal attempts aim for. Removed on drop.
+/// file beside it that traversal attempts aim for; servers keep their rooms in `base/data`.
+/// Removed on drop.
 pub struct TempDist {
     pub base: PathBuf,
     pub dist: PathBuf,
@@ -71,6 +72,7 @@ impl TestServer {
     pub async fn start(tweak: impl FnOnce(&mut Config)) -> Self {
         let dist = TempDist::new();
         let mut config = Config::with_dist(&dist.dist);
+        config.data_dir = dist.base.join("data");
         config.addr = [127, 0, 0, 1].into();
         config.port = 0;
         tweak(&mut config);
