@@ -16,35 +16,19 @@
 //
 // Nothing is built here: `npm test` builds dist/ and the server first.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, before, test } from 'node:test';
-import { DIST, launchChromium } from './lib/browser.mjs';
-import { collectLogs, ROOM_FLAGS, toneContext, waitFor } from './lib/harness.mjs';
-import { startServer } from '../../scripts/lib/server.mjs';
+import { test } from 'node:test';
+import { collectLogs, ROOM_FLAGS, serverAndBrowser, toneContext, waitFor } from './lib/harness.mjs';
 
 /** What the app generates (app/src/ui/names.ts). */
 const GENERATED = /^[a-z]+-[a-z]+-[0-9a-hjkmnp-tv-z]{13}$/;
 const KEY = /^[A-Za-z0-9_-]{22}$/;
 
-const h = /** @type {any} */ ({ server: null, browser: null, dataDir: '' });
-/** Every page opened, for its logs and to close what is left at the end. */
+// The server keeps its rooms in a temporary directory of its own (scripts/lib/server.mjs).
+const h = serverAndBrowser(ROOM_FLAGS);
+/** What one test leaves for the next: the owner's page, the friend's, the room and its key. */
+const shared = /** @type {any} */ ({});
+/** Every page opened, for its logs. */
 const pages = [];
-
-before(async () => {
-  // Rooms kept for this run only.
-  h.dataDir = mkdtempSync(join(tmpdir(), 'tutti-security-'));
-  h.server = await startServer({ dist: DIST, args: ['--data-dir', h.dataDir] });
-  h.browser = await launchChromium(ROOM_FLAGS);
-});
-
-after(async () => {
-  await h.browser?.close().catch(() => {});
-  await h.server?.stop().catch(() => {});
-  if (h.dataDir) rmSync(h.dataDir, { recursive: true, force: true });
-  setTimeout(() => process.exit(process.exitCode ?? 0), 1000).unref();
-});
 
 /**
  * A fresh browser context (its own storage) whose microphone is a tone, with every request URL
@@ -134,13 +118,11 @@ test('a room created from the home page is unguessable, private and owned', { ti
   assert.deepEqual(v.access, { isOwner: true, locked: false, protected: false, private: true });
   assert.equal(await owner.page.getByTestId('share-link').textContent(), `${h.server.url}r/${room}#k=${key}`);
   assert.equal(await owner.page.getByTestId('room-protected').getAttribute('data-protected'), 'false');
-  h.owner = owner;
-  h.room = room;
-  h.key = key;
+  Object.assign(shared, { owner, room, key });
 });
 
 test('the private key reaches the server only in join; without it the link is another room', { timeout: 180_000 }, async () => {
-  const { owner, room, key } = h;
+  const { owner, room, key } = shared;
   assert.ok(owner, 'the first test made the room');
 
   // The same name without the key: another room, empty, whose first joiner owns it.
@@ -181,10 +163,14 @@ test('the private key reaches the server only in join; without it the link is an
   }
   const logged = h.server.logs.filter((l) => l.includes(key));
   assert.deepEqual(logged, [], 'no server log line holds the key');
+  // The logs do tell of the room (so the check above read the right lines), as private.
+  const named = h.server.logs.filter((l) => l.includes(room));
+  assert.ok(named.some((l) => /private/.test(l)), `the server logs the room as private: ${named.join(' | ')}`);
+  console.log(`server log lines naming the room: ${named.length}, e.g. ${named[0]}`);
   console.log(`key frames: owner ${owner.frames.filter((f) => f.includes(key)).length} (joins), friend ` +
     `${friend.frames.filter((f) => f.includes(key)).length}; requests checked: ${owner.requests.length + friend.requests.length + guesser.requests.length}`);
   await closePage(guesser);
-  h.friend = friend;
+  shared.friend = friend;
 });
 
 test('a wrong password and a password to an open room each say what happened', { timeout: 180_000 }, async () => {
@@ -227,7 +213,7 @@ test('a wrong password and a password to an open room each say what happened', {
 });
 
 test('the owner locks the room and removes a member', { timeout: 180_000 }, async () => {
-  const { owner, friend, room, key } = h;
+  const { owner, friend, room, key } = shared;
   assert.ok(owner && friend, 'the first tests made the room');
 
   await owner.page.getByTestId('lock-room').click();
