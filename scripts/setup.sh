@@ -9,7 +9,9 @@
 #            pulseaudio-utils (a sound server with 128-frame callbacks for the browser),
 #            iptables (iptables-legacy's NFQUEUE: impaired networks via bench/impair)
 #   rustup:  wasm32-unknown-unknown target, rustfmt and clippy components
-#   cargo:   wasm-pack (pinned), wasm-bindgen-cli (exactly the version wasm/Cargo.toml pins)
+#   rustup:  a nightly toolchain (minimal profile), for the fuzz targets
+#   cargo:   wasm-pack (pinned), wasm-bindgen-cli (exactly the version wasm/Cargo.toml pins),
+#            cargo-fuzz (pinned; builds and runs the fuzz targets in `npm test`)
 #   npm:     node_modules from package-lock.json (includes binaryen's wasm-opt, which the
 #            build puts first on PATH: Debian's older wasm-opt breaks wasm-bindgen output)
 set -euo pipefail
@@ -20,6 +22,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 export DEBIAN_FRONTEND=noninteractive
 
 WASM_PACK_VERSION="0.15.1"
+CARGO_FUZZ_VERSION="0.13.2"
 
 START_NS=$(date +%s%N)
 log() { printf 'setup: %s\n' "$*"; }
@@ -104,6 +107,21 @@ else
   log "cargo install wasm-bindgen-cli $bindgen_version (found: ${have_bindgen:-none}; takes a few minutes)"
   # No --locked: the CLI's own lockfile names a crate version the registry does not serve.
   cargo install wasm-bindgen-cli --version "$bindgen_version" --force
+fi
+
+# --- fuzzing: a nightly toolchain and cargo-fuzz ----------------------------------------------
+if rustup toolchain list | grep '^nightly' >/dev/null; then
+  log "ok    rust toolchain nightly"
+else
+  log "rustup toolchain install nightly (minimal profile)"
+  rustup toolchain install nightly --profile minimal
+fi
+have_fuzz="$(cargo fuzz --version 2>/dev/null | awk '{print $2}' || true)"
+if [ "$have_fuzz" = "$CARGO_FUZZ_VERSION" ]; then
+  log "ok    cargo-fuzz $CARGO_FUZZ_VERSION"
+else
+  log "cargo install cargo-fuzz $CARGO_FUZZ_VERSION (found: ${have_fuzz:-none})"
+  cargo install cargo-fuzz --locked --version "$CARGO_FUZZ_VERSION"
 fi
 
 # --- npm packages ----------------------------------------------------------------------------

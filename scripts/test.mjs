@@ -5,6 +5,8 @@
 //   fmt    cargo fmt --all -- --check                                1 check
 //   clippy cargo clippy --workspace --all-targets -- -D warnings     1 check
 //   cargo  cargo test --workspace --no-fail-fast                     sum of "test result:" lines
+//   fuzz   every cargo-fuzz target of core/fuzz and server/fuzz,    1 check per target
+//          TUTTI_FUZZ_SECONDS (20) each over a copy of its seeds
 //   vitest vitest run (tests/unit), JSON report                      numPassedTests / numFailedTests
 //   browser node --test tests/browser/*.test.mjs, TAP report         "# pass" / "# fail" (+ cancelled)
 //
@@ -23,6 +25,7 @@ import { join } from 'node:path';
 import { build } from './build.mjs';
 import { ROOT, run } from './lib/run.mjs';
 import { parseCargoTest, parseNodeTap, parseVitestJson } from './lib/reports.mjs';
+import { buildFuzzTargets, fuzzTargets, runFuzzTarget } from './lib/fuzz.mjs';
 
 const started = Date.now();
 const budgetMs = Number(process.env.TUTTI_TEST_BUDGET_S ?? 1500) * 1000;
@@ -63,6 +66,25 @@ const suites = [
         return { passed: c.passed, failed: 1, note: `${why} (${profile})` };
       }
       return { passed: c.passed, failed: c.failed, note: `${c.results} result lines, ${c.ignored} ignored (${profile})` };
+    },
+  },
+  {
+    name: 'fuzz',
+    run: async () => {
+      const seconds = Number(process.env.TUTTI_FUZZ_SECONDS ?? 20);
+      if (!Number.isInteger(seconds) || seconds < 1) return { passed: 0, failed: 1, note: 'TUTTI_FUZZ_SECONDS must be a whole number of seconds' };
+      const targets = fuzzTargets();
+      const unbuilt = await buildFuzzTargets(limit(900));
+      if (unbuilt.length) return { passed: 0, failed: targets.length, note: unbuilt.join('; ') };
+      const c = { passed: 0, failed: 0, notes: [] };
+      for (const t of targets) {
+        const r = await runFuzzTarget(t, { seconds: Math.min(seconds, Math.floor(remaining() / 1000 / targets.length)), quiet: true });
+        console.log(`fuzz ${t.crate}/${t.name}: ${r.ok ? 'ok' : 'FAILED'}, ${r.note}`);
+        if (r.ok) c.passed += 1;
+        else c.failed += 1;
+        c.notes.push(`${t.name} ${r.ok ? r.execs ?? '?' : r.note}`);
+      }
+      return { passed: c.passed, failed: c.failed, note: `inputs: ${c.notes.join(', ')}` };
     },
   },
   {

@@ -4,108 +4,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{hex_id, Client, TempDist, TestServer};
+use common::{hex_id, BinaryServer, Client, TempDist, TestServer};
 use serde_json::{json, Value};
 use tokio_tungstenite::MaybeTlsStream;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tutti-server");
 const KEY: &str = "Zq4mR7tW2xY9bC3dF6gH8jK1";
-
-/// The compiled server as its own process, stderr collected line by line.
-struct Spawned {
-    child: Child,
-    addr: SocketAddr,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl Spawned {
-    fn start(dist: &Path, data: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
-            .arg("--dist")
-            .arg(dist)
-            .arg("--data-dir")
-            .arg(data)
-            .args(["--port", "0"])
-            .args(extra)
-            .env_remove("PORT")
-            .env_remove("TUTTI_ADDR")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the binary starts");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let lines = stderr.clone();
-        let err = child.stderr.take().expect("piped stderr");
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                lines.lock().expect("log lines").push(line);
-            }
-        });
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped stdout"))
-            .read_line(&mut line)
-            .expect("reads the URL line");
-        let port: u16 = line
-            .trim_end()
-            .strip_prefix("Tutti is running at http://127.0.0.1:")
-            .and_then(|p| p.trim_end_matches('/').parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}: {:?}", stderr.lock()));
-        Self {
-            child,
-            addr: ([127, 0, 0, 1], port).into(),
-            stderr,
-        }
-    }
-
-    fn log(&self) -> Vec<String> {
-        self.stderr.lock().expect("log lines").clone()
-    }
-
-    /// Whether a log line containing `needle` arrives within 3 s.
-    fn logs_within(&self, needle: &str) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if self.log().iter().any(|l| l.contains(needle)) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-
-    /// SIGTERM, then waits (at most 5 s) for exit code 0.
-    fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status();
-        assert!(sent.is_ok_and(|s| s.success()));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                assert_eq!(status.code(), Some(0), "{:?}", self.log());
-                return;
-            }
-            assert!(Instant::now() < deadline, "the server did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// A client whose connection comes from `local` (any 127.x.y.z address is this machine).
 async fn connect_from(local: Ipv4Addr, server: SocketAddr) -> Client {
@@ -168,7 +74,7 @@ async fn password_guessing_from_200_connections_is_held_to_the_rate_and_logged()
     const PAUSE: Duration = Duration::from_millis(200);
 
     let dist = TempDist::new();
-    let server = Spawned::start(
+    let server = BinaryServer::start_on(
         &dist.dist,
         &dist.base.join("data"),
         &[
@@ -343,7 +249,7 @@ async fn password_guessing_from_200_connections_is_held_to_the_rate_and_logged()
         "a password reached the log"
     );
     drop(neighbour);
-    server.stop();
+    assert_eq!(server.stop().await.0, Some(0));
 }
 
 #[tokio::test]
@@ -451,7 +357,7 @@ async fn a_password_room_survives_its_last_member_and_a_restart() {
     let with_pw = json!({"password": password});
     let (a_peer, a_token) = (hex_id('a'), hex_id('1'));
 
-    let server = Spawned::start(&dist.dist, &data, &[]);
+    let server = BinaryServer::start_on(&dist.dist, &data, &[]);
     let mut a = Client::connect(server.addr).await;
     let w = ask(
         &mut a,
@@ -504,7 +410,7 @@ async fn a_password_room_survives_its_last_member_and_a_restart() {
     x.send(json!({"type": "leave"})).await;
     x.send(json!({"type": "ping"})).await;
     assert_eq!(x.recv().await["type"], "pong");
-    server.stop();
+    assert_eq!(server.stop().await.0, Some(0));
 
     // Nothing secret is on disk in clear.
     let mut disk = Vec::new();
@@ -524,7 +430,7 @@ async fn a_password_room_survives_its_last_member_and_a_restart() {
     );
 
     let started = Instant::now();
-    let server = Spawned::start(&dist.dist, &data, &[]);
+    let server = BinaryServer::start_on(&dist.dist, &data, &[]);
     println!(
         "restart: the server was back in {} ms",
         started.elapsed().as_millis()
@@ -570,7 +476,7 @@ async fn a_password_room_survives_its_last_member_and_a_restart() {
         (json!(true), json!(secret))
     );
     assert_eq!(w["peers"], json!([{"peer": hex_id('f'), "name": "Yu"}]));
-    server.stop();
+    assert_eq!(server.stop().await.0, Some(0));
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -120,18 +120,31 @@ pub struct BinaryServer {
     child: Child,
     log: Arc<Mutex<Vec<String>>>,
     reader: Option<std::thread::JoinHandle<()>>,
-    _dist: TempDist,
+    _dist: Option<TempDist>,
 }
 
 impl BinaryServer {
+    /// On a temporary dist of its own, with its rooms in a temporary data directory.
     pub fn start(args: &[&str]) -> Self {
         let dist = TempDist::new();
+        let data = dist.base.join("data");
+        let mut server = Self::start_on(&dist.dist, &data, args);
+        server._dist = Some(dist);
+        server
+    }
+
+    /// On `dist`, with its rooms in `data` (two servers one after the other on the same `data`
+    /// see the same rooms: a restart).
+    pub fn start_on(dist: &Path, data: &Path, args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tutti-server"))
             .arg("--dist")
-            .arg(&dist.dist)
+            .arg(dist)
+            .arg("--data-dir")
+            .arg(data)
             .args(["--port", "0", "--addr", "127.0.0.1"])
             .args(args)
             .env_remove("PORT")
+            .env_remove("TUTTI_ADDR")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -163,7 +176,7 @@ impl BinaryServer {
             child,
             log,
             reader: Some(reader),
-            _dist: dist,
+            _dist: None,
         }
     }
 
@@ -181,6 +194,18 @@ impl BinaryServer {
     /// The stderr lines so far.
     pub fn log(&self) -> Vec<String> {
         self.log.lock().expect("log lock").clone()
+    }
+
+    /// Whether a log line containing `needle` arrives within 3 s.
+    pub fn logs_within(&self, needle: &str) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while std::time::Instant::now() < deadline {
+            if self.log().iter().any(|l| l.contains(needle)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
     }
 
     /// SIGTERM, then waits (at most 5 s) for the exit; returns the exit code and all stderr.
