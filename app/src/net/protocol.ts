@@ -85,17 +85,22 @@ export const FATAL_JOIN_ERRORS: ReadonlySet<string> = new Set([
   'peer-id-taken',
 ]);
 
-/** What a client sends to join: the fields of JoinParams (signaling.ts), optional ones only
- * when set. The key and owner secret travel only here, never in a URL. */
-export function joinMessage(p: {
+/** The fields of a join. */
+export interface JoinFields {
   room: string;
   name: string;
   peer: string;
   token: string;
   password?: string;
+  /** A private room's key (from the link's fragment). */
   key?: string | null;
+  /** The owner secret kept for this room and key, if any. */
   owner?: string | null;
-}): Record<string, string> {
+}
+
+/** What a client sends to join, optional fields only when set. The key and owner secret travel
+ * only here, never in a URL. */
+export function joinMessage(p: JoinFields): Record<string, string> {
   const msg: Record<string, string> = { type: 'join', room: p.room, name: p.name, peer: p.peer, token: p.token };
   if (p.password) msg.password = p.password;
   if (p.key) msg.key = p.key;

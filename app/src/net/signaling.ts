@@ -16,6 +16,7 @@ import {
   CLOSE_REMOVED,
   FATAL_JOIN_ERRORS,
   joinMessage,
+  type JoinFields,
   parseServerMessage,
   type Member,
   type PeerSignal,
@@ -43,17 +44,7 @@ export interface SignalingEvents {
   error(code: string, message: string, fatal: boolean, retryAfterMs?: number): void;
 }
 
-export interface JoinParams {
-  room: string;
-  name: string;
-  peer: string;
-  token: string;
-  password?: string;
-  /** A private room's key (from the link's fragment). */
-  key?: string | null;
-  /** The owner secret kept for this room and key, if any. */
-  owner?: string | null;
-}
+export type JoinParams = JoinFields;
 
 export class SignalingClient {
   status: SignalingStatus = 'connecting';
