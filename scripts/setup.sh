@@ -9,7 +9,7 @@
 #            pulseaudio-utils (a sound server with 128-frame callbacks for the browser),
 #            iptables (iptables-legacy's NFQUEUE: impaired networks via bench/impair)
 #   rustup:  wasm32-unknown-unknown target, rustfmt and clippy components
-#   rustup:  a nightly toolchain (minimal profile), for the fuzz targets
+#   rustup:  a nightly toolchain (minimal profile), for the fuzz targets (not for npm start)
 #   cargo:   wasm-pack (pinned), wasm-bindgen-cli (exactly the version wasm/Cargo.toml pins),
 #            cargo-fuzz (pinned; builds and runs the fuzz targets in `npm test`)
 #   npm:     node_modules from package-lock.json (includes binaryen's wasm-opt, which the
@@ -110,18 +110,21 @@ else
 fi
 
 # --- fuzzing: a nightly toolchain and cargo-fuzz ----------------------------------------------
-if rustup toolchain list | grep '^nightly' >/dev/null; then
-  log "ok    rust toolchain nightly"
-else
-  log "rustup toolchain install nightly (minimal profile)"
-  rustup toolchain install nightly --profile minimal
-fi
-have_fuzz="$(cargo fuzz --version 2>/dev/null | awk '{print $2}' || true)"
-if [ "$have_fuzz" = "$CARGO_FUZZ_VERSION" ]; then
-  log "ok    cargo-fuzz $CARGO_FUZZ_VERSION"
-else
-  log "cargo install cargo-fuzz $CARGO_FUZZ_VERSION (found: ${have_fuzz:-none})"
-  cargo install cargo-fuzz --locked --version "$CARGO_FUZZ_VERSION"
+# Only for the tests: `npm start` (TUTTI_SETUP=start) does not need them.
+if [ "${TUTTI_SETUP:-test}" != start ]; then
+  if rustup toolchain list | grep '^nightly' >/dev/null; then
+    log "ok    rust toolchain nightly"
+  else
+    log "rustup toolchain install nightly (minimal profile)"
+    rustup toolchain install nightly --profile minimal
+  fi
+  have_fuzz="$(cargo fuzz --version 2>/dev/null | awk '{print $2}' || true)"
+  if [ "$have_fuzz" = "$CARGO_FUZZ_VERSION" ]; then
+    log "ok    cargo-fuzz $CARGO_FUZZ_VERSION"
+  else
+    log "cargo install cargo-fuzz $CARGO_FUZZ_VERSION (found: ${have_fuzz:-none})"
+    cargo install cargo-fuzz --locked --version "$CARGO_FUZZ_VERSION"
+  fi
 fi
 
 # --- npm packages ----------------------------------------------------------------------------

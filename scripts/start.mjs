@@ -30,7 +30,7 @@ function parseArgs(argv) {
 
 const { port, rest } = parseArgs(process.argv.slice(2));
 
-const setup = await run('bash', [join(ROOT, 'scripts', 'setup.sh')]);
+const setup = await run('bash', [join(ROOT, 'scripts', 'setup.sh')], { env: { TUTTI_SETUP: 'start' } });
 if (setup.code !== 0) {
   console.error('start: setup failed, see above');
   process.exit(1);
