@@ -66,6 +66,10 @@ fn percent_decode(s: &str) -> Option<String> {
     while i < bytes.len() {
         if bytes[i] == b'%' {
             let hex = bytes.get(i + 1..i + 3)?;
+            // Two hex digits exactly: `from_str_radix` alone would also take a sign ("%+5").
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
             let hex = std::str::from_utf8(hex).ok()?;
             out.push(u8::from_str_radix(hex, 16).ok()?);
             i += 3;
@@ -185,6 +189,12 @@ mod tests {
             "/%ff",
             "/./x",
             "/C:/x",
+            // Not two hex digits (found by the fuzz target `path`).
+            "/s%+B-g",
+            "/%+2e%+2e/x",
+            "/a%+f",
+            "/a%-1",
+            "/a%1",
         ] {
             assert_eq!(path_segments(bad), Err(BadPath::Invalid), "{bad}");
         }
