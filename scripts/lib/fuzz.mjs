@@ -27,12 +27,14 @@ export function fuzzTargets() {
   });
 }
 
-/** Builds every target (cargo-fuzz's default: optimised, with debug assertions and overflow
- * checks), one crate after the other. */
+/** Builds every target, optimised with debug assertions and overflow checks, one crate after
+ * the other. No sanitizer: the code under test is safe Rust (out-of-bounds access and overflow
+ * already panic), and AddressSanitizer made the runs 3-30 times slower and the build twice as
+ * long (measured here: the ring target 6,000 inputs/s with it, 95,000 without). */
 export async function buildFuzzTargets(timeoutMs) {
   const notes = [];
   for (const crate of FUZZ_CRATES) {
-    const r = await run('cargo', ['+nightly', 'fuzz', 'build'], {
+    const r = await run('cargo', ['+nightly', 'fuzz', 'build', '--sanitizer', 'none'], {
       cwd: join(ROOT, crate),
       timeoutMs,
     });
