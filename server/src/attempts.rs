@@ -30,6 +30,9 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use crate::limits::AddressKey;
+use crate::ratelimit::TokenBucket;
+
 /// A room as the limiter knows it: a digest of its name and key.
 pub type RoomTag = [u8; 32];
 
@@ -72,26 +75,6 @@ impl Policy {
     }
 }
 
-/// Where attempts come from: an IPv4 address or an IPv6 /64.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Source {
-    V4([u8; 4]),
-    V6([u8; 8]),
-}
-
-impl Source {
-    pub fn of(ip: IpAddr) -> Self {
-        match ip.to_canonical() {
-            IpAddr::V4(v4) => Source::V4(v4.octets()),
-            IpAddr::V6(v6) => {
-                let mut prefix = [0u8; 8];
-                prefix.copy_from_slice(&v6.octets()[..8]);
-                Source::V6(prefix)
-            }
-        }
-    }
-}
-
 /// Failures counted and the time of the latest attempt.
 #[derive(Debug, Clone, Copy)]
 struct Counter {
@@ -122,47 +105,27 @@ impl Counter {
 
 struct SourceEntry {
     counter: Counter,
-    /// Hash budget: whole hashes available at `credits_at`.
-    credits: u32,
-    credits_at: Instant,
+    /// Hash budget: [`HASH_BURST`] hashes, one more per [`HASH_REFILL`].
+    hashes: TokenBucket,
 }
 
 impl SourceEntry {
     fn new(now: Instant) -> Self {
         Self {
             counter: Counter::new(now),
-            credits: HASH_BURST,
-            credits_at: now,
+            hashes: TokenBucket::full(1.0 / HASH_REFILL.as_secs_f64(), HASH_BURST, now),
         }
-    }
-
-    fn refill(&mut self, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.credits_at);
-        let earned = (elapsed.as_nanos() / HASH_REFILL.as_nanos()).min(u128::from(HASH_BURST));
-        if earned > 0 {
-            self.credits = (self.credits + earned as u32).min(HASH_BURST);
-            self.credits_at = if self.credits == HASH_BURST {
-                now
-            } else {
-                self.credits_at + HASH_REFILL * earned as u32
-            };
-        }
-    }
-
-    /// Time until the next hash credit, if none is left.
-    fn credit_wait(&self, now: Instant) -> Option<Duration> {
-        (self.credits == 0).then(|| (self.credits_at + HASH_REFILL).saturating_duration_since(now))
     }
 
     fn last_active(&self) -> Instant {
-        self.counter.last.max(self.credits_at)
+        self.counter.last.max(self.hashes.last())
     }
 }
 
 struct RoomEntry {
     counter: Counter,
     /// Sources that gave the password right, oldest first.
-    trusted: Vec<Source>,
+    trusted: Vec<AddressKey>,
 }
 
 /// Which rule refused an attempt.
@@ -197,7 +160,7 @@ pub struct Refusal {
 #[derive(Debug)]
 #[must_use = "an attempt is charged as a failure until it is finished"]
 pub struct Attempt {
-    source: Source,
+    source: AddressKey,
     room: RoomTag,
     room_charged: bool,
 }
@@ -206,7 +169,7 @@ pub struct Attempt {
 pub struct Attempts {
     policy: Policy,
     cap: usize,
-    sources: HashMap<Source, SourceEntry>,
+    sources: HashMap<AddressKey, SourceEntry>,
     rooms: HashMap<RoomTag, RoomEntry>,
 }
 
@@ -228,7 +191,7 @@ impl Attempts {
     /// Asks to check a password for `room` from `ip` at `now`. On `Ok` the attempt is charged
     /// (and a hash credit spent) until [`Attempts::finish`] says how it went.
     pub fn begin(&mut self, ip: IpAddr, room: &RoomTag, now: Instant) -> Result<Attempt, Refusal> {
-        let source = Source::of(ip);
+        let source = AddressKey::of(ip);
         self.forget_stale(source, Some(room), now);
         let policy = self.policy;
         let entry = self.sources.get(&source);
@@ -299,22 +262,19 @@ impl Attempts {
 
     /// Asks to hash a new room's password from `ip` at `now` (spends a hash credit).
     pub fn begin_hash(&mut self, ip: IpAddr, now: Instant) -> Result<(), Refusal> {
-        let source = Source::of(ip);
+        let source = AddressKey::of(ip);
         self.forget_stale(source, None, now);
         self.spend_hash(source, now)
     }
 
-    fn spend_hash(&mut self, source: Source, now: Instant) -> Result<(), Refusal> {
-        let entry = self.source_entry(source, now);
-        entry.refill(now);
-        if let Some(wait) = entry.credit_wait(now) {
-            return Err(Refusal {
-                retry_after: wait,
+    fn spend_hash(&mut self, source: AddressKey, now: Instant) -> Result<(), Refusal> {
+        self.source_entry(source, now)
+            .hashes
+            .take(now)
+            .map_err(|retry_after| Refusal {
+                retry_after,
                 limit: Limit::Hashes,
-            });
-        }
-        entry.credits -= 1;
-        Ok(())
+            })
     }
 
     /// Drops every counter idle for longer than the policy remembers.
@@ -331,7 +291,7 @@ impl Attempts {
         (self.sources.len(), self.rooms.len())
     }
 
-    fn forget_stale(&mut self, source: Source, room: Option<&RoomTag>, now: Instant) {
+    fn forget_stale(&mut self, source: AddressKey, room: Option<&RoomTag>, now: Instant) {
         let forget = self.policy.forget_after();
         if self
             .sources
@@ -351,7 +311,7 @@ impl Attempts {
         }
     }
 
-    fn source_entry(&mut self, source: Source, now: Instant) -> &mut SourceEntry {
+    fn source_entry(&mut self, source: AddressKey, now: Instant) -> &mut SourceEntry {
         if !self.sources.contains_key(&source) && self.sources.len() >= self.cap {
             let oldest = self
                 .sources
@@ -576,7 +536,7 @@ mod tests {
         assert!(a.begin(v4(9), &ROOM, t0 + secs(10)).is_ok());
         // An IPv4-mapped IPv6 address is its IPv4 address.
         let mapped = IpAddr::V6(Ipv4Addr::new(192, 0, 2, 9).to_ipv6_mapped());
-        assert_eq!(Source::of(mapped), Source::of(v4(9)));
+        assert_eq!(AddressKey::of(mapped), AddressKey::of(v4(9)));
     }
 
     #[test]
@@ -636,9 +596,9 @@ mod tests {
         assert_eq!(a.tracked(), (3, 3));
         let _charged = a.begin(v4(3), &[3; 32], t0 + secs(3));
         assert_eq!(a.tracked(), (3, 3));
-        assert!(!a.sources.contains_key(&Source::of(v4(0))));
+        assert!(!a.sources.contains_key(&AddressKey::of(v4(0))));
         assert!(!a.rooms.contains_key(&[0; 32]));
-        assert!(a.sources.contains_key(&Source::of(v4(1))));
+        assert!(a.sources.contains_key(&AddressKey::of(v4(1))));
     }
 
     #[test]

@@ -18,6 +18,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
+use crate::ratelimit::TokenBucket;
+
 /// Most addresses tracked at once; beyond it (after forgetting the idle ones) new addresses
 /// are refused until some leave. About 64 bytes each.
 pub const MAX_TRACKED_ADDRESSES: usize = 65_536;
@@ -89,8 +91,7 @@ impl Refusal {
 #[derive(Debug)]
 struct Entry {
     open: usize,
-    tokens: f64,
-    last: Instant,
+    bucket: TokenBucket,
 }
 
 /// Open connections by address, and each address's token bucket.
@@ -149,25 +150,17 @@ impl Limits {
         let held = self.open_from(key);
         let share = self.share(self.holders - usize::from(held > 0));
         let LimitsConfig { rate, burst, .. } = self.config;
-        let burst = f64::from(burst);
-        let entry = self.addresses.entry(key).or_insert(Entry {
+        let entry = self.addresses.entry(key).or_insert_with(|| Entry {
             open: 0,
-            tokens: burst,
-            last: now,
+            bucket: TokenBucket::full(rate, burst, now),
         });
-        let elapsed = now.saturating_duration_since(entry.last).as_secs_f64();
-        entry.tokens = (entry.tokens + elapsed * rate).min(burst);
-        entry.last = now;
         if entry.open >= share {
             return Err(Refusal::AddressFull);
         }
-        if entry.tokens < 1.0 {
-            let wait = ((1.0 - entry.tokens) / rate).min(86_400.0);
-            return Err(Refusal::TooFast {
-                retry_after: Duration::from_secs_f64(wait),
-            });
-        }
-        entry.tokens -= 1.0;
+        entry
+            .bucket
+            .take(now)
+            .map_err(|retry_after| Refusal::TooFast { retry_after })?;
         if entry.open == 0 {
             self.holders += 1;
         }
@@ -196,11 +189,8 @@ impl Limits {
     /// Forgets addresses that hold nothing and whose bucket has refilled (they would start
     /// afresh anyway). Call now and then.
     pub fn prune(&mut self, now: Instant) {
-        let LimitsConfig { rate, burst, .. } = self.config;
-        self.addresses.retain(|_, e| {
-            let elapsed = now.saturating_duration_since(e.last).as_secs_f64();
-            e.open > 0 || e.tokens + elapsed * rate < f64::from(burst)
-        });
+        self.addresses
+            .retain(|_, e| e.open > 0 || !e.bucket.full_at(now));
     }
 }
 

@@ -1,4 +1,6 @@
-//! Per-connection rate limit: a token bucket, told the time by its caller.
+//! Token buckets, told the time by their caller: [`TokenBucket`] (also the per-address
+//! connection rate in [`crate::limits`] and the hash budget in [`crate::attempts`]) and the
+//! per-connection message limit [`RateLimiter`] built on it.
 
 use std::time::{Duration, Instant};
 
@@ -18,13 +20,67 @@ pub enum Verdict {
     Close,
 }
 
-/// Token bucket with `rate` tokens/s and `burst` capacity, plus the flood rule: more than
-/// `burst` messages dropped within one [`FLOOD_WINDOW`] closes the connection.
-pub struct RateLimiter {
+/// Longest wait a bucket reports (a rate near zero would otherwise overflow a `Duration`).
+const MAX_WAIT_SECS: f64 = 86_400.0;
+
+/// `rate` tokens per second, at most `burst` kept; starts full.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
     rate: f64,
     burst: f64,
     tokens: f64,
     last: Instant,
+}
+
+impl TokenBucket {
+    pub fn full(rate: f64, burst: u32, now: Instant) -> Self {
+        let burst = f64::from(burst.max(1));
+        Self {
+            rate: rate.max(0.0),
+            burst,
+            tokens: burst,
+            last: now,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = self.last.max(now);
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
+    }
+
+    /// Takes a token at `now`, or says how long until one is there.
+    pub fn take(&mut self, now: Instant) -> Result<(), Duration> {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return Ok(());
+        }
+        let wait = if self.rate > 0.0 {
+            ((1.0 - self.tokens) / self.rate).min(MAX_WAIT_SECS)
+        } else {
+            MAX_WAIT_SECS
+        };
+        Err(Duration::from_secs_f64(wait))
+    }
+
+    /// Whether the bucket is full again at `now` (a full bucket remembers nothing).
+    pub fn full_at(&self, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens + elapsed * self.rate >= self.burst
+    }
+
+    /// When a token was last taken or asked for.
+    pub fn last(&self) -> Instant {
+        self.last
+    }
+}
+
+/// A [`TokenBucket`] of `rate` messages/s and `burst` capacity, plus the flood rule: more than
+/// `burst` messages dropped within one [`FLOOD_WINDOW`] closes the connection.
+pub struct RateLimiter {
+    bucket: TokenBucket,
+    burst: u32,
     last_error: Option<Instant>,
     window_start: Instant,
     dropped_in_window: u32,
@@ -32,12 +88,9 @@ pub struct RateLimiter {
 
 impl RateLimiter {
     pub fn new(rate: f64, burst: u32, now: Instant) -> Self {
-        let burst = f64::from(burst.max(1));
         Self {
-            rate: rate.max(0.0),
-            burst,
-            tokens: burst,
-            last: now,
+            bucket: TokenBucket::full(rate, burst, now),
+            burst: burst.max(1),
             last_error: None,
             window_start: now,
             dropped_in_window: 0,
@@ -46,11 +99,7 @@ impl RateLimiter {
 
     /// Accounts for one incoming message at `now`.
     pub fn check(&mut self, now: Instant) -> Verdict {
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = now;
-        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        if self.bucket.take(now).is_ok() {
             return Verdict::Accept;
         }
         if now.saturating_duration_since(self.window_start) >= FLOOD_WINDOW {
@@ -58,7 +107,7 @@ impl RateLimiter {
             self.dropped_in_window = 0;
         }
         self.dropped_in_window += 1;
-        if f64::from(self.dropped_in_window) > self.burst {
+        if self.dropped_in_window > self.burst {
             return Verdict::Close;
         }
         let notify = match self.last_error {
