@@ -523,10 +523,7 @@ fn router(app: Arc<App>, tls: bool) -> Router {
 async fn api_config(State(app): State<Arc<App>>) -> impl IntoResponse {
     let mut ice_servers = app.ice_servers.clone();
     if let Some(turn) = &app.turn {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        ice_servers.push(turn.ice_server(now));
+        ice_servers.push(turn.ice_server(unix_ms() / 1000));
     }
     let mut body = app.api_config.clone();
     body.insert("iceServers".into(), ice_servers.into());

@@ -703,7 +703,7 @@ async fn stalled_http_sockets_are_closed_after_the_header_timeout() {
 #[tokio::test]
 async fn stalled_tls_sockets_are_closed_after_the_handshake_and_header_timeouts() {
     let _light = HEAVY.read().await;
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/tls");
+    let dir = common::tls_dir();
     let server = TestServer::start(|c| {
         c.tls_cert = Some(dir.join("test-cert.pem"));
         c.tls_key = Some(dir.join("test-key.pem"));
