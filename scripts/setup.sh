@@ -81,14 +81,22 @@ for comp in rustfmt clippy; do
   fi
 done
 
+# Installs crate $1 at version $2 with `cargo install --locked` unless `$3 --version` (a command,
+# split on spaces) already prints that version as its second word.
+cargo_tool() {
+  local have
+  # shellcheck disable=SC2086 # the command is meant to split
+  have="$($3 --version 2>/dev/null | awk '{print $2}' || true)"
+  if [ "$have" = "$2" ]; then
+    log "ok    $1 $2"
+  else
+    log "cargo install $1 $2 (found: ${have:-none}; takes a few minutes)"
+    cargo install "$1" --locked --version "$2"
+  fi
+}
+
 # --- wasm-pack -------------------------------------------------------------------------------
-have_wasm_pack="$(wasm-pack --version 2>/dev/null | awk '{print $2}' || true)"
-if [ "$have_wasm_pack" = "$WASM_PACK_VERSION" ]; then
-  log "ok    wasm-pack $WASM_PACK_VERSION"
-else
-  log "cargo install wasm-pack $WASM_PACK_VERSION (found: ${have_wasm_pack:-none}; takes a few minutes)"
-  cargo install wasm-pack --locked --version "$WASM_PACK_VERSION"
-fi
+cargo_tool wasm-pack "$WASM_PACK_VERSION" wasm-pack
 
 # --- wasm-bindgen-cli, exactly the version the wasm crate pins ------------------------------
 # wasm-pack builds its own copy (slowly) when the one on PATH differs from the crate's version.
@@ -118,13 +126,7 @@ if [ "${TUTTI_SETUP:-test}" != start ]; then
     log "rustup toolchain install nightly (minimal profile)"
     rustup toolchain install nightly --profile minimal
   fi
-  have_fuzz="$(cargo fuzz --version 2>/dev/null | awk '{print $2}' || true)"
-  if [ "$have_fuzz" = "$CARGO_FUZZ_VERSION" ]; then
-    log "ok    cargo-fuzz $CARGO_FUZZ_VERSION"
-  else
-    log "cargo install cargo-fuzz $CARGO_FUZZ_VERSION (found: ${have_fuzz:-none})"
-    cargo install cargo-fuzz --locked --version "$CARGO_FUZZ_VERSION"
-  fi
+  cargo_tool cargo-fuzz "$CARGO_FUZZ_VERSION" "cargo fuzz"
 fi
 
 # --- npm packages ----------------------------------------------------------------------------
