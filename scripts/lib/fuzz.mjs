@@ -13,6 +13,9 @@ import { ROOT, run } from './run.mjs';
 /** The crates holding fuzz targets, relative to the repository. */
 export const FUZZ_CRATES = ['core', 'server'];
 
+/** One target directory for both crates, so that they share one build of libFuzzer. */
+const TARGET_DIR = join(ROOT, 'target', 'fuzz');
+
 /** Every target: its crate, name, binary and seed directory. */
 export function fuzzTargets() {
   return FUZZ_CRATES.flatMap((crate) => {
@@ -21,7 +24,7 @@ export function fuzzTargets() {
     return names.map((name) => ({
       crate,
       name,
-      binary: join(ROOT, crate, 'fuzz', 'target', 'x86_64-unknown-linux-gnu', 'release', name),
+      binary: join(TARGET_DIR, 'x86_64-unknown-linux-gnu', 'release', name),
       seeds: join(ROOT, crate, 'fuzz', 'seeds', name),
     }));
   });
@@ -34,7 +37,7 @@ export function fuzzTargets() {
 export async function buildFuzzTargets(timeoutMs) {
   const notes = [];
   for (const crate of FUZZ_CRATES) {
-    const r = await run('cargo', ['+nightly', 'fuzz', 'build', '--sanitizer', 'none'], {
+    const r = await run('cargo', ['+nightly', 'fuzz', 'build', '--sanitizer', 'none', '--target-dir', TARGET_DIR], {
       cwd: join(ROOT, crate),
       timeoutMs,
     });
