@@ -704,6 +704,34 @@ mod tests {
         assert_eq!(code(r#"{"type":"ping","t":"now"}"#), "bad-message");
     }
 
+    /// The vectors the app's rule (app/src/room/display-name.ts) is checked against too.
+    #[test]
+    fn display_names_judged_as_the_app_judges_them() {
+        let v: Value = serde_json::from_str(include_str!("../../tests/vectors/display-names.json"))
+            .expect("the vectors are JSON");
+        let Some(accepted) = v["accepted"].as_array() else {
+            panic!("accepted is a list")
+        };
+        for pair in accepted {
+            let (raw, trimmed) = (pair[0].as_str(), pair[1].as_str());
+            let (Some(raw), Some(trimmed)) = (raw, trimmed) else {
+                panic!("{pair} is [raw, trimmed]")
+            };
+            assert_eq!(validate_name(raw).ok().as_deref(), Some(trimmed), "{raw:?}");
+        }
+        let Some(refused) = v["refused"].as_array() else {
+            panic!("refused is a list")
+        };
+        for raw in refused.iter().filter_map(Value::as_str) {
+            assert_eq!(
+                validate_name(raw).err().map(|e| e.code),
+                Some("bad-name"),
+                "{raw:?}"
+            );
+        }
+        assert!(accepted.len() >= 10 && refused.len() >= 20);
+    }
+
     #[test]
     fn server_messages() {
         let info = WelcomeRoom {

@@ -242,6 +242,17 @@ describe('display-name rule', () => {
     }
   });
 
+  it('judges the shared vectors as the server does (tests/vectors/display-names.json)', () => {
+    const v = JSON.parse(readFileSync(new URL('../vectors/display-names.json', import.meta.url), 'utf8')) as {
+      accepted: [string, string][];
+      refused: string[];
+    };
+    expect(v.accepted.length).toBeGreaterThanOrEqual(10);
+    expect(v.refused.length).toBeGreaterThanOrEqual(20);
+    for (const [raw, name] of v.accepted) expect(checkDisplayName(raw), JSON.stringify(raw)).toEqual({ ok: true, name });
+    for (const raw of v.refused) expect(checkDisplayName(raw).ok, JSON.stringify(raw)).toBe(false);
+  });
+
   it('refuses, saying why, what the server refuses', () => {
     const problem = (raw: string) => {
       const c = checkDisplayName(raw);
