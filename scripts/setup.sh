@@ -5,16 +5,21 @@
 # Debian machine (as root, no terminal, CI=true) and cost almost nothing when all is present,
 # so every step checks first and installs second. Any failure stops the script with a message.
 #
-#   apt:     chromium (headless browser tests), sox (test signals), pulseaudio and
-#            pulseaudio-utils (a sound server with 128-frame callbacks for the browser),
-#            iptables (iptables-legacy's NFQUEUE: impaired networks via bench/impair)
+#   apt:     for the tests only (not for npm start): chromium (headless browser tests),
+#            pulseaudio and pulseaudio-utils (a sound server with 128-frame callbacks for the
+#            browser), iptables (iptables-legacy's NFQUEUE: impaired networks via bench/impair),
+#            unzip (checks the exported archives)
 #   rustup:  wasm32-unknown-unknown target, rustfmt and clippy components
-#   rustup:  a nightly toolchain (minimal profile), for the fuzz targets (not for npm start)
+#   rustup:  a nightly toolchain (minimal profile), for the fuzz targets (tests only)
 #   cargo:   wasm-pack (pinned), wasm-bindgen-cli (exactly the version wasm/Cargo.toml pins),
-#            cargo-fuzz (pinned; builds and runs the fuzz targets in `npm test`)
+#            cargo-fuzz (pinned; builds and runs the fuzz targets in `npm test`; tests only)
 #   npm:     node_modules from package-lock.json (includes binaryen's wasm-opt, which the
 #            build puts first on PATH: Debian's older wasm-opt breaks wasm-bindgen output)
 set -euo pipefail
+
+# TUTTI_SETUP=start (npm start): only what building and serving need. Anything else: the tests too.
+FOR_TESTS=1
+[ "${TUTTI_SETUP:-test}" = start ] && FOR_TESTS=""
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -44,19 +49,21 @@ as_root() {
 
 # --- Debian packages -------------------------------------------------------------------------
 apt_missing=()
-[ -x /usr/bin/chromium ] || apt_missing+=(chromium)
-command -v sox >/dev/null 2>&1 || apt_missing+=(sox)
-command -v pulseaudio >/dev/null 2>&1 || apt_missing+=(pulseaudio)
-command -v pactl >/dev/null 2>&1 || apt_missing+=(pulseaudio-utils)
-command -v iptables-legacy >/dev/null 2>&1 || apt_missing+=(iptables)
+if [ -n "$FOR_TESTS" ]; then
+  [ -x /usr/bin/chromium ] || apt_missing+=(chromium)
+  command -v pulseaudio >/dev/null 2>&1 || apt_missing+=(pulseaudio)
+  command -v pactl >/dev/null 2>&1 || apt_missing+=(pulseaudio-utils)
+  command -v iptables-legacy >/dev/null 2>&1 || apt_missing+=(iptables)
+  command -v unzip >/dev/null 2>&1 || apt_missing+=(unzip)
+fi
 if [ ${#apt_missing[@]} -gt 0 ]; then
   command -v apt-get >/dev/null 2>&1 || die "missing ${apt_missing[*]} and no apt-get to install them"
   log "apt-get update"
   as_root apt-get update -q
   log "apt-get install ${apt_missing[*]}"
   as_root apt-get install -y -q --no-install-recommends "${apt_missing[@]}"
-else
-  log "ok    chromium, sox, pulseaudio, iptables"
+elif [ -n "$FOR_TESTS" ]; then
+  log "ok    chromium, pulseaudio, iptables, unzip"
 fi
 
 # --- Rust toolchain --------------------------------------------------------------------------
@@ -118,8 +125,8 @@ else
 fi
 
 # --- fuzzing: a nightly toolchain and cargo-fuzz ----------------------------------------------
-# Only for the tests: `npm start` (TUTTI_SETUP=start) does not need them.
-if [ "${TUTTI_SETUP:-test}" != start ]; then
+# Only for the tests: `npm start` does not need them.
+if [ -n "$FOR_TESTS" ]; then
   if rustup toolchain list | grep '^nightly' >/dev/null; then
     log "ok    rust toolchain nightly"
   else

@@ -1,7 +1,7 @@
 // The recordings page and crash recovery on the built app, with recordings written straight into
 // IndexedDB (no audio needed): a recording left in state 'recording' with no recorder's lock is
 // offered after a reload with its length from its chunks, one whose lock another tab holds is not;
-// stems download sample-aligned with gaps as silence; the zip passes `unzip -t` (when installed)
+// stems download sample-aligned with gaps as silence; the zip passes `unzip -t`
 // and holds the same stems; delete (after its confirm) removes the recording and its chunks.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -165,29 +165,21 @@ test('recovery banner, stems with gaps, zip, delete', { timeout: 90_000 }, async
   assert.equal(wrong, 0, `${wrong} samples of the peer stem differ from what was recorded`);
   const mix = await download(page, row.locator('[data-testid="recording-stem"][data-track="0"]'));
 
-  // The zip (float32, the default): the same bytes as the stems; unzip agrees when installed.
+  // The zip (float32, the default): the same bytes as the stems, and unzip agrees (scripts/setup.sh
+  // installs it for the tests).
   const zip = await download(page, row.getByTestId('recording-export-zip'));
   assert.match(zip.name, /^seeded-2026-11-21-1930\.zip$/);
-  let unzipped = false;
+  const dir = mkdtempSync(join(tmpdir(), 'tutti-rec-'));
   try {
-    execFileSync('unzip', ['-v'], { stdio: 'ignore' });
-    unzipped = true;
-  } catch {
-    console.log('unzip not installed: the unzip checks are skipped');
-  }
-  if (unzipped) {
-    const dir = mkdtempSync(join(tmpdir(), 'tutti-rec-'));
-    try {
-      const path = join(dir, zip.name);
-      writeFileSync(path, zip.bytes);
-      assert.match(execFileSync('unzip', ['-t', path], { encoding: 'utf8' }), /No errors detected/);
-      for (const f of [peer, mix]) {
-        const got = execFileSync('unzip', ['-p', path, f.name], { maxBuffer: 1 << 26 });
-        assert.ok(Buffer.from(f.bytes).equals(got), `${f.name} in the zip equals the stem`);
-      }
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
+    const path = join(dir, zip.name);
+    writeFileSync(path, zip.bytes);
+    assert.match(execFileSync('unzip', ['-t', path], { encoding: 'utf8' }), /No errors detected/);
+    for (const f of [peer, mix]) {
+      const got = execFileSync('unzip', ['-p', path, f.name], { maxBuffer: 1 << 26 });
+      assert.ok(Buffer.from(f.bytes).equals(got), `${f.name} in the zip equals the stem`);
     }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 
   // 24-bit: the mix's samples within half a step.

@@ -1,6 +1,6 @@
 // WAV and zip writing for recordings: headers byte for byte, samples back through an independent
 // reader, CRC-32 against its check value, zip structure read from the specification, and
-// `unzip -t` on the written archives when that tool is installed.
+// `unzip -t` on the written archives (scripts/setup.sh installs it for the tests).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -122,15 +122,6 @@ describe('CRC-32', () => {
   });
 });
 
-function unzipAvailable(): boolean {
-  try {
-    execFileSync('unzip', ['-v'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 describe('zip', () => {
   const when = new Date(2026, 10, 21, 17, 42, 10);
   const files = [
@@ -170,19 +161,15 @@ describe('zip', () => {
         expect(b.length).toBe(30 + 7 + 9 + 30 + 11 + 550 + 46 + 7 + 46 + 11 + 22);
       }
 
-      if (unzipAvailable()) {
-        const dir = mkdtempSync(join(tmpdir(), 'tutti-zip-'));
-        try {
-          const path = join(dir, 'test.zip');
-          writeFileSync(path, b);
-          const out = execFileSync('unzip', ['-t', path], { encoding: 'utf8' });
-          expect(out).toMatch(/No errors detected/);
-          expect(execFileSync('unzip', ['-p', path, 'one.txt'], { encoding: 'utf8' })).toBe('123456789');
-        } finally {
-          rmSync(dir, { recursive: true, force: true });
-        }
-      } else {
-        console.info('unzip not installed: the unzip -t check is skipped');
+      const dir = mkdtempSync(join(tmpdir(), 'tutti-zip-'));
+      try {
+        const path = join(dir, 'test.zip');
+        writeFileSync(path, b);
+        const out = execFileSync('unzip', ['-t', path], { encoding: 'utf8' });
+        expect(out).toMatch(/No errors detected/);
+        expect(execFileSync('unzip', ['-p', path, 'one.txt'], { encoding: 'utf8' })).toBe('123456789');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
       }
     });
   }
