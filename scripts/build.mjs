@@ -30,14 +30,11 @@ export function steps() {
       inputs: [
         'core/src',
         'core/Cargo.toml',
-        'core/build.rs',
         'wasm/src',
         'wasm/Cargo.toml',
-        'wasm/build.rs',
         'Cargo.toml',
         'Cargo.lock',
         '.cargo/config.toml',
-        'rust-toolchain.toml',
       ],
       outputs: [`wasm/pkg/${stem}.js`, `wasm/pkg/${stem}_bg.wasm`],
       stamp: STAMP_DIR + '/wasm.stamp',
@@ -47,7 +44,7 @@ export function steps() {
     },
     {
       name: 'server',
-      inputs: ['server/src', 'server/Cargo.toml', 'Cargo.toml', 'Cargo.lock', 'rust-toolchain.toml'],
+      inputs: ['server/src', 'server/Cargo.toml', 'Cargo.toml', 'Cargo.lock', '.cargo/config.toml'],
       outputs: ['target/release/tutti-server'],
       stamp: STAMP_DIR + '/server.stamp',
       command: ['cargo', ['build', '--release', '--locked', '-p', 'tutti-server']],
