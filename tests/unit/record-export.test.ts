@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { crc32, crc32Final, crc32Init, crc32Update } from '../../app/src/record/crc32';
-import { safeName, stamp } from '../../app/src/record/export';
+import { safeName, stamp } from '../../app/src/record/stems';
 import { formatBytes, formatDuration, formatStorage } from '../../app/src/record/format';
 import { encodeWav, wavHeader, WavTooLargeError } from '../../app/src/record/wav';
 import { blobCrc32, dosDateTime, zipBlob } from '../../app/src/record/zip';

@@ -3,7 +3,7 @@
 import 'fake-indexeddb/auto';
 import { IDBFactory } from 'fake-indexeddb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { exportStem, exportZip, stemFileName } from '../../app/src/record/export';
+import { exportStem, exportZip, stemFileName } from '../../app/src/record/stems';
 import { recordingLockName, recoverInterrupted } from '../../app/src/record/recovery';
 import {
   appendChunks,

@@ -4,7 +4,7 @@
 // following and wording.
 import { describe, expect, it } from 'vitest';
 import { verdict, THRESHOLDS } from '../../app/src/stats/verdict';
-import { StatsHistory } from '../../app/src/stats/history';
+import { StatsTimeline } from '../../app/src/stats/timeline';
 import { buildExport, CSV_HEADER, toCsv, toJson, type StageHistogram } from '../../app/src/stats/export';
 
 const base = { oneWayMs: 20, jitterMs: 2, lossPct: 0, underrunsPerMinute: 0, blockFrames: 128, bufferMode: 'adaptive' as const };
@@ -62,12 +62,12 @@ describe('verdict', () => {
   });
 });
 
-describe('StatsHistory', () => {
+describe('StatsTimeline', () => {
   const sample = (received: number, lost: number, underruns: number) => ({
     bufferMs: 10, targetMs: 10, latencyMs: NaN, rttMs: 1, received, lost, late: 0, concealed: lost, discarded: 0, underruns, driftPpm: 2,
   });
   it('computes loss and underruns over the recent window and keeps at most maxSamples', () => {
-    const h = new StatsHistory(0, 100);
+    const h = new StatsTimeline(0, 100);
     for (let s = 0; s <= 120; s++) h.add('p', 'Ana', s * 1000, sample(s * 375, s >= 100 ? (s - 100) * 4 : 0, s >= 115 ? 1 : 0));
     const ser = h.get('p')!;
     expect(ser.samples).toHaveLength(100);
@@ -103,7 +103,7 @@ function parseCsv(text: string): string[][] {
 
 describe('export', () => {
   const hist: StageHistogram = { edgesMs: [1, 2, 4, 8], counts: [0, 5, 1], p50: 2.8, p95: 4.5, p99: 4.9, max: 5, min: 1.5, mean: 3, count: 6, rejected: 0 };
-  const h = new StatsHistory(Date.UTC(2026, 10, 21, 18, 0, 0));
+  const h = new StatsTimeline(Date.UTC(2026, 10, 21, 18, 0, 0));
   h.add('p1', 'Bo, "the drummer"', Date.UTC(2026, 10, 21, 18, 0, 1), {
     bufferMs: 12.5, targetMs: 13, latencyMs: NaN, rttMs: 0.8, received: 375, lost: 1, late: 0, concealed: 1, discarded: 0, underruns: 0, driftPpm: -3.5,
   });

@@ -6,7 +6,7 @@
 //   bench-wasm  feeder, then the WASM engine (WasmEngineCore) renders the quantum;
 //   bench-js    feeder, then the plain-JavaScript engine (JsEngineCore) renders the quantum.
 //
-// processorOptions: BenchOptions (protocol.ts). `counters` receives the feeder's totals after
+// processorOptions: BenchOptions (messages.ts). `counters` receives the feeder's totals after
 // every quantum, so the page can check that the engine read every packet it was sent.
 // The constructor posts { type: 'ready' } or { type: 'error', message } on the port.
 
@@ -22,7 +22,7 @@ import {
   C_REFUSED,
   C_SENT,
   type BenchOptions,
-} from './protocol';
+} from './messages';
 
 const NO_INPUT: Float32Array[] = [];
 

@@ -10,7 +10,7 @@
 import { createBuffers } from '../audio/engine-core';
 import { G_RECORDS_READ, G_UNDERRUNS, BLOCK_LEN, G_MASTER_RMS_L } from '../audio/stats';
 import { PACKET_BYTES } from './feeder';
-import { C_DELIVERED, C_QUANTA, C_REFUSED, COUNTERS_BYTES, type BenchOptions } from './protocol';
+import { C_DELIVERED, C_QUANTA, C_REFUSED, COUNTERS_BYTES, type BenchOptions } from './messages';
 import workletUrl from './bench-worklet.ts?worker&url';
 
 export const QUANTUM_FRAMES = 128;

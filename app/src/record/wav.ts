@@ -154,7 +154,7 @@ export function encodeSamples(format: WavFormat, samples: Float32Array): Uint8Ar
   return out;
 }
 
-/** A whole small WAV file in one array (tests, short clips); long stems go through export.ts. */
+/** A whole small WAV file in one array (tests, short clips); long stems go through stems.ts. */
 export function encodeWav(format: WavFormat, channels: number, sampleRate: number, interleaved: Float32Array): Uint8Array {
   if (interleaved.length % channels !== 0) {
     throw new RangeError(`${interleaved.length} samples do not make whole frames of ${channels} channels`);

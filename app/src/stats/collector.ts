@@ -1,11 +1,11 @@
-// Samples a session's per-peer figures once a second into a StatsHistory, and answers what the
+// Samples a session's per-peer figures once a second into a StatsTimeline, and answers what the
 // stats view shows: the live table rows (counts and percentages), the verdicts, the latency path
 // stage by stage with its mouth-to-ear sum, the round-trip probe's progress and wording, the
 // export.
 
 import type { RoomSession, RoomView } from '../room/types';
 import { PROBE_START_GRACE_MS, type ProbeResult, type SessionCounters } from '../room/session';
-import { StatsHistory } from './history';
+import { StatsTimeline } from './timeline';
 import { verdict, type Verdict } from './verdict';
 import { buildExport, type DeviceLatency, type StageHistogram, type StatsExport } from './export';
 
@@ -63,7 +63,7 @@ export interface PeerRow {
 export const SAMPLE_EVERY_MS = 1000;
 
 export class StatsCollector {
-  readonly history: StatsHistory;
+  readonly history: StatsTimeline;
   private timer: ReturnType<typeof setInterval> | null = null;
   private rows: PeerRow[] = [];
   private latest: LatencyStages = NO_STAGES;
@@ -73,7 +73,7 @@ export class StatsCollector {
     private readonly source: StatsSource & Partial<Pick<RoomSession, 'subscribe'>>,
     private readonly now: () => number = Date.now,
   ) {
-    this.history = new StatsHistory(now());
+    this.history = new StatsTimeline(now());
   }
 
   start(): void {

@@ -3,7 +3,7 @@
 // for a spreadsheet or a script. Stages go out by name, whatever the engine names them.
 
 import type { StageHistogram } from '../audio/latency';
-import type { PeerSample, PeerSeries } from './history';
+import type { PeerSample, PeerSeries } from './timeline';
 
 export type { StageHistogram };
 

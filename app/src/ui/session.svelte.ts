@@ -134,7 +134,7 @@ export async function leave(): Promise<void> {
 }
 
 // A page closed mid-session cannot wait for writes; what is started here usually lands, and the
-// next start closes a record left without an end (history.ts).
+// next start closes a record left without an end (store/history.ts).
 if (typeof addEventListener === 'function') {
   addEventListener('pagehide', () => {
     void memory?.flush();

@@ -3,7 +3,7 @@
 
 /** One peer's figures at one moment. */
 export interface PeerSample {
-  /** Seconds since the history started. */
+  /** Seconds since the timeline started. */
   t: number;
   bufferMs: number;
   targetMs: number;
@@ -47,7 +47,7 @@ export interface PeerSeries {
 /** About an hour at one sample a second. */
 export const MAX_SAMPLES = 3600;
 
-export class StatsHistory {
+export class StatsTimeline {
   private readonly series = new Map<string, PeerSeries>();
   readonly startedAt: number;
 
