@@ -20,6 +20,7 @@ import {
 } from '../../app/src/audio/packet.ts';
 import vectorFile from '../vectors/packets.json';
 import rustSource from '../../core/src/packet.rs?raw';
+import { Prng } from '../../app/src/selftest/prng';
 
 interface ValidVector {
   name: string;
@@ -82,19 +83,6 @@ function decode(bytes: Uint8Array, info: PacketInfo): [Float32Array, Float32Arra
   const r = new Float32Array(info.frames).fill(NaN);
   decodeStereo(bytes, info, l, r);
   return [l, r];
-}
-
-/** Seeded xorshift64 (BigInt-free: two 32-bit halves would do, but a 32-bit xorshift suffices). */
-function xorshift(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x;
-  };
 }
 
 function sine(n: number, cycles: number, amp: number, phase: number): Float32Array {
@@ -330,7 +318,8 @@ describe('malformed input', () => {
   });
 
   it('seeded mutations agree with the oracle; random bytes never throw and decode in range', () => {
-    const rnd = xorshift(0xc0ffee);
+    const prng = new Prng(0xc0ffee);
+    const rnd = () => prng.nextU32();
     const l = new Float32Array(256);
     const r = new Float32Array(256);
     const info = newPacketInfo();

@@ -18,21 +18,10 @@ import {
   recordLen,
   writeRecord,
 } from '../../app/src/audio/ring';
+import { Prng } from '../../app/src/selftest/prng';
 
-/** xorshift32: deterministic test randomness. */
-class Rng {
-  constructor(private state: number) {}
-  next(): number {
-    let x = this.state;
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    this.state = x >>> 0;
-    return this.state;
-  }
-  below(n: number): number {
-    return this.next() % n;
-  }
+/** The shared test generator, with the payload lengths these tests draw. */
+class Rng extends Prng {
   /** Mostly small, some packet-sized, some up to and at the maximum. */
   payloadLen(): number {
     const kind = this.below(10);
@@ -137,7 +126,7 @@ describe('ring records', () => {
       for (let step = 0; step < 20000; step++) {
         const pushPercent = Math.floor(step / 700) % 2 === 0 ? 75 : 35;
         if (rng.below(100) < pushPercent) {
-          const entry = { tag: rng.below(65536), time: rng.next(), bytes: payload(rng.next(), rng.payloadLen()) };
+          const entry = { tag: rng.below(65536), time: rng.nextU32(), bytes: payload(rng.nextU32(), rng.payloadLen()) };
           const ok = writer.push(entry.tag, entry.time, entry.bytes);
           const fits = oracle.push(entry);
           if (ok !== fits) expect(ok).toBe(fits);
@@ -254,11 +243,11 @@ describe('ring records', () => {
     const view = newRecordView();
     const seen = { record: 0, empty: 0, error: 0 };
     for (let i = 0; i < 20000; i++) {
-      if (i % 256 === 0) for (let k = 0; k < data.length; k++) data[k] = rng.next();
-      const read = rng.below(4) === 0 ? rng.next() : (rng.next() & ~3) >>> 0;
+      if (i % 256 === 0) for (let k = 0; k < data.length; k++) data[k] = rng.nextU32();
+      const read = rng.below(4) === 0 ? rng.nextU32() : (rng.nextU32() & ~3) >>> 0;
       const pick = rng.below(5);
       const write =
-        pick === 0 ? rng.next()
+        pick === 0 ? rng.nextU32()
         : pick === 1 ? (read + (rng.below(MIN_CAPACITY + 1) & ~3)) >>> 0
         : pick === 2 ? (read + 4 * rng.below(64)) >>> 0
         : pick === 3 ? (read + MIN_CAPACITY) >>> 0
@@ -314,7 +303,7 @@ describe('ring mirror', () => {
     let received = 0;
     for (let quantum = 0; quantum < 3000; quantum++) {
       for (let n = rng.below(6); n > 0; n--) {
-        const entry = { tag: rng.below(65536), time: rng.next(), bytes: payload(rng.next(), rng.payloadLen()) };
+        const entry = { tag: rng.below(65536), time: rng.nextU32(), bytes: payload(rng.nextU32(), rng.payloadLen()) };
         const ok = writer.push(entry.tag, entry.time, entry.bytes);
         const fits = oracle.push(entry);
         if (ok !== fits) expect(ok).toBe(fits);
@@ -370,7 +359,7 @@ describe('ring mirror', () => {
       let next = write;
       let dropped = 0;
       for (let n = rng.below(5); n > 0; n--) {
-        const entry = { tag: rng.below(65536), time: rng.next(), bytes: payload(rng.next(), rng.payloadLen()) };
+        const entry = { tag: rng.below(65536), time: rng.nextU32(), bytes: payload(rng.nextU32(), rng.payloadLen()) };
         const result = writeRecord(m, 0, MIN_CAPACITY, next, read, entry.tag, entry.time, entry.bytes, 0, entry.bytes.length);
         const fits = oracle.push(entry);
         if (result >= 0 !== fits) expect(result >= 0).toBe(fits);

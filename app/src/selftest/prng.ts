@@ -1,5 +1,6 @@
-// A small seeded pseudo-random generator (xorshift32) for reproducible test schedules.
-// Same seed, same sequence, on every browser and in Node.
+// The seeded pseudo-random generator (xorshift32) of the TypeScript side: the self-test's
+// schedules and every unit test draw from it. Same seed, same sequence, on every browser and in
+// Node. (The benchmark's feeder inlines the same three shifts to stay allocation-free.)
 
 export class Prng {
   private state: number;
@@ -29,6 +30,11 @@ export class Prng {
   /** Uniform in [lo, hi). */
   uniform(lo: number, hi: number): number {
     return lo + (hi - lo) * this.next();
+  }
+
+  /** Integer in [0, n) from the low bits (n much smaller than 2^32). */
+  below(n: number): number {
+    return this.nextU32() % n;
   }
 
   /** Integer uniform in [0, n). */
