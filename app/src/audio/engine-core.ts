@@ -11,6 +11,14 @@
 // nothing: every typed-array view is made in
 // the constructor (and re-made only if linear memory grew, which happens only when a peer joins).
 
+import {
+  BUFFER_CEILING_FRAMES,
+  BUFFER_FLOOR_FRAMES,
+  DEFAULT_BUFFER_POLICY,
+  FIXED_PACKETS_DEFAULT,
+  sanitizePolicy,
+  type BufferPolicy,
+} from './buffer-policy';
 import { DATA_OFFSET, RingMirror, RingWriter } from './ring';
 import { G_SEQUENCE, STATS_BYTES } from './stats';
 import { HB_SEQUENCE, HISTOGRAM_BYTES } from './latency';
@@ -25,9 +33,7 @@ export interface EngineConfig {
   /** Outgoing channels. */
   captureChannels: 1 | 2;
   /** Jitter-buffer mode for every peer. */
-  buffer:
-    | { mode: 'adaptive'; floorFrames: number; ceilingFrames: number }
-    | { mode: 'fixed'; packets: number };
+  buffer: BufferPolicy;
 }
 
 export interface EngineBuffers {
@@ -73,13 +79,7 @@ export type Control =
   | { type: 'echo'; slot: number; ms: number }
   /** The devices' output and input latency, µs (NaN: unknown), for the mouth-to-ear stage. */
   | { type: 'device-latency'; outputUs: number; inputUs: number }
-  | {
-      type: 'buffer';
-      mode: 'adaptive' | 'fixed';
-      floorFrames?: number;
-      ceilingFrames?: number;
-      packets?: number;
-    };
+  | ({ type: 'buffer' } & BufferPolicy);
 
 export interface EngineCore {
   /** Applies a control message. Called from the port's message handler, never from process(). */
@@ -103,7 +103,7 @@ export const DEFAULT_CONFIG: EngineConfig = {
   blockFrames: 128,
   bits: 16,
   captureChannels: 2,
-  buffer: { mode: 'adaptive', floorFrames: 128, ceilingFrames: 4096 },
+  buffer: DEFAULT_BUFFER_POLICY,
 };
 
 /** Default ring sizes: 1 MiB inbound holds ~2000 PCM16 stereo packets; 64 KiB outbound. */
@@ -280,7 +280,7 @@ export class WasmEngineCore implements EngineCore {
     // The engine starts where the rings are now (they may have been used before).
     this.io[IO_IN_READ] = this.inboundMirror.loadRead();
     this.io[IO_OUT_WRITE] = this.outboundMirror.loadWrite();
-    this.control({ type: 'buffer', ...bufferFields(config.buffer) });
+    this.control({ type: 'buffer', ...config.buffer });
   }
 
   private memoryView(ptrOf: (h: number) => number, bytes: number): Uint8Array {
@@ -359,15 +359,17 @@ export class WasmEngineCore implements EngineCore {
         e.tutti_set_device_latency(h, Number(msg.outputUs), Number(msg.inputUs));
         this.histogramsDirty = true;
         break;
-      case 'buffer':
+      case 'buffer': {
+        const b = sanitizePolicy(msg);
         e.tutti_set_buffer(
           h,
-          msg.mode === 'fixed' ? 1 : 0,
-          msg.floorFrames ?? 128,
-          msg.ceilingFrames ?? 4096,
-          msg.packets ?? 8,
+          b.mode === 'fixed' ? 1 : 0,
+          b.mode === 'adaptive' ? b.floorFrames : BUFFER_FLOOR_FRAMES,
+          b.mode === 'adaptive' ? b.ceilingFrames : BUFFER_CEILING_FRAMES,
+          b.mode === 'fixed' ? b.packets : FIXED_PACKETS_DEFAULT,
         );
         break;
+      }
     }
     // A peer's stem moved (added or removed) or memory grew: re-make the views.
     if (msg.type === 'add-peer' || msg.type === 'remove-peer' || e.memory.buffer !== this.memoryBuffer) {
@@ -487,12 +489,4 @@ export class WasmEngineCore implements EngineCore {
   destroy(): void {
     this.exports.tutti_destroy(this.handle);
   }
-}
-
-function bufferFields(
-  buffer: EngineConfig['buffer'],
-): Omit<Extract<Control, { type: 'buffer' }>, 'type'> {
-  return buffer.mode === 'fixed'
-    ? { mode: 'fixed', packets: buffer.packets }
-    : { mode: 'adaptive', floorFrames: buffer.floorFrames, ceilingFrames: buffer.ceilingFrames };
 }

@@ -29,6 +29,13 @@
 // a typed array made in the constructor; `control()` (called from the port, between quanta) only
 // sets numbers.
 
+import {
+  BUFFER_CEILING_FRAMES,
+  BUFFER_FLOOR_FRAMES,
+  FIXED_PACKETS_DEFAULT,
+  sanitizePolicy,
+  type BufferPolicy,
+} from './buffer-policy';
 import type { Control, EngineBuffers, EngineConfig, EngineCore } from './engine-core';
 import { HEADER_LEN, MAX_PACKET_LEN, newPacketInfo, parsePacket } from './packet';
 import { RingReader, RingWriter } from './ring';
@@ -255,9 +262,9 @@ export class JsEngineCore implements EngineCore {
   private activeCount = 0;
   // Buffer policy.
   private adaptive = true;
-  private floorFrames = QUANTUM;
-  private ceilingFrames = 4096;
-  private fixedPackets = 8;
+  private floorFrames = BUFFER_FLOOR_FRAMES;
+  private ceilingFrames = BUFFER_CEILING_FRAMES;
+  private fixedPackets = FIXED_PACKETS_DEFAULT;
   // Master.
   private masterGain = 1;
   private masterCurrent = 1;
@@ -343,13 +350,7 @@ export class JsEngineCore implements EngineCore {
         if (!Number.isNaN(msg.gain)) this.masterGain = Math.max(0, Math.min(msg.gain, MAX_GAIN));
         break;
       case 'buffer':
-        if (msg.mode === 'fixed') this.applyBuffer({ mode: 'fixed', packets: msg.packets ?? 8 });
-        else
-          this.applyBuffer({
-            mode: 'adaptive',
-            floorFrames: msg.floorFrames ?? this.floorFrames,
-            ceilingFrames: msg.ceilingFrames ?? this.ceilingFrames,
-          });
+        this.applyBuffer(msg);
         break;
     }
     this.refreshStrips();
@@ -452,16 +453,15 @@ export class JsEngineCore implements EngineCore {
     j.retarget();
   }
 
-  private applyBuffer(b: EngineConfig['buffer']): void {
+  private applyBuffer(policy: BufferPolicy): void {
+    const b = sanitizePolicy(policy);
     if (b.mode === 'fixed') {
       this.adaptive = false;
-      this.fixedPackets = Math.max(1, Math.min(Math.floor(b.packets) || 1, 4096));
+      this.fixedPackets = b.packets;
     } else {
       this.adaptive = true;
-      const floor = Number.isFinite(b.floorFrames) ? Math.max(0, Math.floor(b.floorFrames)) : QUANTUM;
-      const ceiling = Number.isFinite(b.ceilingFrames) ? Math.max(0, Math.floor(b.ceilingFrames)) : 4096;
-      this.floorFrames = floor;
-      this.ceilingFrames = ceiling;
+      this.floorFrames = b.floorFrames;
+      this.ceilingFrames = b.ceilingFrames;
     }
     for (let i = 0; i < this.peers.length; i++) this.policyTo(this.peers[i].jitter);
   }

@@ -22,6 +22,7 @@
 
 import { Concealer, fadeInWeight, HISTORY_NEED, type TokenDecoder } from './js-conceal';
 import { Lateness } from './js-lateness';
+import { BUFFER_CEILING_FRAMES, BUFFER_FLOOR_FRAMES, FIXED_PACKETS_DEFAULT } from '../audio/buffer-policy';
 
 /** Frames in one render quantum. */
 const QUANTUM = 128;
@@ -93,9 +94,9 @@ export class Jitter implements TokenDecoder {
   readonly mergeR = new Float32Array(MAX_FRAMES);
   // Policy.
   adaptive = true;
-  floor = QUANTUM;
-  ceiling = 4096;
-  packets = 8;
+  floor = BUFFER_FLOOR_FRAMES;
+  ceiling = BUFFER_CEILING_FRAMES;
+  packets = FIXED_PACKETS_DEFAULT;
   // Stream.
   block = 0;
   rate = LOCAL_RATE;

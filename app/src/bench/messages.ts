@@ -1,5 +1,6 @@
 // What the benchmark page and its worklet processors agree on (bench-worklet.ts).
 
+import { DEFAULT_BUFFER_POLICY } from '../audio/buffer-policy';
 import type { EngineBuffers, EngineConfig } from '../audio/engine-core';
 
 /** processorOptions of the bench-net, bench-wasm and bench-js processors. */
@@ -38,6 +39,6 @@ export function benchConfig(peers: number): EngineConfig {
     blockFrames: 128,
     bits: 16,
     captureChannels: 2,
-    buffer: { mode: 'adaptive', floorFrames: 128, ceilingFrames: 4096 },
+    buffer: DEFAULT_BUFFER_POLICY,
   };
 }

@@ -2,6 +2,8 @@
 // the audio engine, the signaling client and the peer-to-peer mesh; the UI renders a RoomView
 // snapshot, which the session replaces about ten times a second and whenever membership changes.
 
+import type { BufferSetting } from '../audio/buffer-policy';
+
 /** Levels in dBFS; -Infinity is silence. */
 export interface Levels {
   peakL: number;
@@ -135,7 +137,7 @@ export interface AudioSettings {
   buffer: BufferSetting;
 }
 
-export type BufferSetting = { mode: 'adaptive' } | { mode: 'fixed'; packets: number };
+export type { BufferSetting } from '../audio/buffer-policy';
 
 export interface JoinRequest {
   room: string;

@@ -2,7 +2,13 @@
 // other tabs, hand edits): each function here returns a well-formed value, with anything
 // malformed read as its default. Pure functions, no storage access.
 
-import type { AudioSettings, BufferSetting } from '../room/types';
+import {
+  DEFAULT_BUFFER_SETTING,
+  FIXED_PACKETS_MAX,
+  FIXED_PACKETS_MIN,
+  type BufferSetting,
+} from '../audio/buffer-policy';
+import type { AudioSettings } from '../room/types';
 import { ROOM_KEY, ROOM_NAME } from '../ui/route';
 import type { RememberedStrip, StageSummary } from './schema';
 
@@ -12,13 +18,9 @@ export const STAGES_MAX = 16;
 export const STAGE_NAME_MAX = 32;
 /** Recent rooms shown; the database may keep more. */
 export const RECENT_MAX = 8;
-export const FIXED_PACKETS_MIN = 2;
-export const FIXED_PACKETS_MAX = 16;
-/** JackTrip-WebRTC's fixed depth: the value offered when the user first picks the fixed mode. */
-export const FIXED_PACKETS_DEFAULT = 8;
 const BLOCKS = [32, 64, 128, 256] as const;
 
-export const DEFAULT_BUFFER: BufferSetting = { mode: 'adaptive' };
+export const DEFAULT_BUFFER: BufferSetting = DEFAULT_BUFFER_SETTING;
 export const DEFAULT_AUDIO: AudioSettings = {
   inputDeviceId: '',
   outputDeviceId: '',
