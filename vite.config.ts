@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { svelte } from '@sveltejs/vite-plugin-svelte';
 import { defineConfig } from 'vite';
 import { VitePWA } from 'vite-plugin-pwa';
-import { SECURITY_HEADERS } from './scripts/lib/headers.mjs';
+import { SECURITY_HEADERS } from './app/http-headers.mjs';
 
 const repoRoot = dirname(fileURLToPath(import.meta.url));
 const appRoot = resolve(repoRoot, 'app');

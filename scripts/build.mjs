@@ -60,7 +60,6 @@ export function steps() {
         'tsconfig.json',
         'package.json',
         'package-lock.json',
-        'scripts/lib/headers.mjs',
       ],
       // Results and native benchmarks are not part of the app.
       skip: (rel) => rel.startsWith('bench/native') || rel.startsWith('bench/results'),

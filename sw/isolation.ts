@@ -1,7 +1,7 @@
 // The headers a response needs for the page to stay cross-origin isolated when the service worker
 // serves it: COOP + COEP on documents, COEP + CORP on workers, worklets and the .wasm. The values
-// are the server's own (scripts/lib/headers.mjs, mirrored by server/src/headers.rs).
-import { SECURITY_HEADERS } from '../scripts/lib/headers.mjs';
+// are the server's own (app/http-headers.mjs, mirrored by server/src/headers.rs).
+import { SECURITY_HEADERS } from '../app/http-headers.mjs';
 
 /** Headers whose value must be exactly the server's: without them SharedArrayBuffer is gone. */
 const ISOLATION = [

@@ -4,7 +4,7 @@
 import { createReadStream, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { extname, join, normalize, resolve, sep } from 'node:path';
-import { MIME_TYPES, SECURITY_HEADERS } from './headers.mjs';
+import { MIME_TYPES, SECURITY_HEADERS } from '../../app/http-headers.mjs';
 
 /**
  * Starts serving `root`.

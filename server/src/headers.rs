@@ -1,9 +1,9 @@
-//! Headers on every response, mirroring scripts/lib/headers.mjs (keep the two identical).
+//! Headers on every response, mirroring app/http-headers.mjs (keep the two identical).
 
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::response::Response;
 
-/// Content-Security-Policy, identical to CONTENT_SECURITY_POLICY in scripts/lib/headers.mjs.
+/// Content-Security-Policy, identical to CONTENT_SECURITY_POLICY in app/http-headers.mjs.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; \
 script-src 'self' 'wasm-unsafe-eval'; \
 worker-src 'self' blob:; \
@@ -18,7 +18,7 @@ base-uri 'self'; \
 form-action 'self'; \
 frame-ancestors 'none'";
 
-/// SECURITY_HEADERS of scripts/lib/headers.mjs. COOP + COEP make the page cross-origin
+/// SECURITY_HEADERS of app/http-headers.mjs. COOP + COEP make the page cross-origin
 /// isolated, which SharedArrayBuffer (and so the audio engine) needs.
 pub const SECURITY_HEADERS: [(&str, &str); 6] = [
     ("cross-origin-opener-policy", "same-origin"),
@@ -29,7 +29,7 @@ pub const SECURITY_HEADERS: [(&str, &str); 6] = [
     ("referrer-policy", "no-referrer"),
 ];
 
-/// MIME_TYPES of scripts/lib/headers.mjs: extension (lower case, no dot) to type.
+/// MIME_TYPES of app/http-headers.mjs: extension (lower case, no dot) to type.
 pub fn mime_type(extension: &str) -> &'static str {
     match extension {
         "html" => "text/html; charset=utf-8",
@@ -83,7 +83,7 @@ mod tests {
     /// The CSP must stay identical to the one the dev server sends.
     #[test]
     fn csp_matches_headers_mjs() {
-        let mjs = include_str!("../../scripts/lib/headers.mjs");
+        let mjs = include_str!("../../app/http-headers.mjs");
         let start = mjs.find("CONTENT_SECURITY_POLICY = [").map(|i| i + 27);
         let end = mjs.find("].join('; ')");
         let (Some(start), Some(end)) = (start, end) else {

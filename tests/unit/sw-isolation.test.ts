@@ -2,7 +2,7 @@
 // page cross-origin isolated, with the server's exact values, and keeps the server's CSP.
 import { describe, expect, it } from 'vitest';
 import { needsIsolationHeaders, withIsolation } from '../../sw/isolation';
-import { SECURITY_HEADERS } from '../../scripts/lib/headers.mjs';
+import { SECURITY_HEADERS } from '../../app/http-headers.mjs';
 
 const ISOLATION = {
   'cross-origin-opener-policy': 'same-origin',
