@@ -1,7 +1,7 @@
 // The net benchmark (part of `npm run bench`): the CPU time of the net worker thread, which
 // moves packets between the peers' data channels and the engine's rings, per received packet.
 //
-// For each player count, a fresh page /net-bench.html?peers=N (app/src/bench/net-bench.ts) runs
+// For each player count, a fresh page /net-bench.html?peers=N (bench/web/net-bench.ts) runs
 // the real engine, the real pump in its 'tutti-net' worker and N remote players on loopback data
 // channels, each sending 375 packets a second. After a warm-up:
 //   1. a short trace with 'disabled-by-default-devtools.timeline' names the page's renderer

@@ -10,7 +10,7 @@ import {
   sanitizePolicy,
 } from '../../app/src/audio/buffer-policy';
 import { DEFAULT_CONFIG } from '../../app/src/audio/engine-core';
-import { benchConfig } from '../../app/src/bench/messages';
+import { benchConfig } from '../../bench/web/messages';
 
 describe('buffer policy', () => {
   it('adaptive spans one quantum to 160 ms at 48 kHz', () => {

@@ -1,15 +1,15 @@
-// The plain-JavaScript engine (app/src/audio/js-engine-core.ts) against known answers: a sine in
+// The plain-JavaScript engine (bench/web/js-engine-core.ts) against known answers: a sine in
 // comes out as the same sine (through ring → jitter buffer → decode → resampler → mix), a known
 // loss schedule gives exactly the counters it should, and the strip, limiter and concealment do
 // what they promise. The benchmark's feeder is checked here too.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { WasmEngineCore, type EngineBuffers, type EngineConfig } from '../../app/src/audio/engine-core';
-import { JsEngineCore } from '../../app/src/audio/js-engine-core';
+import { JsEngineCore } from '../../bench/web/js-engine-core';
 import { newPacketInfo, parsePacket } from '../../app/src/audio/packet';
 import { createRing, RingWriter } from '../../app/src/audio/ring';
 import * as S from '../../app/src/audio/stats';
-import { Feeder, FRAMES, PACKET_BYTES, peerFrequency, peerPhase } from '../../app/src/bench/feeder';
+import { Feeder, FRAMES, PACKET_BYTES, peerFrequency, peerPhase } from '../../bench/web/feeder';
 
 const Q = 128;
 const CONFIG: EngineConfig = {

@@ -1,7 +1,7 @@
 // What the benchmark page and its worklet processors agree on (bench-worklet.ts).
 
-import { DEFAULT_BUFFER_POLICY } from '../audio/buffer-policy';
-import type { EngineBuffers, EngineConfig } from '../audio/engine-core';
+import { DEFAULT_BUFFER_POLICY } from '../../app/src/audio/buffer-policy';
+import type { EngineBuffers, EngineConfig } from '../../app/src/audio/engine-core';
 
 /** processorOptions of the bench-net, bench-wasm and bench-js processors. */
 export interface BenchOptions {

@@ -10,9 +10,9 @@
 // every quantum, so the page can check that the engine read every packet it was sent.
 // The constructor posts { type: 'ready' } or { type: 'error', message } on the port.
 
-import { WasmEngineCore, type EngineCore } from '../audio/engine-core';
-import { JsEngineCore } from '../audio/js-engine-core';
-import { HEADER_WORDS, READ_WORD, WRITE_WORD } from '../audio/ring';
+import { WasmEngineCore, type EngineCore } from '../../app/src/audio/engine-core';
+import { JsEngineCore } from './js-engine-core';
+import { HEADER_WORDS, READ_WORD, WRITE_WORD } from '../../app/src/audio/ring';
 import { Feeder } from './feeder';
 import {
   benchConfig,

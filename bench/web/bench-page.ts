@@ -11,7 +11,7 @@
 // When the run ends, `window.benchResult` holds the result and `document.body.dataset.bench` is
 // "done" (or "error", with `window.benchError`).
 
-import { engineModule, engineUnavailableReason } from '../audio/host';
+import { engineModule, engineUnavailableReason } from '../../app/src/audio/host';
 import {
   BUDGET_NS,
   DEFAULT_SETTINGS,

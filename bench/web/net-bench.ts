@@ -15,11 +15,11 @@
 // `window.netBench` holds `state` ('starting', 'ready' or 'error', with `error`) and
 // `counters()`, a snapshot the runner reads at the start and end of its traced window.
 
-import { createEngine, engineUnavailableReason, type EngineHandle } from '../audio/host';
-import { DEFAULT_CONFIG } from '../audio/engine-core';
-import { encodePacket } from '../audio/packet';
-import { G_RECORDS_READ, G_UNDERRUNS } from '../audio/stats';
-import { createPumpHost, type PumpHost } from '../net/net-host';
+import { createEngine, engineUnavailableReason, type EngineHandle } from '../../app/src/audio/host';
+import { DEFAULT_CONFIG } from '../../app/src/audio/engine-core';
+import { encodePacket } from '../../app/src/audio/packet';
+import { G_RECORDS_READ, G_UNDERRUNS } from '../../app/src/audio/stats';
+import { createPumpHost, type PumpHost } from '../../app/src/net/net-host';
 import {
   ChannelState,
   N_IN_PACKETS,
@@ -31,7 +31,7 @@ import {
   NP_TX_PACKETS,
   NP_TX_SKIPPED,
   netPeerIndex,
-} from '../net/pump';
+} from '../../app/src/net/pump';
 import PostSinkWorker from './post-sink-worker.ts?worker';
 
 /** Packets per second per player: one 128-frame block at 48 kHz. */

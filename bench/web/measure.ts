@@ -7,8 +7,8 @@
 // timed. The three processors (network only, WASM engine, JS engine) run interleaved, R times
 // each; per peer count the median of each is taken and the network-only time subtracted.
 
-import { createBuffers } from '../audio/engine-core';
-import { G_RECORDS_READ, G_UNDERRUNS, BLOCK_LEN, G_MASTER_RMS_L } from '../audio/stats';
+import { createBuffers } from '../../app/src/audio/engine-core';
+import { G_RECORDS_READ, G_UNDERRUNS, BLOCK_LEN, G_MASTER_RMS_L } from '../../app/src/audio/stats';
 import { PACKET_BYTES } from './feeder';
 import { C_DELIVERED, C_QUANTA, C_REFUSED, COUNTERS_BYTES, type BenchOptions } from './messages';
 import workletUrl from './bench-worklet.ts?worker&url';

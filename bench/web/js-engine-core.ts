@@ -2,9 +2,8 @@
 // written the way a careful JavaScript author would: typed arrays sized up front, one class shape
 // per concept, no allocation per quantum or per packet. The benchmark runs it beside the WASM
 // engine (bench/README.md); it is also a readable reference of the render path. Its jitter buffer
-// (with its lateness estimate), concealment, local-stall detector and continuity watch live
-// beside the benchmark, in app/src/bench/js-jitter.ts, js-lateness.ts, js-conceal.ts, js-stall.ts
-// and js-continuity.ts.
+// (with its lateness estimate), concealment, local-stall detector and continuity watch are its
+// neighbours here: js-jitter.ts, js-lateness.ts, js-conceal.ts, js-stall.ts and js-continuity.ts.
 //
 // Per 128-frame quantum, `process()`:
 // 1. drains the inbound ring: each record's packet is checked (the rules of core/src/packet.rs)
@@ -35,12 +34,12 @@ import {
   FIXED_PACKETS_DEFAULT,
   sanitizePolicy,
   type BufferPolicy,
-} from './buffer-policy';
-import type { Control, EngineBuffers, EngineConfig, EngineCore } from './engine-core';
-import { HEADER_LEN, MAX_PACKET_LEN, newPacketInfo, parsePacket } from './packet';
-import { RingReader, RingWriter } from './ring';
-import * as S from './stats';
-import { Continuity } from '../bench/js-continuity';
+} from '../../app/src/audio/buffer-policy';
+import type { Control, EngineBuffers, EngineConfig, EngineCore } from '../../app/src/audio/engine-core';
+import { HEADER_LEN, MAX_PACKET_LEN, newPacketInfo, parsePacket } from '../../app/src/audio/packet';
+import { RingReader, RingWriter } from '../../app/src/audio/ring';
+import * as S from '../../app/src/audio/stats';
+import { Continuity } from './js-continuity';
 import {
   Jitter,
   POP_SILENCE,
@@ -50,8 +49,8 @@ import {
   PUSH_STORED,
   SEQ_BASE,
   STATE_PLAYING,
-} from '../bench/js-jitter';
-import { LocalStall } from '../bench/js-stall';
+} from './js-jitter';
+import { LocalStall } from './js-stall';
 
 /** Frames in one render quantum. */
 export const QUANTUM = 128;
