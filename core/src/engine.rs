@@ -95,14 +95,15 @@
 //! ```
 
 use crate::capture::{Capture, Destination};
-use crate::clock::{DriftController, Resampler};
 use crate::continuity::Continuity;
+use crate::drift::DriftController;
 use crate::jitter::stall::LocalStall;
 use crate::jitter::{BufferMode, JitterBuffer, JitterConfig, PopKind, PushOutcome, StreamState};
 use crate::latency::{self, Histogram, CAPTURE_AT, HIST_LEN, SLOTS_AT, STAGES};
 use crate::mix::{solo_audible, Master, Strip};
 use crate::packet::{self, PacketError, SampleFormat};
 use crate::probe::ClickProbe;
+use crate::resample::Resampler;
 use crate::ring;
 use crate::stats::*;
 

@@ -61,7 +61,7 @@
 //! a scalar f64 oracle. The auto-vectorized `chunks_exact(4)` form of the same loops was measured
 //! 1.6–4× slower on wasm32 (lanes extracted and re-inserted) and gathered across chunks natively.
 //! `unsafe` is confined to the lane type (SSE intrinsics, and unaligned loads/stores through
-//! `&[f32; 4]`). The drift interpolator ([`crate::clock`]) uses the same lane type.
+//! `&[f32; 4]`). The drift interpolator ([`crate::resample`]) uses the same lane type.
 //!
 //! A strip's meter + mix pass reads its source four frames at a time from a `Groups` source,
 //! one channel at a time: a block in memory ([`Strip::mix_into`]), or the drift interpolator
@@ -302,7 +302,7 @@ fn max_sel(a: f32, b: f32) -> f32 {
 /// simd128 on wasm32 (built with `+simd128`), `lanes::portable::Portable` (a plain array)
 /// elsewhere. Every operation is the same IEEE operation lane by lane, so all three give
 /// bit-identical results (the tests compare the SIMD kernels with the portable ones). The crate's
-/// other vector kernel, the drift interpolator in [`crate::clock`], uses it too.
+/// other vector kernel, the drift interpolator in [`crate::resample`], uses it too.
 ///
 /// Written by hand because the auto-vectorized `chunks_exact(4)` loops were measured to
 /// vectorize across chunks (strided gathers) natively and to extract/replace lanes on wasm32.
@@ -714,7 +714,7 @@ fn tail_add(acc: &mut [[f32; 2]; 2], a: f32, b: f32) {
 
 /// A stereo source that the strip kernels consume four frames at a time, in one pass per
 /// channel with the matching four frames of the bus, so that a source computed on the fly (the
-/// drift interpolator, [`crate::clock`]) never goes through memory. The source drives the loop,
+/// drift interpolator, [`crate::resample`]) never goes through memory. The source drives the loop,
 /// which lets it keep its own state (filter weights) in registers; one channel at a time keeps
 /// the loop's live vectors within the 16 registers V8 and SSE have (both channels at once
 /// spilled the meter accumulators to the stack in every iteration).

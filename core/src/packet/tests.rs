@@ -5,10 +5,10 @@
 use super::*;
 
 // ---------------------------------------------------------------------------------------
-// Helpers: a seeded xorshift, a header builder, and a small JSON reader for the vectors.
+// Helpers: a header builder, and a small JSON reader for the vectors.
 // ---------------------------------------------------------------------------------------
 
-use crate::testing::XorShift64 as XorShift;
+use crate::testing::Rng;
 
 fn header(frames: u16, format: SampleFormat, channels: u8) -> Header {
     Header {
@@ -460,7 +460,7 @@ fn round_trip_grid_sine() {
 /// out-of-range inputs come back clamped.
 #[test]
 fn round_trip_random_within_tolerance() {
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     let mut out = [0u8; MAX_PACKET_LEN];
     for _ in 0..2000 {
         let frames = BLOCK_SIZES[rng.below(4) as usize];
@@ -477,7 +477,7 @@ fn round_trip_random_within_tolerance() {
         let planar: Vec<&[f32]> = input.iter().map(|c| c.as_slice()).collect();
         let h = header(frames, format, channels);
         let ext = Extension {
-            stream_id: rng.next() as u16,
+            stream_id: rng.next_u64() as u16,
             codec: CODEC_PCM,
         };
         let use_ext = rng.below(2) == 0;
@@ -532,7 +532,7 @@ fn encode_maps_nan_and_infinity() {
 /// length 0..=300 (exercises the 8-sample chunks and the remainder).
 #[test]
 fn pcm16_decode_matches_definition_at_every_length() {
-    let mut rng = XorShift(77);
+    let mut rng = Rng::new(77);
     let src: Vec<u8> = (0..600).map(|_| rng.byte()).collect();
     for n in 0..=300usize {
         let mut dst = vec![f32::NAN; n + 3];
@@ -559,7 +559,7 @@ fn pcm16_decode_matches_definition_at_every_length() {
 /// 24-bit decode equals v / 2^23 (v from the definition) at every length 0..=300.
 #[test]
 fn pcm24_decode_matches_definition_at_every_length() {
-    let mut rng = XorShift(78);
+    let mut rng = Rng::new(78);
     let src: Vec<u8> = (0..900).map(|_| rng.byte()).collect();
     for n in 0..=300usize {
         let mut dst = vec![f32::NAN; n + 3];
@@ -597,15 +597,15 @@ fn pcm24_layout_is_jacktrips_for_every_value() {
 /// Seeded float bit patterns (all classes: NaN, Inf, subnormal, huge) decode finite in [-1, 1].
 #[test]
 fn float_decode_is_always_finite_and_bounded() {
-    let mut rng = XorShift(12345);
+    let mut rng = Rng::new(12345);
     let mut src = [0u8; 4 * 256];
     let mut dst = [0f32; 256];
     for round in 0..400 {
         for (i, c) in src.chunks_exact_mut(4).enumerate() {
             let bits = match (round + i) % 5 {
-                0 => 0x7F80_0000 | (rng.next() as u32 & 0x807F_FFFF), // NaN/Inf
-                1 => rng.next() as u32 & 0x807F_FFFF,                 // subnormal
-                _ => rng.next() as u32,
+                0 => 0x7F80_0000 | (rng.next_u64() as u32 & 0x807F_FFFF), // NaN/Inf
+                1 => rng.next_u64() as u32 & 0x807F_FFFF,                 // subnormal
+                _ => rng.next_u64() as u32,
             };
             c.copy_from_slice(&bits.to_le_bytes());
         }
@@ -888,7 +888,7 @@ fn oracle(b: &[u8]) -> Result<(), &'static str> {
 /// Seeded mutations of valid packets (byte flips, cuts, appends) against the oracle.
 #[test]
 fn mutated_packets_match_oracle() {
-    let mut rng = XorShift(0xDEAD_BEEF_CAFE_F00D);
+    let mut rng = Rng::new(0xDEAD_BEEF_CAFE_F00D);
     let mut oks = 0;
     for _ in 0..20_000 {
         let frames = BLOCK_SIZES[rng.below(4) as usize];
@@ -927,7 +927,7 @@ fn mutated_packets_match_oracle() {
 /// sizes, and some cases start from a valid header with random bytes after it.
 #[test]
 fn random_bytes_never_panic() {
-    let mut rng = XorShift(0x0123_4567_89AB_CDEF);
+    let mut rng = Rng::new(0x0123_4567_89AB_CDEF);
     let mut buf = vec![0u8; MAX_PACKET_LEN + 64];
     let mut left = [0f32; MAX_FRAMES];
     let mut right = [0f32; MAX_FRAMES];

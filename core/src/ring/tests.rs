@@ -6,7 +6,7 @@ use super::*;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::testing::XorShift64 as Rng;
+use crate::testing::Rng;
 
 /// Payload sizes: mostly small, some packet-sized, some up to and at the maximum.
 fn payload_len(rng: &mut Rng) -> usize {
@@ -88,7 +88,7 @@ fn random_sequences_match_oracle() {
         0x8000_0004,
     ];
     for (seed, &start) in (1u64..).zip(starts.iter()) {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut rng = Rng::spread(seed);
         let mut oracle = Oracle::new(MIN_CAPACITY, start);
         let mut data = vec![0u8; MIN_CAPACITY];
         let (mut write, mut read) = (start, start);
@@ -99,9 +99,9 @@ fn random_sequences_match_oracle() {
             let push_percent = if (step / 700) % 2 == 0 { 75 } else { 35 };
             let (mut producer, mut consumer) = ring.split();
             if rng.below(100) < push_percent {
-                let entry = (rng.next() as u16, rng.next() as u32, {
+                let entry = (rng.next_u64() as u16, rng.next_u64() as u32, {
                     let len = payload_len(&mut rng);
-                    payload(rng.next() as u32, len)
+                    payload(rng.next_u64() as u32, len)
                 });
                 let pure = write_record(&mut data, write, read, entry.0, entry.1, &entry.2);
                 let shared = producer.push(entry.0, entry.1, &entry.2);
@@ -358,20 +358,20 @@ fn pop_resyncs_on_corrupt_data() {
 /// panics and never claims more than the free space.
 #[test]
 fn corrupt_data_never_panics_or_loops() {
-    let mut rng = Rng(0x0123_4567_89AB_CDEF);
+    let mut rng = Rng::new(0x0123_4567_89AB_CDEF);
     let mut data = vec![0u8; MIN_CAPACITY];
     let capacity = MIN_CAPACITY as u64;
     let (mut records, mut empties, mut errors, mut writes) = (0u32, 0u32, 0u32, 0u32);
     for case in 0..100_000 {
         if case % 256 == 0 {
-            data.iter_mut().for_each(|b| *b = rng.next() as u8);
+            data.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
         }
         let read = match rng.below(4) {
-            0 => rng.next() as u32,
-            _ => rng.next() as u32 & !3,
+            0 => rng.next_u64() as u32,
+            _ => rng.next_u64() as u32 & !3,
         };
         let write = match rng.below(5) {
-            0 => rng.next() as u32,
+            0 => rng.next_u64() as u32,
             1 => read.wrapping_add(rng.below(capacity + 1) as u32 & !3),
             2 => read.wrapping_add(rng.below(64) as u32 * 4),
             3 => read.wrapping_add(capacity as u32),
@@ -384,7 +384,7 @@ fn corrupt_data_never_panics_or_loops() {
                 0 => WRAP_MARKER,
                 1 => rng.below(MAX_PAYLOAD as u64 + 1) as u16,
                 2 => rng.below(64) as u16,
-                _ => rng.next() as u16,
+                _ => rng.next_u64() as u16,
             };
             data[pos..pos + 2].copy_from_slice(&len.to_le_bytes());
         }
