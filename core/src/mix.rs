@@ -1290,29 +1290,8 @@ impl Master {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Rng;
     use core::f64::consts::PI;
-
-    /// xorshift64*: a tiny seeded generator for the property tests.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        /// Uniform in [0, 1).
-        fn unit(&mut self) -> f32 {
-            (self.next() >> 40) as f32 / (1u64 << 24) as f32
-        }
-        /// Uniform in [lo, hi).
-        fn range(&mut self, lo: f32, hi: f32) -> f32 {
-            lo + (hi - lo) * self.unit()
-        }
-        fn chance(&mut self, p: f32) -> bool {
-            self.unit() < p
-        }
-    }
 
     fn sine(freq: f64, amp: f64, start: usize, n: usize) -> Vec<f32> {
         (start..start + n)
@@ -1496,7 +1475,7 @@ mod tests {
     #[test]
     fn mute_ramps_out_then_leaves_the_bus_untouched_and_unmute_ramps_in() {
         // Exact: untouched bus is bit-identical; ramps within 1e-6 of linear.
-        let mut rng = Rng(7);
+        let mut rng = Rng::new(7);
         let mut s = Strip::new();
         let dc = vec![1.0f32; QUANTUM];
         let (mut ol, mut or) = (vec![0.0; QUANTUM], vec![0.0; QUANTUM]);
@@ -1512,7 +1491,7 @@ mod tests {
         }
         assert!(ol[QUANTUM - 1].abs() <= 1e-6);
         for _ in 0..10 {
-            let bus: Vec<f32> = (0..QUANTUM).map(|_| rng.range(-1.0, 1.0)).collect();
+            let bus: Vec<f32> = (0..QUANTUM).map(|_| rng.uniform_f32(-1.0, 1.0)).collect();
             let (mut bl, mut br) = (bus.clone(), bus.clone());
             s.mix_into(&dc, &dc, &mut bl, &mut br, true);
             assert_eq!(bl, bus);
@@ -1533,9 +1512,9 @@ mod tests {
     #[test]
     fn inaudible_strip_adds_nothing_after_its_ramp_but_keeps_metering() {
         // Exact: after the ramp block the bus is bit-identical; meter peak equals the source peak.
-        let mut rng = Rng(11);
+        let mut rng = Rng::new(11);
         let mut s = Strip::new();
-        let src: Vec<f32> = (0..QUANTUM).map(|_| rng.range(-0.5, 0.5)).collect();
+        let src: Vec<f32> = (0..QUANTUM).map(|_| rng.uniform_f32(-0.5, 0.5)).collect();
         let (mut ol, mut or) = (vec![0.0; QUANTUM], vec![0.0; QUANTUM]);
         s.mix_into(&src, &src, &mut ol, &mut or, true);
         s.mix_into(&src, &src, &mut ol, &mut or, false);
@@ -1544,7 +1523,7 @@ mod tests {
             .map(|i| if i == 5 { 0.9 } else { 0.1 })
             .collect();
         for _ in 0..20 {
-            let bus: Vec<f32> = (0..QUANTUM).map(|_| rng.range(-1.0, 1.0)).collect();
+            let bus: Vec<f32> = (0..QUANTUM).map(|_| rng.uniform_f32(-1.0, 1.0)).collect();
             let (mut bl, mut br) = (bus.clone(), bus.clone());
             s.mix_into(&loud, &loud, &mut bl, &mut br, false);
             assert_eq!(bl, bus);
@@ -1754,8 +1733,10 @@ mod tests {
         // at unity master gain, from the first block and again 3 s after a loud passage.
         let n = SAMPLE_RATE as usize;
         let amp = f64::from(db_to_lin(-12.0));
-        let mut rng = Rng(3);
-        let noise: Vec<f32> = (0..n).map(|_| rng.range(-1.0, 1.0) * amp as f32).collect();
+        let mut rng = Rng::new(3);
+        let noise: Vec<f32> = (0..n)
+            .map(|_| rng.uniform_f32(-1.0, 1.0) * amp as f32)
+            .collect();
         let mut m = Master::new();
         for src in [sine(1234.5, amp, 0, n), noise.clone()] {
             let (mut l, mut r) = (src.clone(), src.clone());
@@ -1934,9 +1915,9 @@ mod tests {
         (0..n)
             .map(|_| {
                 if rng.chance(0.2) {
-                    edges[(rng.next() % edges.len() as u64) as usize]
+                    edges[rng.below(edges.len() as u64) as usize]
                 } else {
-                    rng.range(-2.0, 2.0)
+                    rng.uniform_f32(-2.0, 2.0)
                 }
             })
             .collect()
@@ -1954,13 +1935,13 @@ mod tests {
             let y = f32::from_bits(b);
             assert_eq!((y * y).sqrt(), y, "{y:e}");
         }
-        let mut rng = Rng(0x5a5a);
+        let mut rng = Rng::new(0x5a5a);
         for _ in 0..100_000 {
             let sign = if rng.chance(0.5) { -1.0 } else { 1.0 };
-            let y = sign * rng.range(1.0, 2.0) * 2f32.powi((rng.next() % 124) as i32 - 62);
+            let y = sign * rng.uniform_f32(1.0, 2.0) * 2f32.powi(rng.below(124) as i32 - 62);
             assert_eq!((y * y).sqrt(), y.abs(), "{y:e}");
         }
-        let block: Vec<f32> = (0..131).map(|_| rng.range(-3.0, 3.0)).collect();
+        let block: Vec<f32> = (0..131).map(|_| rng.uniform_f32(-3.0, 3.0)).collect();
         let stats = scan::<Simd>(&block, &block, block.len());
         let peak = block.iter().fold(0.0f32, |m, x| m.max(x.abs()));
         assert_eq!(stats.peak, [peak, peak]);
@@ -1971,7 +1952,7 @@ mod tests {
         // Exact: the SIMD lanes run the same IEEE operations in the same order as the portable
         // fallback, so outputs and stats must be bit-identical, for every length (tails too).
         use lanes::portable::Portable;
-        let mut rng = Rng(0xB17);
+        let mut rng = Rng::new(0xB17);
         for &n in &[0usize, 1, 3, 4, 5, 8, 127, 128, 131, 256] {
             for _ in 0..20 {
                 let (a, b) = (edgy_block(&mut rng, n), edgy_block(&mut rng, n));
@@ -1980,8 +1961,8 @@ mod tests {
                     stats_bits(&scan::<Simd>(&a, &b, n)),
                     stats_bits(&scan::<Portable>(&a, &b, n))
                 );
-                let g0 = [rng.range(0.0, 4.0), rng.range(0.0, 4.0)];
-                let step = [rng.range(-0.03, 0.03), rng.range(-0.03, 0.03)];
+                let g0 = [rng.uniform_f32(0.0, 4.0), rng.uniform_f32(0.0, 4.0)];
+                let step = [rng.uniform_f32(-0.03, 0.03), rng.uniform_f32(-0.03, 0.03)];
                 for ramp in [false, true] {
                     let (mut sl, mut sr, mut pl, mut pr) =
                         (oa.clone(), ob.clone(), oa.clone(), ob.clone());
@@ -2001,7 +1982,7 @@ mod tests {
                     assert_eq!(bits(&sl), bits(&pl));
                     assert_eq!(bits(&sr), bits(&pr));
                 }
-                let (t0, st) = (rng.range(0.0, 4.0), rng.range(-0.03, 0.03));
+                let (t0, st) = (rng.uniform_f32(0.0, 4.0), rng.uniform_f32(-0.03, 0.03));
                 for with_knee in [false, true] {
                     let (mut sl, mut sr, mut pl, mut pr) =
                         (a.clone(), b.clone(), a.clone(), b.clone());
@@ -2053,11 +2034,11 @@ mod tests {
         // Tolerances: peaks exact; sums of squares within 1e-5 relative of f64; mixed samples
         // within 1e-6 (plus 1e-6 relative) of f64 `out + src·(g0 + step·(i + 1))`.
         use lanes::portable::Portable;
-        let mut rng = Rng(0x0AC1E);
+        let mut rng = Rng::new(0x0AC1E);
         for &n in &[1usize, 4, 7, 128, 131] {
             for _ in 0..50 {
-                let a: Vec<f32> = (0..n).map(|_| rng.range(-1.5, 1.5)).collect();
-                let b: Vec<f32> = (0..n).map(|_| rng.range(-1.5, 1.5)).collect();
+                let a: Vec<f32> = (0..n).map(|_| rng.uniform_f32(-1.5, 1.5)).collect();
+                let b: Vec<f32> = (0..n).map(|_| rng.uniform_f32(-1.5, 1.5)).collect();
                 let stats = scan::<Portable>(&a, &b, n);
                 for (ch, x) in [&a, &b].iter().enumerate() {
                     let peak = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
@@ -2065,8 +2046,8 @@ mod tests {
                     assert_eq!(stats.peak[ch], peak);
                     assert!((f64::from(stats.sumsq[ch]) / ss - 1.0).abs() <= 1e-5);
                 }
-                let g0 = [rng.range(0.0, 2.0), rng.range(0.0, 2.0)];
-                let step = [rng.range(-0.01, 0.01), rng.range(-0.01, 0.01)];
+                let g0 = [rng.uniform_f32(0.0, 2.0), rng.uniform_f32(0.0, 2.0)];
+                let step = [rng.uniform_f32(-0.01, 0.01), rng.uniform_f32(-0.01, 0.01)];
                 let (mut ol, mut or) = (a.clone(), b.clone());
                 mix_block::<Portable, true>([&b, &a], &mut ol, &mut or, n, g0, step);
                 for i in 0..n {
@@ -2107,7 +2088,7 @@ mod tests {
     fn random_parameter_changes_match_the_oracle_and_never_exceed_full_scale() {
         // Tolerances: bus before the master within 2e-5 of the f64 oracle; after the master
         // every sample finite and |x| ≤ 1.0 (exact). Five strips, 3000 quanta, seeded.
-        let mut rng = Rng(0x5EED_1234_ABCD);
+        let mut rng = Rng::new(0x5EED_1234_ABCD);
         const PEERS: usize = 5;
         let mut strips: Vec<Strip> = (0..PEERS).map(|_| Strip::new()).collect();
         let mut oracle: Vec<OracleStrip> = (0..PEERS)
@@ -2127,9 +2108,9 @@ mod tests {
             for (s, o) in strips.iter_mut().zip(oracle.iter_mut()) {
                 if rng.chance(0.1) {
                     let g = if rng.chance(0.1) {
-                        wild[(rng.next() % 5) as usize]
+                        wild[rng.below(5) as usize]
                     } else {
-                        rng.range(0.0, 5.0)
+                        rng.uniform_f32(0.0, 5.0)
                     };
                     s.set_gain(g);
                     if !g.is_nan() {
@@ -2138,9 +2119,9 @@ mod tests {
                 }
                 if rng.chance(0.1) {
                     let p = if rng.chance(0.1) {
-                        wild[(rng.next() % 5) as usize]
+                        wild[rng.below(5) as usize]
                     } else {
-                        rng.range(-1.5, 1.5)
+                        rng.uniform_f32(-1.5, 1.5)
                     };
                     s.set_pan(p);
                     if !p.is_nan() {
@@ -2157,10 +2138,10 @@ mod tests {
                 }
             }
             if rng.chance(0.05) {
-                master.set_gain(rng.range(-0.5, 5.0));
+                master.set_gain(rng.uniform_f32(-0.5, 5.0));
             }
             if rng.chance(0.01) {
-                master.set_gain(wild[(rng.next() % 5) as usize]);
+                master.set_gain(wild[rng.below(5) as usize]);
             }
             let any_solo = strips.iter().any(|s| s.solo());
             let mut bus_l = vec![0.0f32; QUANTUM];
@@ -2168,9 +2149,9 @@ mod tests {
             let mut want_l = vec![0.0f64; QUANTUM];
             let mut want_r = vec![0.0f64; QUANTUM];
             for (k, (s, o)) in strips.iter_mut().zip(oracle.iter_mut()).enumerate() {
-                let amp = f64::from(rng.range(0.0, 2.0));
+                let amp = f64::from(rng.uniform_f32(0.0, 2.0));
                 let src_l = sine(freqs[k], amp, q * QUANTUM, QUANTUM);
-                let src_r: Vec<f32> = (0..QUANTUM).map(|_| rng.range(-1.0, 1.0)).collect();
+                let src_r: Vec<f32> = (0..QUANTUM).map(|_| rng.uniform_f32(-1.0, 1.0)).collect();
                 let heard = solo_audible(any_solo, s.solo(), s.mute());
                 s.mix_into(&src_l, &src_r, &mut bus_l, &mut bus_r, heard);
                 let target = o.target(any_solo);

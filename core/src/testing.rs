@@ -46,6 +46,21 @@ impl Rng {
     pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
+
+    /// Uniform in [0, 1) in `f32`, from the top 24 bits of the next output.
+    pub(crate) fn unit_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    /// Uniform in [lo, hi) in `f32`: `lo + (hi − lo) · unit_f32()`.
+    pub(crate) fn uniform_f32(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * self.unit_f32()
+    }
+
+    /// True with probability `p` (`unit_f32() < p`).
+    pub(crate) fn chance(&mut self, p: f32) -> bool {
+        self.unit_f32() < p
+    }
 }
 
 /// Stereo test input: left = a·sin(wl·m), right = a·cos(wr·m), m = input frame index, a = 0.9.
