@@ -14,7 +14,7 @@
 //! ratio = nominal × (1 + ε)        nominal = sender_rate / 48000 (1.0, or 0.91875 for 44.1 kHz)
 //! ```
 //!
-//! where ε (|ε| ≤ 1000 ppm) comes from [`DriftController::update`], driven by the fill (jitter
+//! where ε (|ε| ≤ 1000 ppm) comes from [`DriftController::update`](crate::drift::DriftController::update), driven by the fill (jitter
 //! buffer + staging, in input frames) against the jitter buffer's target. Per quantum:
 //!
 //! ```
@@ -596,7 +596,7 @@ impl Resampler {
     /// extra frames are zeroed), consuming about `left.len() × ratio` input frames.
     ///
     /// `ratio` is input frames per output frame: nominal (sender rate / 48000) times the drift
-    /// factor from [`DriftController::update`]. Returns the frames produced from input; when the
+    /// factor from [`DriftController::update`](crate::drift::DriftController::update). Returns the frames produced from input; when the
     /// FIFO runs short (or `ratio` is not finite or outside [`MIN_RATIO`]..=[`MAX_RATIO`]) the
     /// rest is zero-filled and the read position stays where the input ran out. Call
     /// [`Resampler::frames_needed`] first to avoid that. Real-time safe.

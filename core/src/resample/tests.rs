@@ -409,7 +409,7 @@ fn cubic_source_simd_matches_portable_bit_for_bit() {
     // Exact: the SIMD lanes run the same IEEE operations in the same order as the portable
     // lanes, for weights (exact and stepped) and taps alike. Seeded random staging with edge
     // values, fractions in [0, 1), deviations across the whole fast path, every length.
-    use crate::mix::lanes::portable::Portable;
+    use crate::mix::simd::portable::Portable;
     let mut rng = Rng::new(0x5eed_cab1e);
     for _ in 0..400 {
         let frames = 4 * rng.range(1, 32);
