@@ -53,6 +53,8 @@
 //!
 //! Everything here is real-time safe: no allocation, no lock, no panic on any input.
 
+use crate::engine::Engine;
+
 /// Lower edge of the first regular bin, microseconds.
 pub const MIN_US: f64 = 10.0;
 /// Regular bins per doubling of the value.
@@ -342,6 +344,49 @@ pub const HB_BLOCK_LEN: usize = SLOTS_AT + HB_MAX_PEERS * STAGES * HIST_LEN;
 /// Start of the record of stage `stage` of peer `slot`.
 pub const fn hist_index(slot: usize, stage: usize) -> usize {
     SLOTS_AT + (slot * STAGES + stage) * HIST_LEN
+}
+
+/// Writing the block: every histogram of the engine in this layout.
+impl Engine {
+    /// Values of the histogram block this engine writes: the globals, the capture histogram
+    /// and one row of stages per slot.
+    pub fn histograms_len(&self) -> usize {
+        SLOTS_AT + self.peers.len() * STAGES * HIST_LEN
+    }
+
+    /// Fills the first [`Engine::histograms_len`] values of a histogram block (layout in
+    /// [`crate::latency`]) except the sequence word, which the publisher owns. An empty slot's
+    /// records are zeros. Shorter blocks are left alone. Real-time safe.
+    pub fn write_histograms(&self, out: &mut [f64]) {
+        if out.len() < self.histograms_len() {
+            return;
+        }
+        out[HB_SLOTS] = self.peers.len() as f64;
+        out[HB_STAGES] = STAGES as f64;
+        out[HB_BINS] = BINS as f64;
+        out[HB_OUTPUT_US] = self.output_latency_us;
+        out[HB_INPUT_US] = self.input_latency_us;
+        self.capture_interval
+            .write_record(&mut out[CAPTURE_AT..CAPTURE_AT + HIST_LEN]);
+        for (slot, place) in self.peers.iter().enumerate() {
+            let row = &mut out[hist_index(slot, 0)..hist_index(slot + 1, 0)];
+            let Some(peer) = place else {
+                row.fill(0.0);
+                continue;
+            };
+            let stages = [
+                (STAGE_JITTER_WAIT, &peer.wait),
+                (STAGE_NETWORK, &peer.network),
+                (STAGE_DELIVERY, &peer.delivery),
+                (STAGE_SEND_QUEUE, &peer.send_queue),
+                (STAGE_TRANSIT, &peer.transit),
+                (STAGE_ONE_WAY, &peer.one_way),
+            ];
+            for (stage, hist) in stages {
+                hist.write_record(&mut row[stage * HIST_LEN..(stage + 1) * HIST_LEN]);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
