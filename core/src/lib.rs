@@ -22,7 +22,7 @@
 //! | [`probe`] | the round-trip probe: clicks out, found again in a peer's stream |
 //! | [`capture`] | our input into outgoing packets, each with its destination; the echo lane |
 //! | [`stats`] | the shared stats block's layout and its writer |
-//! | [`engine`] | the multi-peer session that ties them together |
+//! | [`engine`] | the multi-peer session that ties them together (submodule: one peer, its buffers and its playout) |
 //!
 //! # The run loop
 //!
