@@ -84,8 +84,8 @@
 //! `app/src/audio/packet.ts` implements the same rules (same check order, same rounding, same
 //! error codes as [`PacketError::code`]). The golden vectors in `tests/vectors/packets.json`
 //! (whole packets as hex, their header fields, encoder input and decoded samples, and malformed
-//! packets with the error each must give) are checked by the tests here and by
-//! `tests/unit/packet.test.ts`. `core/fuzz` holds the cargo-fuzz target for [`parse`].
+//! packets with the error each must give) are checked by the tests in `packet/tests.rs` and
+//! by `tests/unit/packet.test.ts`. `core/fuzz` holds the cargo-fuzz target for [`parse`].
 
 use core::fmt;
 

@@ -4,8 +4,9 @@
 //! ring and the audio worklet reads them; the worklet writes captured packets into the *outbound*
 //! ring and the net side sends them. In the browser the buffer is a `SharedArrayBuffer`; natively
 //! it is a [`SharedRing`]. This module defines the byte layout once; `app/src/audio/ring.ts`
-//! mirrors every constant (a test here reads that file and compares), and a golden image
-//! (`tests/vectors/ring-golden.bin`) proves both sides write and read identical bytes.
+//! mirrors every constant (a test in `ring/tests.rs` reads that file and compares), and a
+//! golden image (`tests/vectors/ring-golden.bin`) proves both sides write and read identical
+//! bytes.
 //!
 //! # Layout
 //!
