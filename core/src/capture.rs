@@ -23,7 +23,8 @@
 //! ```
 //!
 //! Any other tag names nobody: the net side counts and drops it. The TypeScript end
-//! (`app/src/net/pump.ts`) mirrors these constants; a test here reads that file and compares.
+//! (`app/src/net/pump.ts`) mirrors these constants; a test (`core/tests/engine_echo.rs`) reads
+//! that file and compares.
 //!
 //! Everything here but [`Capture::new`] is real-time safe: the lanes, the packet buffer and
 //! the meters are sized up front.

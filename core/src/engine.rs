@@ -17,6 +17,9 @@
 //! 5. now and then [`Engine::write_stats`] into the shared stats block, and more rarely
 //!    [`Engine::write_histograms`] into the histogram block.
 //!
+//! Those two writers live beside the layouts they fill, in [`crate::stats`] and
+//! [`crate::latency`]; this module is the engine itself.
+//!
 //! # Latency stages
 //!
 //! The engine keeps [`Histogram`]s (see [`crate::latency`]), cumulative since a peer joined or
@@ -95,16 +98,18 @@
 //! ```
 
 use crate::capture::{Capture, Destination};
-use crate::clock::{DriftController, Resampler};
 use crate::continuity::Continuity;
 use crate::jitter::stall::LocalStall;
-use crate::jitter::{BufferMode, JitterBuffer, JitterConfig, PopKind, PushOutcome, StreamState};
-use crate::latency::{self, Histogram, CAPTURE_AT, HIST_LEN, SLOTS_AT, STAGES};
-use crate::mix::{solo_audible, Master, Strip};
+use crate::jitter::{BufferMode, StreamState};
+use crate::latency::Histogram;
+use crate::mix::{solo_audible, Master};
 use crate::packet::{self, PacketError, SampleFormat};
 use crate::probe::ClickProbe;
 use crate::ring;
 use crate::stats::*;
+
+mod peer;
+pub use peer::Peer;
 
 /// Frames in one render quantum (Web Audio's fixed block).
 pub const QUANTUM: usize = 128;
@@ -202,266 +207,6 @@ pub enum DropReason {
     Malformed(PacketError),
 }
 
-/// One remote peer: its jitter buffer, drift correction and channel strip.
-///
-/// Built with [`Peer::new`] off the render path (it allocates its buffers there).
-pub struct Peer {
-    jitter: JitterBuffer,
-    resampler: Resampler,
-    drift: DriftController,
-    strip: Strip,
-    malformed: u64,
-    /// Jitter-buffer wait per packet played, µs.
-    wait: Histogram,
-    /// Network one-way delay per packet, µs.
-    network: Histogram,
-    /// Arrival at the net side to the engine, per packet, µs.
-    delivery: Histogram,
-    /// Our send queue towards this peer, per packet sent, µs.
-    send_queue: Histogram,
-    /// Sending to playout (network + delivery + wait of the same packet), µs.
-    transit: Histogram,
-    /// Added one-way latency per packet (see [`latency::STAGE_ONE_WAY`]), µs.
-    one_way: Histogram,
-    /// The last send-queue time reported towards this peer, µs.
-    last_send_queue_us: f64,
-    /// Our wall clock − this peer's, µs (`None`: unknown, no one-way delay is recorded).
-    clock_offset_us: Option<i64>,
-    /// The peer's missed device callbacks, from its packets' send stamps.
-    sender_gaps: Continuity,
-    /// The last quantum as it left the jitter buffer and drift correction, before the strip
-    /// (pre-fader): what a recording keeps of this peer. Written only while recording.
-    stem_l: [f32; QUANTUM],
-    stem_r: [f32; QUANTUM],
-}
-
-impl Peer {
-    /// Builds a peer with all of its buffers. Allocates: call it off the render path.
-    pub fn new(config: &EngineConfig) -> Box<Peer> {
-        Box::new(Peer {
-            jitter: JitterBuffer::new(JitterConfig {
-                quantum: QUANTUM as u32,
-                local_rate: LOCAL_RATE,
-                capacity_frames: JITTER_CAPACITY_FRAMES,
-                mode: config.buffer,
-            }),
-            resampler: Resampler::new(STAGING_FRAMES),
-            drift: DriftController::new(QUANTUM as u32, LOCAL_RATE),
-            strip: Strip::new(),
-            malformed: 0,
-            wait: Histogram::new(),
-            network: Histogram::new(),
-            delivery: Histogram::new(),
-            send_queue: Histogram::new(),
-            transit: Histogram::new(),
-            one_way: Histogram::new(),
-            last_send_queue_us: 0.0,
-            clock_offset_us: None,
-            sender_gaps: Continuity::new(),
-            stem_l: [0.0; QUANTUM],
-            stem_r: [0.0; QUANTUM],
-        })
-    }
-
-    /// The peer's channel strip (gain, pan, mute, solo, meters).
-    pub fn strip(&self) -> &Strip {
-        &self.strip
-    }
-
-    /// Jitter-buffer wait of the packets played so far, µs.
-    pub fn jitter_wait(&self) -> &Histogram {
-        &self.wait
-    }
-
-    /// Network one-way delay of the packets received with a known clock offset, µs.
-    pub fn network_one_way(&self) -> &Histogram {
-        &self.network
-    }
-
-    /// The clock offset in force (our wall clock − the peer's), µs.
-    pub fn clock_offset_us(&self) -> Option<i64> {
-        self.clock_offset_us
-    }
-
-    /// Delivery time of the packets received, µs (arrival at the net side to the engine).
-    pub fn delivery(&self) -> &Histogram {
-        &self.delivery
-    }
-
-    /// Our send-queue time towards this peer, µs, per packet sent.
-    pub fn send_queue(&self) -> &Histogram {
-        &self.send_queue
-    }
-
-    /// Transit of the packets played whose network delay was known, µs: from the sender handing
-    /// a packet to its data channel to the local frame at which it started to play.
-    pub fn transit(&self) -> &Histogram {
-        &self.transit
-    }
-
-    /// The added one-way latency of the packets played whose transit is known, µs: everything
-    /// between the sender's and our devices (their own latency aside).
-    pub fn one_way(&self) -> &Histogram {
-        &self.one_way
-    }
-
-    /// Records the network one-way delay of a packet stamped `timestamp` (the sender's wall
-    /// clock, µs) that arrived at `arrival_us` (ours, low 32 bits), and returns it (µs) when the
-    /// clock offset is known and the result is in range.
-    fn record_one_way(&mut self, timestamp: u64, arrival_us: u32) -> Option<f64> {
-        let offset = self.clock_offset_us?;
-        let raw = i64::from(arrival_us.wrapping_sub(timestamp as u32) as i32);
-        let one_way = raw.saturating_sub(offset);
-        if (0..=MAX_ONE_WAY_US).contains(&one_way) {
-            self.network.record(one_way as f64);
-            Some(one_way as f64)
-        } else {
-            self.network.reject();
-            None
-        }
-    }
-
-    /// Feeds the sender's continuity watch with a packet's send stamp (µs on the sender's wall
-    /// clock) against its place in the stream; a restarted stream restarts the watch.
-    fn note_send_stamp(&mut self, pkt: &packet::Packet<'_>, outcome: PushOutcome) {
-        match outcome {
-            PushOutcome::Started | PushOutcome::FormatReset => self.sender_gaps.restart(),
-            PushOutcome::Stored | PushOutcome::Late => {}
-            _ => return,
-        }
-        let (Some(ext), true) = (self.jitter.last_pushed(), pkt.header.timestamp != 0) else {
-            return;
-        };
-        let rate = f64::from(self.jitter.sender_rate().max(1));
-        let audio_us = ext as f64 * self.jitter.block_frames() as f64 * 1e6 / rate;
-        self.sender_gaps
-            .observe(audio_us, pkt.header.timestamp as f64);
-    }
-
-    /// Records the delivery time of a packet that arrived at `arrival_us` (net side's wall
-    /// clock, low 32 bits) and reached the engine in a quantum that started at `wall_us` (the
-    /// host's wall clock), and returns it (µs) when in range.
-    fn record_delivery(&mut self, arrival_us: u32, wall_us: f64) -> Option<f64> {
-        // Both are µs since 1970: compare the low 32 bits, wrapping.
-        let low = (wall_us.rem_euclid(4_294_967_296.0)) as u32;
-        let raw = f64::from(low.wrapping_sub(arrival_us) as i32) + wall_us.fract();
-        if (-DELIVERY_SLACK_US..=MAX_DELIVERY_US).contains(&raw) {
-            let us = raw.max(0.0);
-            self.delivery.record(us);
-            Some(us)
-        } else {
-            self.delivery.reject();
-            None
-        }
-    }
-
-    /// Plays one quantum of this peer, the quantum starting at local frame `now`, into the bus `bus_l`/`bus_r` (added, through the strip,
-    /// which meters it), `audible` being the strip's [`solo_audible`] state. A 48 kHz peer is
-    /// interpolated, metered and mixed in one pass; a peer nobody hears is metered from its
-    /// staged input without interpolating; anything else (44.1 kHz peers, a short staging) goes
-    /// through `tmp_l`/`tmp_r` (scratch, as long as the bus). With `record`, every peer takes
-    /// that last path and its pre-fader signal is kept in its stem. Real-time safe.
-    #[allow(clippy::too_many_arguments)]
-    fn play(
-        &mut self,
-        now: u64,
-        bus_l: &mut [f32],
-        bus_r: &mut [f32],
-        tmp_l: &mut [f32],
-        tmp_r: &mut [f32],
-        audible: bool,
-        record: bool,
-    ) {
-        let frames = bus_l.len().min(bus_r.len());
-        let block = self.jitter.block_frames();
-        if block == 0 {
-            // Nothing has arrived yet: the peer is silent.
-            tmp_l.fill(0.0);
-            tmp_r.fill(0.0);
-            if record {
-                self.stem_l.fill(0.0);
-                self.stem_r.fill(0.0);
-            }
-            self.drift.reset();
-            self.strip.mix_into(tmp_l, tmp_r, bus_l, bus_r, audible);
-            return;
-        }
-        let nominal = f64::from(self.jitter.sender_rate()) / f64::from(LOCAL_RATE);
-        let fill = f64::from(self.jitter.buffered_frames()) + self.resampler.buffered_frames();
-        let target = f64::from(self.jitter.target_frames());
-        let ratio = nominal * self.drift.update(fill, target);
-        let mut need = self.resampler.frames_needed(frames, ratio);
-        let mut playing = true;
-        while need > 0 {
-            // What the resampler holds ahead of the output plays before this block does.
-            let ahead = self.resampler.buffered_frames();
-            let (l, r) = self.resampler.append_slots(block);
-            if l.len() < block {
-                break;
-            }
-            let pop = self.jitter.pop_block(l, r);
-            if let Some((arrival, sent)) = self.jitter.take_played() {
-                let ahead_local = if ratio > 0.0 { ahead / ratio } else { ahead };
-                let starts = now as f64 + ahead_local.max(0.0);
-                self.wait
-                    .record((starts - arrival as f64) * 1_000_000.0 / f64::from(LOCAL_RATE));
-                // The note is the local frame at which the sender handed the packet over.
-                if sent.is_finite() {
-                    let transit = (starts - sent) * 1_000_000.0 / f64::from(LOCAL_RATE);
-                    self.transit.record(transit);
-                    // The block's first frame waited a block's duration to be sent; our send
-                    // queue towards the peer stands in for theirs towards us.
-                    let block_us =
-                        block as f64 * 1_000_000.0 / f64::from(self.jitter.sender_rate());
-                    self.one_way
-                        .record(transit + block_us + self.last_send_queue_us);
-                }
-            }
-            if pop.kind == PopKind::Silence {
-                playing = false;
-            }
-            if pop.frames == 0 {
-                break;
-            }
-            need = need.saturating_sub(pop.frames);
-            let excess = self.jitter.take_start_excess();
-            if excess > 0 {
-                // Playout started above its target by less than a block: drop that much of
-                // the fade-in so that it starts exactly at the target.
-                self.resampler.skip(excess, 1.0);
-                need = self.resampler.frames_needed(frames, ratio);
-            }
-        }
-        if !playing {
-            // Prefilling or idle: no drift to correct yet.
-            self.drift.reset();
-        }
-        let strip = &mut self.strip;
-        if record {
-            let (tmp_l, tmp_r) = (&mut tmp_l[..frames], &mut tmp_r[..frames]);
-            self.resampler.process(ratio, tmp_l, tmp_r);
-            self.stem_l[..frames].copy_from_slice(tmp_l);
-            self.stem_r[..frames].copy_from_slice(tmp_r);
-            strip.mix_into(tmp_l, tmp_r, bus_l, bus_r, audible);
-            return;
-        }
-        if strip.is_silent(audible) {
-            let (l, r) = self.resampler.staged(frames);
-            strip.mix_into(l, r, bus_l, bus_r, audible);
-            self.resampler.skip(frames, ratio);
-            return;
-        }
-        let fused = self.resampler.interpolate_with(ratio, frames, |groups| {
-            strip.mix_groups_into(groups, bus_l, bus_r, audible)
-        });
-        if fused.is_none() {
-            let (tmp_l, tmp_r) = (&mut tmp_l[..frames], &mut tmp_r[..frames]);
-            self.resampler.process(ratio, tmp_l, tmp_r);
-            strip.mix_into(tmp_l, tmp_r, bus_l, bus_r, audible);
-        }
-    }
-}
-
 /// Counters the engine keeps beside the per-peer ones.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EngineCounters {
@@ -489,24 +234,24 @@ pub struct EngineCounters {
 /// The multi-peer session. See the module docs for the call order.
 pub struct Engine {
     config: EngineConfig,
-    peers: Vec<Option<Box<Peer>>>,
-    active: usize,
+    pub(crate) peers: Vec<Option<Box<Peer>>>,
+    pub(crate) active: usize,
     solos: usize,
-    master: Master,
+    pub(crate) master: Master,
     scratch_l: [f32; QUANTUM],
     scratch_r: [f32; QUANTUM],
-    now: u64,
+    pub(crate) now: u64,
     /// Peers playing at the last render (for the local-stall detector).
     streaming: usize,
     /// Tells a stall of this machine from the peers' lateness.
-    local_stall: LocalStall,
+    pub(crate) local_stall: LocalStall,
     /// Our own device's missed callbacks, from the wall clock of each quantum.
-    local_gaps: Continuity,
-    counters: EngineCounters,
-    capture: Box<Capture>,
+    pub(crate) local_gaps: Continuity,
+    pub(crate) counters: EngineCounters,
+    pub(crate) capture: Box<Capture>,
     recording: bool,
     /// Interval between consecutive quanta on the host's wall clock, µs.
-    capture_interval: Histogram,
+    pub(crate) capture_interval: Histogram,
     /// Wall clock of the last quantum, µs (`None` before the first, or after a bad value).
     last_wall_us: Option<f64>,
     /// Wall clock of the current quantum, µs (`None`: the host gave none).
@@ -514,14 +259,14 @@ pub struct Engine {
     /// The current quantum begins an audio callback (see [`Engine::begin_quantum_at`]).
     callback_start: bool,
     /// The round-trip probe, and the outgoing quantum it writes.
-    probe: ClickProbe,
+    pub(crate) probe: ClickProbe,
     probe_l: [f32; QUANTUM],
     probe_r: [f32; QUANTUM],
     /// The slot whose stream we echo as our outgoing audio, and the frame the echo ends at.
     echo: Option<(usize, u64)>,
     /// The devices' output and input latency the host reported, µs (NaN: unknown).
-    output_latency_us: f64,
-    input_latency_us: f64,
+    pub(crate) output_latency_us: f64,
+    pub(crate) input_latency_us: f64,
 }
 
 impl Engine {
@@ -978,140 +723,6 @@ impl Engine {
     /// The engine-wide counters.
     pub fn counters(&self) -> &EngineCounters {
         &self.counters
-    }
-
-    /// Values of the stats block this engine writes: the globals and one row per slot.
-    pub fn stats_len(&self) -> usize {
-        GLOBAL_LEN + self.peers.len() * PEER_LEN
-    }
-
-    /// Fills the first [`Engine::stats_len`] values of a stats block (layout in
-    /// [`crate::stats`]) with the current figures, except the sequence word, which the publisher
-    /// owns. Rows past this engine's slots are left alone. Real-time safe.
-    pub fn write_stats(&self, out: &mut [f64]) {
-        if out.len() < self.stats_len() {
-            return;
-        }
-        let c = &self.counters;
-        let m = self.master.meter();
-        let input = self.capture.meter();
-        let mut underruns = 0u64;
-        for (slot, place) in self.peers.iter().enumerate() {
-            let row = &mut out[peer_index(slot, 0)..peer_index(slot, 0) + PEER_LEN];
-            row.fill(0.0);
-            let Some(peer) = place else { continue };
-            let j = peer.jitter.counters();
-            let meter = peer.strip.meter();
-            underruns += j.underruns;
-            row[P_ACTIVE] = 1.0;
-            row[P_RECEIVED] = j.received as f64;
-            row[P_LOST] = j.lost as f64;
-            row[P_LATE] = j.late as f64;
-            row[P_DUPLICATES] = j.duplicates as f64;
-            row[P_CONCEALED] = j.concealed as f64;
-            row[P_UNDERRUNS] = j.underruns as f64;
-            row[P_DISCARDED] = j.discarded as f64;
-            row[P_MALFORMED] = peer.malformed as f64;
-            row[P_BUFFERED_FRAMES] =
-                f64::from(peer.jitter.buffered_frames()) + peer.resampler.buffered_frames();
-            row[P_TARGET_FRAMES] = f64::from(peer.jitter.target_frames());
-            row[P_DRIFT_PPM] = peer.drift.offset_ppm();
-            row[P_PEAK_L] = f64::from(meter.peak_l);
-            row[P_PEAK_R] = f64::from(meter.peak_r);
-            row[P_RMS_L] = f64::from(meter.rms_l);
-            row[P_RMS_R] = f64::from(meter.rms_r);
-            row[P_BLOCK_FRAMES] = peer.jitter.block_frames() as f64;
-            row[P_SAMPLE_RATE] = f64::from(peer.jitter.sender_rate());
-            row[P_CHANNELS] = f64::from(peer.jitter.channels());
-            row[P_BITS] = f64::from(peer.jitter.bits());
-            row[P_JITTER_FRAMES] = f64::from(peer.jitter.jitter_frames());
-            row[P_RESETS] = j.resets as f64;
-            row[P_WAIT_P50_MS..=P_WAIT_COUNT].copy_from_slice(&peer.wait.summary_ms());
-            row[P_NET_P50_MS..=P_NET_COUNT].copy_from_slice(&peer.network.summary_ms());
-            row[P_NET_OUT_OF_RANGE] = peer.network.rejected() as f64;
-            row[P_CLOCK_OFFSET_US] = peer.clock_offset_us.map_or(f64::NAN, |o| o as f64);
-            row[P_LATE_UNDERRUNS] = j.late_underruns as f64;
-            row[P_STALL_UNDERRUNS] = j.stall_underruns as f64;
-            row[P_SENDER_GAPS] = peer.sender_gaps.gaps() as f64;
-            row[P_SENDER_GAP_MS] = peer.sender_gaps.gap_ms();
-            row[P_STRETCHED] = j.stretched as f64;
-            row[P_ORACLE_FRAMES] = f64::from(peer.jitter.oracle_frames(peer.drift.offset_ppm()));
-        }
-        out[G_CAPTURE_P50_MS..=G_CAPTURE_COUNT]
-            .copy_from_slice(&self.capture_interval.summary_ms());
-        out[G_QUANTA] = c.quanta as f64;
-        out[G_NOW_FRAMES] = self.now as f64;
-        out[G_PEERS] = self.active as f64;
-        out[G_UNKNOWN_PEER] = c.unknown_peer as f64;
-        out[G_MALFORMED] = c.malformed as f64;
-        out[G_RECORDS_READ] = c.records_read as f64;
-        out[G_RING_RESYNCS] = c.ring_resyncs as f64;
-        out[G_MASTER_PEAK_L] = f64::from(m.peak_l);
-        out[G_MASTER_PEAK_R] = f64::from(m.peak_r);
-        out[G_MASTER_RMS_L] = f64::from(m.rms_l);
-        out[G_MASTER_RMS_R] = f64::from(m.rms_r);
-        out[G_LIMITER_DB] = f64::from(self.master.gain_reduction_db());
-        out[G_PACKETS_SENT] = c.packets_sent as f64;
-        out[G_SEND_DROPPED] = c.send_dropped as f64;
-        out[G_INPUT_PEAK] = f64::from(input.0);
-        out[G_INPUT_RMS] = f64::from(input.1);
-        out[G_NONFINITE] = self.master.nonfinite_blocks() as f64;
-        out[G_UNDERRUNS] = underruns as f64;
-        out[G_CAPTURE_GAPS] = self.local_gaps.gaps() as f64;
-        out[G_CAPTURE_GAP_MS] = self.local_gaps.gap_ms();
-        out[G_LOCAL_STALLS] = self.local_stall.stalls() as f64;
-        let p = &self.probe;
-        out[G_PROBE_STATE] = p.state().code();
-        out[G_PROBE_SLOT] = p.slot() as f64;
-        out[G_PROBE_CLICKS] = p.clicks() as f64;
-        out[G_PROBE_SENT] = p.sent() as f64;
-        out[G_PROBE_HEARD] = p.heard() as f64;
-        out[G_ECHO_SLOT] = self.echoing().map_or(-1.0, |s| s as f64);
-        let results = &mut out[G_PROBE_RESULTS_AT..G_PROBE_RESULTS_AT + crate::probe::MAX_CLICKS];
-        results.fill(f64::NAN);
-        for (o, frames) in results.iter_mut().zip(p.results()) {
-            *o = frames * 1000.0 / f64::from(LOCAL_RATE);
-        }
-    }
-
-    /// Values of the histogram block this engine writes: the globals, the capture histogram
-    /// and one row of stages per slot.
-    pub fn histograms_len(&self) -> usize {
-        SLOTS_AT + self.peers.len() * STAGES * HIST_LEN
-    }
-
-    /// Fills the first [`Engine::histograms_len`] values of a histogram block (layout in
-    /// [`crate::latency`]) except the sequence word, which the publisher owns. An empty slot's
-    /// records are zeros. Shorter blocks are left alone. Real-time safe.
-    pub fn write_histograms(&self, out: &mut [f64]) {
-        if out.len() < self.histograms_len() {
-            return;
-        }
-        out[latency::HB_SLOTS] = self.peers.len() as f64;
-        out[latency::HB_STAGES] = STAGES as f64;
-        out[latency::HB_BINS] = latency::BINS as f64;
-        out[latency::HB_OUTPUT_US] = self.output_latency_us;
-        out[latency::HB_INPUT_US] = self.input_latency_us;
-        self.capture_interval
-            .write_record(&mut out[CAPTURE_AT..CAPTURE_AT + HIST_LEN]);
-        for (slot, place) in self.peers.iter().enumerate() {
-            let row = &mut out[latency::hist_index(slot, 0)..latency::hist_index(slot + 1, 0)];
-            let Some(peer) = place else {
-                row.fill(0.0);
-                continue;
-            };
-            let stages = [
-                (latency::STAGE_JITTER_WAIT, &peer.wait),
-                (latency::STAGE_NETWORK, &peer.network),
-                (latency::STAGE_DELIVERY, &peer.delivery),
-                (latency::STAGE_SEND_QUEUE, &peer.send_queue),
-                (latency::STAGE_TRANSIT, &peer.transit),
-                (latency::STAGE_ONE_WAY, &peer.one_way),
-            ];
-            for (stage, hist) in stages {
-                hist.write_record(&mut row[stage * HIST_LEN..(stage + 1) * HIST_LEN]);
-            }
-        }
     }
 }
 

@@ -12,16 +12,17 @@
 //! | --- | --- |
 //! | [`packet`] | the wire format: JackTrip's header, planar PCM16/PCM24/float32, Tutti's extension |
 //! | [`ring`] | the lock-free single-producer/single-consumer byte ring shared with JavaScript |
-//! | [`jitter`] | per-peer reordering, loss accounting and playout (submodules: lateness estimation, payload storage, local-stall detection) |
+//! | [`jitter`] | per-peer reordering, loss accounting and playout (submodules: the push and pop sides, lateness estimation, payload storage, local-stall detection) |
 //! | [`conceal`] | filling a missing block without a click |
 //! | [`continuity`] | noticing missed device callbacks: ours, and each sender's from its packets' stamps |
-//! | [`clock`] | drift correction: a buffer-fill-driven resampling ratio and its interpolator |
-//! | [`mix`] | gain, pan, mute, solo, meters, master limiter |
-//! | [`latency`] | fixed-size latency histograms per stage and the shared histogram block |
+//! | [`drift`] | drift correction: the loop that turns a peer's buffer fill into a resampling ratio |
+//! | [`resample`] | the per-peer staging FIFO read at that ratio by a cubic interpolator |
+//! | [`mix`] | gain, pan, mute, solo, meters, master limiter (submodules: meters, the strip and master, their SIMD kernels and lane type) |
+//! | [`latency`] | fixed-size latency histograms per stage, the shared histogram block's layout and its writer |
 //! | [`probe`] | the round-trip probe: clicks out, found again in a peer's stream |
 //! | [`capture`] | our input into outgoing packets, each with its destination; the echo lane |
-//! | [`stats`] | the shared stats block's layout |
-//! | [`engine`] | the multi-peer session that ties them together |
+//! | [`stats`] | the shared stats block's layout and its writer |
+//! | [`engine`] | the multi-peer session that ties them together (submodule: one peer, its buffers and its playout) |
 //!
 //! # The run loop
 //!
@@ -31,15 +32,16 @@
 //! input. `core/tests/engine_alloc.rs` proves the allocation part with a counting allocator.
 
 pub mod capture;
-pub mod clock;
 pub mod conceal;
 pub mod continuity;
+pub mod drift;
 pub mod engine;
 pub mod jitter;
 pub mod latency;
 pub mod mix;
 pub mod packet;
 pub mod probe;
+pub mod resample;
 pub mod ring;
 pub mod stats;
 #[cfg(test)]

@@ -7,8 +7,10 @@
 //! the block, checks that the word was even and unchanged, and retries otherwise.
 //!
 //! Every value is an `f64` so that counters stay exact up to 2^53 and TypeScript reads one
-//! `Float64Array`. The same constants live in `app/src/audio/stats.ts`; a test below reads that
-//! file and checks they agree.
+//! `Float64Array`. The same constants live in `app/src/audio/stats.ts`; a test in
+//! `stats/tests.rs` reads that file and checks they agree.
+//!
+//! [`Engine::write_stats`], at the end of this file, fills the block from an engine.
 //!
 //! ```text
 //! index                     value
@@ -16,6 +18,8 @@
 //! 1..GLOBAL_LEN             global values (G_* below)
 //! GLOBAL_LEN + slot*PEER_LEN + P_*   per-peer values for peer slot `slot`
 //! ```
+
+use crate::engine::{Engine, LOCAL_RATE};
 
 /// Values before the first peer row.
 pub const GLOBAL_LEN: usize = 64;
@@ -197,121 +201,102 @@ pub const fn peer_index(slot: usize, field: usize) -> usize {
     GLOBAL_LEN + slot * PEER_LEN + field
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every `export const NAME = value;` in the TypeScript mirror must equal the Rust constant.
-    #[test]
-    fn typescript_mirror_agrees() {
-        let ts = include_str!("../../app/src/audio/stats.ts");
-        let rust: &[(&str, usize)] = &[
-            ("GLOBAL_LEN", GLOBAL_LEN),
-            ("PEER_LEN", PEER_LEN),
-            ("MAX_PEERS", MAX_PEERS),
-            ("BLOCK_LEN", BLOCK_LEN),
-            ("G_SEQUENCE", G_SEQUENCE),
-            ("G_QUANTA", G_QUANTA),
-            ("G_NOW_FRAMES", G_NOW_FRAMES),
-            ("G_PEERS", G_PEERS),
-            ("G_UNKNOWN_PEER", G_UNKNOWN_PEER),
-            ("G_MALFORMED", G_MALFORMED),
-            ("G_RECORDS_READ", G_RECORDS_READ),
-            ("G_RING_RESYNCS", G_RING_RESYNCS),
-            ("G_MASTER_PEAK_L", G_MASTER_PEAK_L),
-            ("G_MASTER_PEAK_R", G_MASTER_PEAK_R),
-            ("G_MASTER_RMS_L", G_MASTER_RMS_L),
-            ("G_MASTER_RMS_R", G_MASTER_RMS_R),
-            ("G_LIMITER_DB", G_LIMITER_DB),
-            ("G_PACKETS_SENT", G_PACKETS_SENT),
-            ("G_SEND_DROPPED", G_SEND_DROPPED),
-            ("G_INPUT_PEAK", G_INPUT_PEAK),
-            ("G_INPUT_RMS", G_INPUT_RMS),
-            ("G_NONFINITE", G_NONFINITE),
-            ("G_UNDERRUNS", G_UNDERRUNS),
-            ("G_CAPTURE_P50_MS", G_CAPTURE_P50_MS),
-            ("G_CAPTURE_P95_MS", G_CAPTURE_P95_MS),
-            ("G_CAPTURE_P99_MS", G_CAPTURE_P99_MS),
-            ("G_CAPTURE_MAX_MS", G_CAPTURE_MAX_MS),
-            ("G_CAPTURE_MEAN_MS", G_CAPTURE_MEAN_MS),
-            ("G_CAPTURE_COUNT", G_CAPTURE_COUNT),
-            ("G_PROBE_STATE", G_PROBE_STATE),
-            ("G_PROBE_SLOT", G_PROBE_SLOT),
-            ("G_PROBE_CLICKS", G_PROBE_CLICKS),
-            ("G_PROBE_SENT", G_PROBE_SENT),
-            ("G_PROBE_HEARD", G_PROBE_HEARD),
-            ("G_ECHO_SLOT", G_ECHO_SLOT),
-            ("G_PROBE_RESULTS_AT", G_PROBE_RESULTS_AT),
-            ("G_CAPTURE_GAPS", G_CAPTURE_GAPS),
-            ("G_CAPTURE_GAP_MS", G_CAPTURE_GAP_MS),
-            ("G_LOCAL_STALLS", G_LOCAL_STALLS),
-            ("PROBE_MAX_CLICKS", crate::probe::MAX_CLICKS),
-            ("P_ACTIVE", P_ACTIVE),
-            ("P_RECEIVED", P_RECEIVED),
-            ("P_LOST", P_LOST),
-            ("P_LATE", P_LATE),
-            ("P_DUPLICATES", P_DUPLICATES),
-            ("P_CONCEALED", P_CONCEALED),
-            ("P_UNDERRUNS", P_UNDERRUNS),
-            ("P_DISCARDED", P_DISCARDED),
-            ("P_MALFORMED", P_MALFORMED),
-            ("P_BUFFERED_FRAMES", P_BUFFERED_FRAMES),
-            ("P_TARGET_FRAMES", P_TARGET_FRAMES),
-            ("P_DRIFT_PPM", P_DRIFT_PPM),
-            ("P_PEAK_L", P_PEAK_L),
-            ("P_PEAK_R", P_PEAK_R),
-            ("P_RMS_L", P_RMS_L),
-            ("P_RMS_R", P_RMS_R),
-            ("P_BLOCK_FRAMES", P_BLOCK_FRAMES),
-            ("P_SAMPLE_RATE", P_SAMPLE_RATE),
-            ("P_CHANNELS", P_CHANNELS),
-            ("P_BITS", P_BITS),
-            ("P_JITTER_FRAMES", P_JITTER_FRAMES),
-            ("P_RESETS", P_RESETS),
-            ("P_WAIT_P50_MS", P_WAIT_P50_MS),
-            ("P_WAIT_P95_MS", P_WAIT_P95_MS),
-            ("P_WAIT_P99_MS", P_WAIT_P99_MS),
-            ("P_WAIT_MAX_MS", P_WAIT_MAX_MS),
-            ("P_WAIT_MEAN_MS", P_WAIT_MEAN_MS),
-            ("P_WAIT_COUNT", P_WAIT_COUNT),
-            ("P_NET_P50_MS", P_NET_P50_MS),
-            ("P_NET_P95_MS", P_NET_P95_MS),
-            ("P_NET_P99_MS", P_NET_P99_MS),
-            ("P_NET_MAX_MS", P_NET_MAX_MS),
-            ("P_NET_MEAN_MS", P_NET_MEAN_MS),
-            ("P_NET_COUNT", P_NET_COUNT),
-            ("P_NET_OUT_OF_RANGE", P_NET_OUT_OF_RANGE),
-            ("P_CLOCK_OFFSET_US", P_CLOCK_OFFSET_US),
-            ("P_LATE_UNDERRUNS", P_LATE_UNDERRUNS),
-            ("P_STALL_UNDERRUNS", P_STALL_UNDERRUNS),
-            ("P_SENDER_GAPS", P_SENDER_GAPS),
-            ("P_SENDER_GAP_MS", P_SENDER_GAP_MS),
-            ("P_STRETCHED", P_STRETCHED),
-            ("P_ORACLE_FRAMES", P_ORACLE_FRAMES),
-        ];
-        let found = crate::testing::ts_numeric_constants(ts);
-        for (name, value) in &found {
-            let expected = rust.iter().find(|(n, _)| n == name);
-            assert_eq!(
-                expected.map(|e| e.1 as f64),
-                Some(*value),
-                "{name} in stats.ts"
-            );
-        }
-        assert_eq!(
-            found.len(),
-            rust.len(),
-            "stats.ts must define every constant as a plain number"
-        );
+/// Writing the block: the engine's figures in this layout.
+impl Engine {
+    /// Values of the stats block this engine writes: the globals and one row per slot.
+    pub fn stats_len(&self) -> usize {
+        GLOBAL_LEN + self.peers.len() * PEER_LEN
     }
 
-    // Fields fit their rows; checked when the crate compiles.
-    const _: () = assert!(
-        G_PROBE_RESULTS_AT + crate::probe::MAX_CLICKS <= GLOBAL_LEN && P_CLOCK_OFFSET_US < PEER_LEN
-    );
-
-    #[test]
-    fn last_peer_row_ends_the_block() {
-        assert_eq!(peer_index(MAX_PEERS - 1, PEER_LEN - 1), BLOCK_LEN - 1);
+    /// Fills the first [`Engine::stats_len`] values of a stats block (layout in
+    /// [`crate::stats`]) with the current figures, except the sequence word, which the publisher
+    /// owns. Rows past this engine's slots are left alone. Real-time safe.
+    pub fn write_stats(&self, out: &mut [f64]) {
+        if out.len() < self.stats_len() {
+            return;
+        }
+        let c = &self.counters;
+        let m = self.master.meter();
+        let input = self.capture.meter();
+        let mut underruns = 0u64;
+        for (slot, place) in self.peers.iter().enumerate() {
+            let row = &mut out[peer_index(slot, 0)..peer_index(slot, 0) + PEER_LEN];
+            row.fill(0.0);
+            let Some(peer) = place else { continue };
+            let j = peer.jitter.counters();
+            let meter = peer.strip.meter();
+            underruns += j.underruns;
+            row[P_ACTIVE] = 1.0;
+            row[P_RECEIVED] = j.received as f64;
+            row[P_LOST] = j.lost as f64;
+            row[P_LATE] = j.late as f64;
+            row[P_DUPLICATES] = j.duplicates as f64;
+            row[P_CONCEALED] = j.concealed as f64;
+            row[P_UNDERRUNS] = j.underruns as f64;
+            row[P_DISCARDED] = j.discarded as f64;
+            row[P_MALFORMED] = peer.malformed as f64;
+            row[P_BUFFERED_FRAMES] =
+                f64::from(peer.jitter.buffered_frames()) + peer.resampler.buffered_frames();
+            row[P_TARGET_FRAMES] = f64::from(peer.jitter.target_frames());
+            row[P_DRIFT_PPM] = peer.drift.offset_ppm();
+            row[P_PEAK_L] = f64::from(meter.peak_l);
+            row[P_PEAK_R] = f64::from(meter.peak_r);
+            row[P_RMS_L] = f64::from(meter.rms_l);
+            row[P_RMS_R] = f64::from(meter.rms_r);
+            row[P_BLOCK_FRAMES] = peer.jitter.block_frames() as f64;
+            row[P_SAMPLE_RATE] = f64::from(peer.jitter.sender_rate());
+            row[P_CHANNELS] = f64::from(peer.jitter.channels());
+            row[P_BITS] = f64::from(peer.jitter.bits());
+            row[P_JITTER_FRAMES] = f64::from(peer.jitter.jitter_frames());
+            row[P_RESETS] = j.resets as f64;
+            row[P_WAIT_P50_MS..=P_WAIT_COUNT].copy_from_slice(&peer.wait.summary_ms());
+            row[P_NET_P50_MS..=P_NET_COUNT].copy_from_slice(&peer.network.summary_ms());
+            row[P_NET_OUT_OF_RANGE] = peer.network.rejected() as f64;
+            row[P_CLOCK_OFFSET_US] = peer.clock_offset_us.map_or(f64::NAN, |o| o as f64);
+            row[P_LATE_UNDERRUNS] = j.late_underruns as f64;
+            row[P_STALL_UNDERRUNS] = j.stall_underruns as f64;
+            row[P_SENDER_GAPS] = peer.sender_gaps.gaps() as f64;
+            row[P_SENDER_GAP_MS] = peer.sender_gaps.gap_ms();
+            row[P_STRETCHED] = j.stretched as f64;
+            row[P_ORACLE_FRAMES] = f64::from(peer.jitter.oracle_frames(peer.drift.offset_ppm()));
+        }
+        out[G_CAPTURE_P50_MS..=G_CAPTURE_COUNT]
+            .copy_from_slice(&self.capture_interval.summary_ms());
+        out[G_QUANTA] = c.quanta as f64;
+        out[G_NOW_FRAMES] = self.now as f64;
+        out[G_PEERS] = self.active as f64;
+        out[G_UNKNOWN_PEER] = c.unknown_peer as f64;
+        out[G_MALFORMED] = c.malformed as f64;
+        out[G_RECORDS_READ] = c.records_read as f64;
+        out[G_RING_RESYNCS] = c.ring_resyncs as f64;
+        out[G_MASTER_PEAK_L] = f64::from(m.peak_l);
+        out[G_MASTER_PEAK_R] = f64::from(m.peak_r);
+        out[G_MASTER_RMS_L] = f64::from(m.rms_l);
+        out[G_MASTER_RMS_R] = f64::from(m.rms_r);
+        out[G_LIMITER_DB] = f64::from(self.master.gain_reduction_db());
+        out[G_PACKETS_SENT] = c.packets_sent as f64;
+        out[G_SEND_DROPPED] = c.send_dropped as f64;
+        out[G_INPUT_PEAK] = f64::from(input.0);
+        out[G_INPUT_RMS] = f64::from(input.1);
+        out[G_NONFINITE] = self.master.nonfinite_blocks() as f64;
+        out[G_UNDERRUNS] = underruns as f64;
+        out[G_CAPTURE_GAPS] = self.local_gaps.gaps() as f64;
+        out[G_CAPTURE_GAP_MS] = self.local_gaps.gap_ms();
+        out[G_LOCAL_STALLS] = self.local_stall.stalls() as f64;
+        let p = &self.probe;
+        out[G_PROBE_STATE] = p.state().code();
+        out[G_PROBE_SLOT] = p.slot() as f64;
+        out[G_PROBE_CLICKS] = p.clicks() as f64;
+        out[G_PROBE_SENT] = p.sent() as f64;
+        out[G_PROBE_HEARD] = p.heard() as f64;
+        out[G_ECHO_SLOT] = self.echoing().map_or(-1.0, |s| s as f64);
+        let results = &mut out[G_PROBE_RESULTS_AT..G_PROBE_RESULTS_AT + crate::probe::MAX_CLICKS];
+        results.fill(f64::NAN);
+        for (o, frames) in results.iter_mut().zip(p.results()) {
+            *o = frames * 1000.0 / f64::from(LOCAL_RATE);
+        }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -31,7 +31,7 @@ const IN_AMP: f64 = 0.25;
 const QUANTA: u64 = 1700;
 /// Largest RMS of what is left after fitting a sine of A's frequency to A's echoed stream (20 ms
 /// windows), relative to A's amplitude: two PCM16 roundings (~2e-5 each) and the cubic
-/// interpolator's error at 330 Hz (far below; `core/src/clock.rs`).
+/// interpolator's error at 330 Hz (far below; `core/src/resample.rs`).
 const FIT_RESIDUAL: f64 = 2e-4;
 
 /// B's input at local frame `n`.

@@ -9,7 +9,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use tutti_core::clock::{DriftController, Resampler};
+use tutti_core::drift::DriftController;
+use tutti_core::resample::Resampler;
 
 const QUANTUM: usize = 128;
 /// Staging large enough that timed stretches of `process` run without refills.

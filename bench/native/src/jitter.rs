@@ -33,10 +33,11 @@
 //!
 //! Everything is seeded: the same trace gives the same figures on any machine.
 
-use tutti_core::clock::{DriftController, Resampler};
+use tutti_core::drift::DriftController;
 use tutti_core::jitter::stall::LocalStall;
 use tutti_core::jitter::{BufferMode, JitterBuffer, JitterConfig, JitterCounters, PopKind};
 use tutti_core::packet::{encode, Header, SampleFormat, SampleRate, MAX_PACKET_LEN};
+use tutti_core::resample::Resampler;
 
 const BLOCK: u64 = 128;
 const QUANTUM: u64 = 128;

@@ -4,30 +4,8 @@
 use super::*;
 use crate::conceal::{FADE_FRAMES, HOLD_FRAMES};
 use crate::packet::{encode, parse, Header, SampleFormat, SampleRate, MAX_PACKET_LEN};
+use crate::testing::Rng;
 use std::f64::consts::PI;
-
-/// xorshift64*: seeded, deterministic.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in lo..=hi.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
-}
 
 /// A sender: stereo PCM16 packets of a sine (`amp`, `freq` Hz at `rate`), left = right.
 struct Source {
@@ -199,7 +177,7 @@ struct Injected {
 /// delayed by 40-80 quanta (far beyond an 8-block depth), 5% reordered (1-4 quanta later),
 /// 3% sent twice (the copy 0-60 quanta after the first: before or after the block plays).
 fn schedule(seed: u64, blocks: u64) -> (Schedule, Injected) {
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::spread(seed);
     let mut s = Vec::new();
     let mut inj = Injected {
         sent: blocks,
@@ -214,17 +192,17 @@ fn schedule(seed: u64, blocks: u64) -> (Schedule, Injected) {
         }
         let at = if !edge && roll < 0.03 {
             inj.delayed += 1;
-            k + 2 + rng.range(40, 80)
+            k + 2 + rng.range(40, 80) as u64
         } else if !edge && roll < 0.08 {
             inj.reordered += 1;
-            k + 2 + rng.range(1, 4)
+            k + 2 + rng.range(1, 4) as u64
         } else {
             k + 2
         };
         s.push((at, k));
         if !edge && rng.unit() < 0.03 {
             inj.duplicates += 1;
-            s.push((at + rng.range(0, 60), k));
+            s.push((at + rng.range(0, 60) as u64, k));
         }
     }
     s.sort_by_key(|d| d.0);
@@ -436,11 +414,11 @@ fn sine_with_two_percent_loss_has_no_clicks() {
     // spectral peak between 300 and 600 Hz is at 440 ± 2 Hz and within 1 dB of 0.5.
     let src = Source::new(128);
     let blocks = 3750;
-    let mut rng = Rng::new(42);
+    let mut rng = Rng::spread(42);
     let lost: Vec<bool> = (0..blocks)
         .map(|k| k > 8 && k + 8 < blocks && rng.unit() < 0.02)
         .collect();
-    let jitter: Vec<u64> = (0..blocks).map(|_| rng.range(0, 2)).collect();
+    let jitter: Vec<u64> = (0..blocks).map(|_| rng.range(0, 2) as u64).collect();
     let dropped = lost.iter().filter(|&&x| x).count() as u64;
     let (jb, render) = play_stream(
         JitterConfig::default(),
@@ -582,7 +560,7 @@ fn session_with_stalls(
     stall: impl Fn(f64) -> f64,
     seed: u64,
 ) -> (JitterBuffer, Vec<Sample>) {
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::spread(seed);
     let src = Source::new(128);
     let blocks = seconds * 48_000 / 128;
     let mut sched: Vec<(u64, u64)> = (0..blocks)
@@ -1098,10 +1076,10 @@ fn kept_payloads_cover_the_concealer_history() {
     for &(frames, rate) in FORMATS {
         let mut src = Source::new(frames);
         src.rate = rate;
-        let mut rng = Rng::new(frames as u64);
+        let mut rng = Rng::spread(frames as u64);
         let blocks = 20 * u64::from(rate.hz()) / frames as u64;
         let lost: Vec<bool> = (0..blocks).map(|k| k > 8 && rng.unit() < 0.04).collect();
-        let late: Vec<u64> = (0..blocks).map(|_| rng.range(0, 3)).collect();
+        let late: Vec<u64> = (0..blocks).map(|_| rng.range(0, 3) as u64).collect();
         let hz = u64::from(rate.hz());
         let at = |k: u64| {
             ((k + 1) * frames as u64 * 48_000)

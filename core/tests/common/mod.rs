@@ -1,32 +1,16 @@
-//! Helpers shared by the engine's integration tests: a seeded PRNG, a sine source, packet
+//! Helpers shared by the engine's integration tests: the seeded generator, a sine source, packet
 //! building and a single-bin DFT for level checks.
 
 #![allow(dead_code)]
 
 use tutti_core::packet::{encode, Header, SampleFormat, SampleRate, MAX_PACKET_LEN};
 
-/// xorshift64*: small, seeded, good enough for test schedules.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in 0..n.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-}
+/// The core tests' one seeded generator (and the rest of their shared support), compiled into
+/// the integration tests from the same file the unit tests use.
+#[path = "../../src/testing.rs"]
+mod testing;
+#[allow(unused_imports)] // not every test file draws random numbers
+pub(crate) use testing::Rng;
 
 /// Encodes block `seq` of a sine (`freq` Hz, amplitude `amp`, 48 kHz) as a stereo PCM16 packet.
 pub fn sine_packet(seq: u64, frames: usize, freq: f64, amp: f64) -> Vec<u8> {

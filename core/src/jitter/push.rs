@@ -1,0 +1,234 @@
+//! The push side of the jitter buffer: a received packet checked, placed in the slot of its
+//! sequence number (or counted as late, duplicate or too far ahead), and the depth checks its
+//! arrival triggers. The module docs of [`crate::jitter`] describe the rules.
+
+use super::*;
+
+impl JitterBuffer {
+    /// Places a received packet: its payload bytes go to the slot of its sequence number
+    /// (decoded when the slot is popped). `now` = local frame time of the quantum that drained
+    /// it. Real-time safe.
+    pub fn push(&mut self, pkt: &Packet, now: u64) -> PushOutcome {
+        self.push_noted(pkt, now, f64::NAN)
+    }
+
+    /// [`JitterBuffer::push`] with a note the caller keeps with the packet (any `f64`, e.g. when
+    /// it was sent) and gets back from [`JitterBuffer::take_played`] when it plays. Real-time
+    /// safe.
+    pub fn push_noted(&mut self, pkt: &Packet, now: u64, note: f64) -> PushOutcome {
+        self.pushed_note = note;
+        let frames = pkt.frames();
+        let channels = pkt.channels;
+        let expected_len = frames * usize::from(channels) * pkt.header.format.bytes();
+        let block_ok = frames.is_power_of_two() && (MIN_BLOCK..=MAX_FRAMES).contains(&frames);
+        if !block_ok || !(1..=2).contains(&channels) || pkt.payload.len() != expected_len {
+            self.counters.discarded += 1;
+            return PushOutcome::Rejected;
+        }
+        self.bits = pkt.header.format.bits();
+        self.accept(pkt, now)
+    }
+
+    /// The body of [`JitterBuffer::push`] for a validated block format.
+    fn accept(&mut self, pkt: &Packet, now: u64) -> PushOutcome {
+        let (seq, frames, channels) = (pkt.header.seq, pkt.frames(), pkt.channels);
+        let rate = pkt.header.rate.hz();
+        let mut outcome = None;
+        if self.block == 0 {
+            self.set_format(&pkt.header, channels);
+            let ext = SEQ_BASE + u64::from(seq);
+            self.new_segment(ext);
+            self.restart(ext, now);
+            outcome = Some(PushOutcome::Started);
+        } else if frames != self.block || rate != self.rate || channels != self.channels {
+            self.counters.resets += 1;
+            self.drop_all();
+            self.close_segment();
+            self.set_format(&pkt.header, channels);
+            let ext = self.extend(seq);
+            self.new_segment(ext);
+            self.restart(ext, now);
+            outcome = Some(PushOutcome::FormatReset);
+        }
+        let ext = self.extend(seq);
+
+        if outcome.is_none() {
+            if ext.saturating_add(SEEN_BITS) <= self.highest {
+                self.stale_run += 1;
+                if self.stale_run < STALE_RESTART {
+                    self.counters.discarded += 1;
+                    return PushOutcome::Stale;
+                }
+                // The sender restarted its numbering below the old one.
+                self.counters.resets += 1;
+                self.drop_all();
+                self.close_segment();
+                self.new_segment(ext);
+                self.restart(ext, now);
+                outcome = Some(PushOutcome::Started);
+            } else if self.is_seen(ext) {
+                self.counters.duplicates += 1;
+                return PushOutcome::Duplicate;
+            }
+        }
+        self.stale_run = 0;
+
+        if outcome.is_none() {
+            outcome = self.place(ext, now);
+        }
+        // A unique packet of the current segment.
+        self.mark_seen(ext);
+        self.counters.received += 1;
+        self.seg_received += 1;
+        self.seg_lowest = self.seg_lowest.min(ext);
+        self.seg_highest = self.seg_highest.max(ext);
+        self.last_arrival = now;
+        self.last_ext = ext;
+
+        let outcome = outcome.unwrap_or(PushOutcome::Stored);
+        self.excused_now = self.excused_until.is_some_and(|u| now <= u);
+        if self.state != StreamState::Idle && !self.excused_now {
+            let l = self.elapsed(now) - self.nominal(ext);
+            self.lat.roll(now, u64::from(self.cfg.local_rate));
+            let cutoff = self.coverable() + i64::from(self.cfg.quantum);
+            self.lat.add_checked(l, cutoff);
+            self.update_target();
+        }
+        if outcome == PushOutcome::Late {
+            self.counters.late += 1;
+            return outcome;
+        }
+        self.store(ext, pkt.payload, pkt.header.format, now);
+        self.delay = self.elapsed(now) - self.nominal(self.play);
+        if self.state == StreamState::Playing {
+            self.check_depth(now);
+        }
+        outcome
+    }
+
+    /// Decides where a unique packet of the running stream goes. `None` = store it normally;
+    /// `Late` = do not store; anything else = store (after the restart it implies).
+    fn place(&mut self, ext: u64, now: u64) -> Option<PushOutcome> {
+        let n = self.n_slots as u64;
+        if ext < self.play {
+            // Before the play position: in prefill, playout may still start earlier.
+            let fits = self.buffered == 0 || self.seg_highest < ext + n;
+            if self.state == StreamState::Prefill && fits {
+                self.play = ext;
+                return None;
+            }
+            return Some(PushOutcome::Late);
+        }
+        let stopped = self.state == StreamState::Prefill
+            && now.saturating_sub(self.last_arrival) > STOP_FRAMES;
+        if self.state == StreamState::Idle || stopped {
+            // The first packet after a pause: timing starts afresh from it (a prefill that
+            // waited through the pause drops what it held). Numbers skipped within the same
+            // stream were never played: they count as concealed (the buffer concealed, then
+            // faded to silence in their place), so that concealed = lost + late still holds.
+            let held = self.held_between(self.play, ext);
+            self.drop_all();
+            let resets = self.counters.resets;
+            self.check_sequence_jump(ext, now);
+            if self.counters.resets == resets && self.seg_active && ext > self.play {
+                self.counters.concealed += (ext - self.play).saturating_sub(held);
+            }
+            self.restart(ext, now);
+            return Some(PushOutcome::Started);
+        }
+        if ext >= self.play + n {
+            // Too far ahead: drop the oldest to make room, or restart when nothing would remain.
+            let new_play = ext + 1 - n;
+            let remains = self.buffered > 0 && self.seg_highest >= new_play;
+            if remains {
+                self.pass_to(new_play);
+                if self.state == StreamState::Playing {
+                    // The audio jumps: the next block crossfades from a continuation.
+                    let store = &mut self.store;
+                    self.concealer
+                        .splice_with(|t, l, r| store.decode_token(t, l, r));
+                }
+                return None;
+            }
+            self.drop_all();
+            self.check_sequence_jump(ext, now);
+            self.restart(ext, now);
+            return Some(PushOutcome::Started);
+        }
+        None
+    }
+
+    /// A jump to `ext` that elapsed time cannot explain is a restarted numbering: new segment.
+    fn check_sequence_jump(&mut self, ext: u64, now: u64) {
+        if !self.seg_active || ext <= self.seg_highest {
+            return;
+        }
+        let gap = self.nominal(ext) - self.nominal(self.seg_highest);
+        let elapsed = now.saturating_sub(self.last_arrival) as i64;
+        if gap > elapsed + self.to_local(self.cap as i64) {
+            self.counters.resets += 1;
+            self.close_segment();
+            self.new_segment(ext);
+        }
+    }
+
+    /// Copies a payload into the slot of `ext`.
+    fn store(&mut self, ext: u64, payload: &[u8], format: SampleFormat, now: u64) {
+        let i = self.slot_of(ext);
+        if self.slots[i].ext == EMPTY {
+            // Slots hold at most `n_slots` buffers and the concealer keeps at most
+            // `keep`; the layout has more, so a buffer is always free.
+            let Some(buf) = self.store.take() else {
+                self.counters.discarded += 1;
+                return;
+            };
+            self.slots[i].buf = buf;
+            self.buffered += 1;
+        } else if self.slots[i].ext != ext {
+            // Invariant: only sequence numbers in [play, play + n_slots) are stored, one per
+            // slot, so this cannot happen; stay consistent anyway (its buffer is reused).
+            self.counters.discarded += 1;
+        }
+        self.store.write(self.slots[i].buf, payload, format);
+        self.slots[i].ext = ext;
+        self.slots[i].arrival = now;
+        self.slots[i].note = self.pushed_note;
+    }
+
+    /// Empties slot `i` and frees its buffer.
+    pub(super) fn free_slot(&mut self, i: usize) {
+        self.slots[i].ext = EMPTY;
+        self.store.release(self.slots[i].buf);
+    }
+
+    /// Keeps the delay near the target when the drift controller is too slow: a fill a block or
+    /// more below the target schedules stretched blocks at once; a fill far above it for half a
+    /// second schedules skips.
+    fn check_depth(&mut self, now: u64) {
+        let b = self.block_local();
+        let over = self.fill_error();
+        if over <= -b {
+            self.grow_pending = ((b / 2 - over) / b).clamp(0, i64::from(u32::MAX)) as u32;
+            self.skip_pending = 0;
+            self.over_since = None;
+            return;
+        }
+        self.grow_pending = 0;
+        let threshold = (b + b / 2).max(i64::from(self.cfg.quantum));
+        if over <= threshold {
+            self.over_since = None;
+            if 2 * over <= b {
+                self.skip_pending = 0;
+            }
+            return;
+        }
+        match self.over_since {
+            None => self.over_since = Some(now),
+            Some(since) if now.saturating_sub(since) >= u64::from(self.cfg.local_rate) / 2 => {
+                self.skip_pending = ((over + b / 2) / b).clamp(0, i64::from(u32::MAX)) as u32;
+                self.over_since = None;
+            }
+            Some(_) => {}
+        }
+    }
+}
