@@ -64,7 +64,7 @@ const MAX_FRAMES = 256;
 const HISTORY = 16;
 /** Largest |ratio − 1| served by the block-constant resampling path. */
 const FAST_MAX_DEVIATION = 2e-3;
-/** Frames the interpolator reads beyond the position (core/src/clock.rs LOOK_AHEAD_FRAMES). */
+/** Frames the interpolator reads beyond the position (core/src/resample.rs LOOK_AHEAD_FRAMES). */
 const LOOK_AHEAD = 2;
 /** Output frames per step of the Rust resampler's skip (its CHUNK). */
 const SKIP_CHUNK = 128;
@@ -72,7 +72,7 @@ const SKIP_CHUNK = 128;
  * watch counts the stream's audio time from the Rust origin, so both compute the same doubles. */
 const EXT_TO_RUST = 2 ** 32 - SEQ_BASE;
 
-// Drift loop (the defaults of core/src/clock.rs): 375 updates/s, loop gain set for 48 kHz input,
+// Drift loop (the defaults of core/src/drift.rs): 375 updates/s, loop gain set for 48 kHz input,
 // two one-pole stages on the fill error and a PI loop whose 1/ωn narrows from 10 s to 60 s over
 // 200 s; ±1000 ppm, slew-limited to 200 ppm/s.
 const DRIFT_DT = QUANTUM / LOCAL_RATE;
@@ -87,7 +87,7 @@ const DRIFT_SLEW = 200e-6 * DRIFT_DT;
 /** Outputs per exact evaluation of the interpolation weights (stepped linearly in between). */
 const SUB = 32;
 
-// Mixer and meters (the constants of core/src/mix.rs).
+// Mixer and meters (the constants of core/src/mix/).
 const MAX_GAIN = 4;
 const LIMIT_THRESHOLD = 0.8912509;
 const LIMITER_HOLD_BLOCKS = 8;
@@ -590,7 +590,7 @@ export class JsEngineCore implements EngineCore {
   }
 
   /** Updates the drift factor 1 + ε (p.driftFactor) from the fill against the target (see
-   * core/src/clock.rs). */
+   * core/src/drift.rs). */
   private updateDrift(p: Peer): void {
     const j = p.jitter;
     const e0 = j.bufferedFrames() + (p.writePos - p.readPos - p.frac) - j.targetFrames();
@@ -614,7 +614,7 @@ export class JsEngineCore implements EngineCore {
 
   /**
    * The block-constant path (|ratio − 1| ≤ 2e-3): output i is the cubic through staging
-   * read + i − 1 .. read + i + 2 at t = frac + i·(ratio − 1). As in core/src/clock.rs, the
+   * read + i − 1 .. read + i + 2 at t = frac + i·(ratio − 1). As in core/src/resample.rs, the
    * weights are exact every SUB outputs and stepped linearly in between. Fused with the
    * pre-fader meter and the gain ramp into the bus.
    */

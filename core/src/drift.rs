@@ -34,7 +34,7 @@
 //! 53 s (peak 60 ppm) once locked. A sender beyond the ±1000 ppm clamp cannot be followed: the fill
 //! then drifts.
 //!
-//! [`DriftController::update`] costs 5 ns (criterion, `cargo bench -p tutti-bench --bench clock`).
+//! [`DriftController::update`] costs 5 ns (criterion, `cargo bench -p tutti-bench --bench drift`).
 //!
 //! # Real-time safety
 //!

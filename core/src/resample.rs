@@ -79,7 +79,7 @@
 //! run to run; best of repeated runs; WASM is simd128 in Node 20's V8). Block-constant path,
 //! one peer with a hot cache: interpolation, meters and mix in the fused pass 190-210 ns WASM,
 //! against 225-240 ns for `process` into a block and then `Strip::mix_into`; `process` alone
-//! 150-165 ns WASM and 145-160 ns native (criterion, `cargo bench -p tutti-bench --bench clock`:
+//! 150-165 ns WASM and 145-160 ns native (criterion, `cargo bench -p tutti-bench --bench drift`:
 //! 151 ns; with frames_needed and one 128-frame append 165 ns). A peer nobody hears costs 55 ns
 //! WASM (its staged input metered, the read position skipped). General path: `process` 550-690
 //! ns native (criterion 686 ns), 660-790 ns WASM. In the engine with 64 PCM16 stereo peers the

@@ -57,7 +57,7 @@ const num = (x: number | string): number =>
 const f32bits = (x: number): number => new Uint32Array(new Float32Array([x]).buffer)[0];
 
 const FORMATS = [16, 24, 32] as const;
-/** |decoded - input| bound per format (derivation in core/src/packet.rs tests). */
+/** |decoded - input| bound per format (derivation in core/src/packet/tests.rs). */
 const BOUND: Record<number, number> = { 16: 1.51 / 32768, 24: 1.5 / 8388608, 32: 0 };
 
 function headerOf(v: ValidVector): HeaderFields {

@@ -3,7 +3,7 @@
 //! per-quantum staging step (frames_needed + append of one 128-frame block + process), and one
 //! drift-controller update.
 //!
-//! Run: `cargo bench -p tutti-bench --bench clock`.
+//! Run: `cargo bench -p tutti-bench --bench drift`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
