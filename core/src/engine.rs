@@ -164,10 +164,7 @@ impl Default for EngineConfig {
             block_frames: 128,
             format: SampleFormat::Pcm16,
             capture_channels: 2,
-            buffer: BufferMode::Adaptive {
-                floor_frames: QUANTUM as u32,
-                ceiling_frames: 4096,
-            },
+            buffer: BufferMode::DEFAULT,
         }
     }
 }

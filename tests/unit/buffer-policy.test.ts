@@ -11,12 +11,25 @@ import {
 } from '../../app/src/audio/buffer-policy';
 import { DEFAULT_CONFIG } from '../../app/src/audio/engine-core';
 import { benchConfig } from '../../bench/web/messages';
+import jitterRs from '../../core/src/jitter/mod.rs?raw';
+
+/** `pub const NAME: u32 = N;` from the Rust source. */
+function rustConst(name: string): number {
+  const m = new RegExp(`pub const ${name}: u32 = (\\d+);`).exec(jitterRs);
+  if (!m) throw new Error(`${name} not found in core/src/jitter/mod.rs`);
+  return Number(m[1]);
+}
 
 describe('buffer policy', () => {
   it('adaptive spans one quantum to 160 ms at 48 kHz', () => {
     expect(BUFFER_FLOOR_FRAMES).toBe(128);
     expect(BUFFER_CEILING_FRAMES / 48).toBe(160);
     expect(DEFAULT_BUFFER_POLICY).toEqual({ mode: 'adaptive', floorFrames: 128, ceilingFrames: 7680 });
+  });
+
+  it('the Rust core has the same defaults', () => {
+    expect(rustConst('DEFAULT_FLOOR_FRAMES')).toBe(BUFFER_FLOOR_FRAMES);
+    expect(rustConst('DEFAULT_CEILING_FRAMES')).toBe(BUFFER_CEILING_FRAMES);
   });
 
   it('the engine and the benchmark run the one default', () => {

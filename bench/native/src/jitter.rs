@@ -469,7 +469,4 @@ pub fn run(t: &Trace, mode: BufferMode) -> Outcome {
 }
 
 /// The adaptive mode the engine uses by default (the room's floor and ceiling).
-pub const ADAPTIVE: BufferMode = BufferMode::Adaptive {
-    floor_frames: 128,
-    ceiling_frames: 7680,
-};
+pub const ADAPTIVE: BufferMode = BufferMode::DEFAULT;

@@ -171,6 +171,14 @@ pub(crate) const KEPT_RING: usize = 64;
 const _: () = assert!(KEPT_RING.is_power_of_two() && KEPT_RING >= KEEP_FRAMES / MIN_BLOCK);
 const _: () = assert!((MAX_CAPACITY + KEEP_FRAMES) / MIN_BLOCK < 1 << 16);
 
+/// The adaptive floor's default: one render quantum.
+pub const DEFAULT_FLOOR_FRAMES: u32 = 128;
+/// The adaptive ceiling's default: 160 ms at 48 kHz. Far above what anyone can play in time
+/// with, but a ceiling that cannot cover a starved machine's stalls or a bursty path underruns
+/// every few seconds instead. The app's copy (app/src/audio/buffer-policy.ts) is checked against
+/// this line by a unit test.
+pub const DEFAULT_CEILING_FRAMES: u32 = 7680;
+
 /// How the target depth is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BufferMode {
@@ -186,6 +194,14 @@ pub enum BufferMode {
         /// Blocks of depth.
         packets: u32,
     },
+}
+
+impl BufferMode {
+    /// Adaptive between [`DEFAULT_FLOOR_FRAMES`] and [`DEFAULT_CEILING_FRAMES`]: what a room runs.
+    pub const DEFAULT: BufferMode = BufferMode::Adaptive {
+        floor_frames: DEFAULT_FLOOR_FRAMES,
+        ceiling_frames: DEFAULT_CEILING_FRAMES,
+    };
 }
 
 /// Construction parameters of a [`JitterBuffer`].
@@ -207,10 +223,7 @@ impl Default for JitterConfig {
             quantum: 128,
             local_rate: 48_000,
             capacity_frames: 8192,
-            mode: BufferMode::Adaptive {
-                floor_frames: 128,
-                ceiling_frames: 4096,
-            },
+            mode: BufferMode::DEFAULT,
         }
     }
 }
