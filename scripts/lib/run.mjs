@@ -64,19 +64,22 @@ export function run(cmd, args, opts = {}) {
     take(child.stdout, process.stdout, opts.quiet || opts.quietStdout);
     take(child.stderr, process.stderr, opts.quiet);
     let timer;
-    if (opts.timeoutMs) {
+    const { timeoutMs } = opts;
+    const pid = child.pid;
+    if (timeoutMs) {
       timer = setTimeout(() => {
         timedOut = true;
-        process.stderr.write(`\n${cmd} ${args.join(' ')}: time limit ${opts.timeoutMs / 1000} s reached, stopping it\n`);
+        process.stderr.write(`\n${cmd} ${args.join(' ')}: time limit ${timeoutMs / 1000} s reached, stopping it\n`);
+        if (pid === undefined) return; // never started: its 'error' event ends the run
         try {
-          process.kill(-child.pid, 'SIGTERM');
+          process.kill(-pid, 'SIGTERM');
           setTimeout(() => {
             try {
-              process.kill(-child.pid, 'SIGKILL');
+              process.kill(-pid, 'SIGKILL');
             } catch {}
           }, 5000).unref();
         } catch {}
-      }, opts.timeoutMs);
+      }, timeoutMs);
     }
     child.on('error', (e) => {
       clearTimeout(timer);
