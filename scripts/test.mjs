@@ -10,6 +10,8 @@
 //   types  svelte-check (app .ts and .svelte, tsconfig.json)         1 check
 //          tsc --noEmit -p tsconfig.scripts.json (JSDoc types of       1 check
 //          scripts/, tests/browser/, bench/*.mjs)
+//   lint   eslint (eslint.config.js)                                 1 check
+//          prettier --check (.prettierrc.json, .prettierignore)      1 check
 //   vitest vitest run (tests/unit), JSON report                      numPassedTests / numFailedTests
 //   browser node --test tests/browser/*.test.mjs, TAP report         "# pass" / "# fail" (+ cancelled)
 //
@@ -124,6 +126,14 @@ const suites = [
       checks([
         [bin('svelte-check'), ['--tsconfig', 'tsconfig.json', '--output', 'human'], 300],
         [bin('tsc'), ['--noEmit', '-p', 'tsconfig.scripts.json'], 300],
+      ]),
+  },
+  {
+    name: 'lint',
+    run: () =>
+      checks([
+        [bin('eslint'), ['--max-warnings', '0', '.'], 300],
+        [bin('prettier'), ['--check', '--log-level', 'warn', '.'], 300],
       ]),
   },
   {

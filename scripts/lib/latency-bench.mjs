@@ -106,7 +106,9 @@ async function measureImpaired(seconds, log) {
   const line = r.output.split('\n').findLast((l) => l.startsWith('{'));
   try {
     if (r.code === 0 && line) return JSON.parse(line);
-  } catch {}
+  } catch {
+    // Not JSON: reported below as a missing line.
+  }
   const error = `latency-impaired.mjs exited ${r.code}${r.timedOut ? ' (time limit)' : ''} without its JSON line`;
   log(`latency: impaired: ${error}`);
   return { error };

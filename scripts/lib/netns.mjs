@@ -61,7 +61,9 @@ export async function reexecInNetns(argv = process.argv, opts = {}) {
   const forward = () => {
     try {
       child.kill('SIGTERM');
-    } catch {}
+    } catch {
+      // Already gone.
+    }
   };
   process.prependListener('SIGTERM', forward);
   let timer;
@@ -75,7 +77,9 @@ export async function reexecInNetns(argv = process.argv, opts = {}) {
       setTimeout(() => {
         try {
           child.kill('SIGKILL');
-        } catch {}
+        } catch {
+          // Already gone.
+        }
       }, 5000).unref();
     }, timeoutMs);
   }

@@ -13,7 +13,9 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
     for (const pid of running) {
       try {
         process.kill(-pid, 'SIGTERM');
-      } catch {}
+      } catch {
+        // Its group has already exited.
+      }
     }
     process.exit(130);
   });
@@ -76,9 +78,13 @@ export function run(cmd, args, opts = {}) {
           setTimeout(() => {
             try {
               process.kill(-pid, 'SIGKILL');
-            } catch {}
+            } catch {
+              // It stopped on SIGTERM.
+            }
           }, 5000).unref();
-        } catch {}
+        } catch {
+          // Its group has already exited.
+        }
       }, timeoutMs);
     }
     child.on('error', (e) => {
