@@ -13,9 +13,13 @@ const wasmPath = process.argv[4] ?? new URL('../wasm/pkg/tutti_wasm_bg.wasm', im
 const RING = 1 << 22;
 
 const module = new WebAssembly.Module(readFileSync(wasmPath));
+/** @type {Record<string, Record<string, () => void>>} */
 const imports = {};
 for (const imp of WebAssembly.Module.imports(module)) (imports[imp.module] ??= {})[imp.name] = () => {};
-const e = new WebAssembly.Instance(module, imports).exports;
+/** @typedef {import('../app/src/audio/engine-core.ts').TuttiExports} TuttiExports */
+const e = /** @type {TuttiExports & { __wbindgen_start?: () => void }} */ (
+  /** @type {unknown} */ (new WebAssembly.Instance(module, imports).exports)
+);
 e.__wbindgen_start?.();
 const h = e.tutti_create(256, 128, 16, 2, RING, 1 << 16);
 for (let s = 0; s < peers; s++) {
@@ -42,6 +46,7 @@ const mem = () => new Uint8Array(e.memory.buffer, e.tutti_inbound_ptr(h), RING);
 let ring = mem();
 let io = new Uint32Array(e.memory.buffer, e.tutti_io_ptr(h), 8);
 let write = 0;
+/** @param {number} q quantum index */
 function feed(q) {
   for (let s = 0; s < peers; s++) {
     const p = packets[q % 16];
@@ -70,7 +75,7 @@ let ns = 0;
 for (let q = 0; q < warm + quanta; q++) {
   feed(q);
   const t = performance.now();
-  e.tutti_process(h, q * 128, 0);
+  e.tutti_process(h, q * 128, 0, 0);
   if (q >= warm) ns += (performance.now() - t) * 1e6;
 }
 const perPeer = ns / quanta / peers;

@@ -34,7 +34,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { AUDIO_BACKENDS, launchChromium } from './lib/chromium.mjs';
+import { AUDIO_BACKENDS, isAudioBackend, launchChromium } from './lib/chromium.mjs';
 import { printLatencyTable, runLatencyBench } from './lib/latency-bench.mjs';
 import { printNetTable, runNetBench } from './lib/net-bench.mjs';
 import { build } from './build.mjs';
@@ -86,8 +86,9 @@ if (!(latencySeconds >= 1) || !(latencyFixedSeconds >= 0) || !(latencyImpairedSe
   log('--latency-seconds takes a number of seconds >= 1, --latency-fixed-seconds and --latency-impaired-seconds 0..600 (0 skips)');
   process.exit(2);
 }
-const latencyBackends = (option('latency-backends') ?? 'pulse-128,fake').split(',');
-if (latencyBackends.length === 0 || !latencyBackends.every((b) => AUDIO_BACKENDS.includes(b)) || new Set(latencyBackends).size !== latencyBackends.length) {
+const latencyNames = (option('latency-backends') ?? 'pulse-128,fake').split(',');
+const latencyBackends = latencyNames.filter(isAudioBackend);
+if (latencyBackends.length === 0 || latencyBackends.length !== latencyNames.length || new Set(latencyBackends).size !== latencyBackends.length) {
   log(`--latency-backends takes distinct backends among ${AUDIO_BACKENDS.join(', ')}, the first giving the main figures`);
   process.exit(2);
 }
@@ -108,11 +109,22 @@ if (!flag('no-build')) {
 // The engine and net parts load dist/ from this static server; the latency part starts the
 // real server (it needs the signaling).
 const server = runs('engine') || runs('net') ? await serveStatic({ root: join(ROOT, 'dist'), port: 0 }) : null;
+/** @type {import('playwright-core').Browser | undefined} */
 let browser;
+/** @type {string | null | undefined} */
 let browserVersion;
 let exitCode = 1;
 try {
   const started = Date.now();
+  /**
+   * What bench/results/*.json holds: the engine page's result (when the engine part ran), the
+   * other parts beside it, then the machine and the date.
+   * @type {Partial<import('../app/src/bench/measure.ts').BenchResult> & {
+   *   net?: Awaited<ReturnType<typeof runNetBench>>['entries'],
+   *   jitter?: unknown,
+   *   latency?: Awaited<ReturnType<typeof runLatencyBench>>['entry'],
+   * }}
+   */
   const result = runs('engine') ? await engineBench() : { machine: {} };
   if (runs('net')) {
     // The net part is bounded by its own waits; this is the backstop.
@@ -120,6 +132,7 @@ try {
       log(`FAILED: the net benchmark did not end within ${timeoutS} s`);
       process.exit(1);
     }, timeoutS * 1000);
+    if (!server) throw new Error('the net benchmark runs without the static server');
     const net = await runNetBench({ baseUrl: server.url, log, peers: netPeers, windowS: netSeconds });
     result.net = net.entries;
     browserVersion ??= net.browserVersion;
@@ -214,6 +227,7 @@ async function engineBench() {
     if (msg.type() === 'error' || msg.type() === 'warning') log(`page ${msg.type()}: ${msg.text()}`);
   });
   page.on('pageerror', (err) => log(`page error: ${err.message}`));
+  if (!server) throw new Error('the engine benchmark runs without the static server');
   const url = new URL(`bench.html?${query}`, server.url).href;
   log(`opening ${url} (time limit ${timeoutS} s)`);
   const started = Date.now();
@@ -240,6 +254,7 @@ async function engineBench() {
     throw new Error(why);
   }
   const result = await page.evaluate(() => window.benchResult);
+  if (!result) throw new Error('the bench page said done but left no result');
   await browser.close();
   browser = undefined;
   return result;

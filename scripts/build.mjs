@@ -21,7 +21,20 @@ function wasmCrateFileStem() {
   return name.replace(/-/g, '_');
 }
 
-/** The build steps, in order. */
+/**
+ * @typedef {object} Step
+ * @property {string} name
+ * @property {string[]} inputs paths relative to the repo root
+ * @property {(rel: string) => boolean} [skip] input paths (relative) that do not count
+ * @property {string[]} outputs paths relative to the repo root, all present after a good build
+ * @property {string} stamp
+ * @property {[string, string[]]} command program and arguments
+ */
+
+/**
+ * The build steps, in order.
+ * @returns {Step[]}
+ */
 export function steps() {
   const stem = wasmCrateFileStem();
   return [
@@ -76,6 +89,7 @@ export function steps() {
  * @returns {Promise<{ ok: boolean, results: { name: string, action: 'built'|'skipped'|'failed', reason: string, ms: number }[] }>}
  */
 export async function build(opts = {}) {
+  /** @type {{ name: string, action: 'built'|'skipped'|'failed', reason: string, ms: number }[]} */
   const results = [];
   for (const step of steps()) {
     const check = opts.force ? { stale: true, reason: '--force' } : checkStale(ROOT, step);

@@ -8,7 +8,7 @@ import { ROOT } from './lib/run.mjs';
 
 const DIR = join(ROOT, 'app', 'public', 'icons');
 
-/** [source SVG, size in px, output PNG] */
+/** @type {[svg: string, px: number, png: string][]} [source SVG, size in px, output PNG] */
 const ICONS = [
   ['icon.svg', 192, 'icon-192.png'],
   ['icon.svg', 512, 'icon-512.png'],

@@ -7,6 +7,11 @@
 //   cargo  cargo test --workspace --no-fail-fast                     sum of "test result:" lines
 //   fuzz   every cargo-fuzz target of core/fuzz and server/fuzz,    1 check per target
 //          TUTTI_FUZZ_SECONDS (20) each over a copy of its seeds
+//   types  svelte-check (app .ts and .svelte, tsconfig.json)         1 check
+//          tsc --noEmit -p tsconfig.scripts.json (JSDoc types of       1 check
+//          scripts/, tests/browser/, bench/*.mjs)
+//   lint   eslint (eslint.config.js)                                 1 check
+//          prettier --check (.prettierrc.json, .prettierignore)      1 check
 //   vitest vitest run (tests/unit), JSON report                      numPassedTests / numFailedTests
 //   browser node --test tests/browser/*.test.mjs, TAP report         "# pass" / "# fail" (+ cancelled)
 //
@@ -32,16 +37,42 @@ import { buildFuzzTargets, fuzzTargets, runFuzzTarget } from './lib/fuzz.mjs';
 const started = Date.now();
 const budgetMs = Number(process.env.TUTTI_TEST_BUDGET_S ?? 2520) * 1000;
 const remaining = () => Math.max(10_000, budgetMs - (Date.now() - started));
+/** @param {number} seconds */
 const limit = (seconds) => Math.min(seconds * 1000, remaining());
 const work = mkdtempSync(join(tmpdir(), 'tutti-test-'));
 
 /** @typedef {{ passed: number, failed: number, skipped?: number, note?: string }} Count */
 
-/** Exit 0 = one passed check, anything else = one failed check. */
+/**
+ * Exit 0 = one passed check, anything else = one failed check.
+ * @param {string} cmd
+ * @param {string[]} args
+ * @param {number} seconds time limit
+ * @returns {Promise<Count>}
+ */
 async function oneCheck(cmd, args, seconds) {
   const r = await run(cmd, args, { timeoutMs: limit(seconds) });
   if (r.code === 0) return { passed: 1, failed: 0 };
   return { passed: 0, failed: 1, note: r.timedOut ? 'timed out' : r.error ?? `exit ${r.code}` };
+}
+
+/** A tool installed by npm ci. @param {string} name */
+const bin = (name) => join(ROOT, 'node_modules', '.bin', name);
+
+/**
+ * Several commands, one check each, all run; the note names the failed ones.
+ * @param {[cmd: string, args: string[], seconds: number][]} commands
+ * @returns {Promise<Count>}
+ */
+async function checks(commands) {
+  const c = { passed: 0, failed: 0, notes: /** @type {string[]} */ ([]) };
+  for (const [cmd, args, seconds] of commands) {
+    const r = await oneCheck(cmd, args, seconds);
+    c.passed += r.passed;
+    c.failed += r.failed;
+    if (r.failed) c.notes.push(`${cmd.split('/').pop()}: ${r.note}`);
+  }
+  return { passed: c.passed, failed: c.failed, note: c.notes.join('; ') };
 }
 
 /** @type {{ name: string, run: () => Promise<Count> }[]} */
@@ -78,7 +109,7 @@ const suites = [
       const targets = fuzzTargets();
       const unbuilt = await buildFuzzTargets(limit(900));
       if (unbuilt.length) return { passed: 0, failed: targets.length, note: unbuilt.join('; ') };
-      const c = { passed: 0, failed: 0, notes: [] };
+      const c = { passed: 0, failed: 0, notes: /** @type {string[]} */ ([]) };
       for (const t of targets) {
         const r = await runFuzzTarget(t, { seconds: Math.min(seconds, Math.floor(remaining() / 1000 / targets.length)), quiet: true });
         console.log(`fuzz ${t.crate}/${t.name}: ${r.ok ? 'ok' : 'FAILED'}, ${r.note}`);
@@ -90,11 +121,27 @@ const suites = [
     },
   },
   {
+    name: 'types',
+    run: () =>
+      checks([
+        [bin('svelte-check'), ['--tsconfig', 'tsconfig.json', '--output', 'human'], 300],
+        [bin('tsc'), ['--noEmit', '-p', 'tsconfig.scripts.json'], 300],
+      ]),
+  },
+  {
+    name: 'lint',
+    run: () =>
+      checks([
+        [bin('eslint'), ['--max-warnings', '0', '.'], 300],
+        [bin('prettier'), ['--check', '--log-level', 'warn', '.'], 300],
+      ]),
+  },
+  {
     name: 'vitest',
     run: async () => {
       const out = join(work, 'vitest.json');
       const args = ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, '--passWithNoTests'];
-      const r = await run(join(ROOT, 'node_modules', '.bin', 'vitest'), args, { timeoutMs: limit(600) });
+      const r = await run(bin('vitest'), args, { timeoutMs: limit(600) });
       if (!existsSync(out)) {
         return { passed: 0, failed: 1, note: r.timedOut ? 'timed out' : `no JSON report (exit ${r.code})` };
       }

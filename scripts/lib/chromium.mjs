@@ -30,6 +30,15 @@ export const CHROMIUM_ARGS = [
 /** @type {AudioBackend[]} */
 export const AUDIO_BACKENDS = ['fake', 'pulse-128', 'pulse-256'];
 
+/**
+ * Whether `name` is one of AUDIO_BACKENDS (for names from the command line or the environment).
+ * @param {string} name
+ * @returns {name is AudioBackend}
+ */
+export function isAudioBackend(name) {
+  return AUDIO_BACKENDS.some((b) => b === name);
+}
+
 /** Frames per audio callback of each backend (the fake device's 10 ms at 48 kHz). */
 export const BACKEND_CALLBACK_FRAMES = { fake: 480, 'pulse-128': 128, 'pulse-256': 256 };
 
@@ -66,7 +75,7 @@ export function browserAudio(browser) {
 export async function launchChromium(extraArgs = [], { backend = 'fake', pulse, tones } = {}) {
   if (!existsSync(CHROMIUM))
     throw new Error(`no Chromium at ${CHROMIUM} (set CHROMIUM_PATH, or run scripts/setup.sh)`);
-  if (!AUDIO_BACKENDS.includes(backend)) {
+  if (!isAudioBackend(backend)) {
     throw new RangeError(`audio backend ${backend}: expected one of ${AUDIO_BACKENDS.join(', ')}`);
   }
   const callbackFrames = BACKEND_CALLBACK_FRAMES[backend];

@@ -59,8 +59,9 @@ export const round = (x, digits = 2) => (Number.isFinite(x) ? Number(x.toFixed(d
  * with the adaptive buffer for `seconds`, then (unless `fixedSeconds` is 0) a room with a fixed
  * 8-packet buffer for `fixedSeconds`. Starts and stops its own server, and per backend its own
  * browser (and sound server). Throws (with the pages' errors) when a room does not come up.
+ * A last room on the first backend runs `impairedSeconds` (unless 0) over an impaired network.
  * @param {{ log: (...a: unknown[]) => void, seconds?: number, fixedSeconds?: number, settleS?: number,
- *           backends?: import('./chromium.mjs').AudioBackend[] }} opts
+ *           backends?: import('./chromium.mjs').AudioBackend[], impairedSeconds?: number }} opts
  */
 export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, settleS = 3, backends = ['pulse-128', 'fake'], impairedSeconds = 60 }) {
   const server = await startServer();
@@ -105,7 +106,9 @@ async function measureImpaired(seconds, log) {
   const line = r.output.split('\n').findLast((l) => l.startsWith('{'));
   try {
     if (r.code === 0 && line) return JSON.parse(line);
-  } catch {}
+  } catch {
+    // Not JSON: reported below as a missing line.
+  }
   const error = `latency-impaired.mjs exited ${r.code}${r.timedOut ? ' (time limit)' : ''} without its JSON line`;
   log(`latency: impaired: ${error}`);
   return { error };
@@ -267,8 +270,9 @@ export async function measureRoom(h, { room, audio, seconds, settleS, log }) {
       };
     });
     return {
-      median_ms: Math.max(...directions.map((d) => d.median_ms)),
-      p95_ms: Math.max(...directions.map((d) => d.p95_ms)),
+      // A direction without a figure (null) makes the room's figure NaN (null in the JSON).
+      median_ms: Math.max(...directions.map((d) => d.median_ms ?? NaN)),
+      p95_ms: Math.max(...directions.map((d) => d.p95_ms ?? NaN)),
       underruns: directions.reduce((n, d) => n + d.underruns, 0),
       seconds: round(windowS, 1),
       directions,

@@ -48,7 +48,7 @@ try {
   const stats = await impairer.stop();
   impairer = null;
   // The worse direction by jitter-buffer wait, with its oracle beside it.
-  const worse = r.directions.reduce((a, b) => (b.jitter_wait_p50_ms > a.jitter_wait_p50_ms ? b : a));
+  const worse = r.directions.reduce((a, b) => ((b.jitter_wait_p50_ms ?? -Infinity) > (a.jitter_wait_p50_ms ?? -Infinity) ? b : a));
   const sum = (f) => r.directions.reduce((n, d) => n + d[f], 0);
   const entry = {
     jitter_wait_p50_ms: worse.jitter_wait_p50_ms,
@@ -56,7 +56,9 @@ try {
     lost: sum('lost'),
     concealed: sum('concealed'),
     underruns_beyond_losses: sum('late_underruns') + sum('stall_underruns') + sum('late'),
-    wait_within_one_block_of_oracle: Math.abs(worse.jitter_wait_p50_ms - worse.oracle_ms) <= worse.block_ms,
+    wait_within_one_block_of_oracle:
+      worse.jitter_wait_p50_ms !== null && worse.oracle_ms !== null && worse.block_ms !== null &&
+      Math.abs(worse.jitter_wait_p50_ms - worse.oracle_ms) <= worse.block_ms,
     underruns: r.underruns,
     median_ms: r.median_ms,
     p95_ms: r.p95_ms,

@@ -134,8 +134,11 @@ async function measurePage(browser, url, workerScript, { log, warmupS, windowS }
     const c1 = await snapshot(page, MARK_END);
     const cpu1 = threadCpuNs(pid, tid);
     const trace = JSON.parse((await browser.stopTracing()).toString());
-    const traced = fromTrace(trace.traceEvents ?? trace, pid, tid, c0, c1);
-    traced.coverage = cpu0 !== null && cpu1 !== null ? traced.cpu_us / ((cpu1 - cpu0) / 1000) : null;
+    const fromTraceEvents = fromTrace(trace.traceEvents ?? trace, pid, tid, c0, c1);
+    const traced = {
+      ...fromTraceEvents,
+      coverage: cpu0 !== null && cpu1 !== null ? fromTraceEvents.cpu_us / ((cpu1 - cpu0) / 1000) : null,
+    };
 
     // The same window without tracing, from the thread's CPU clock (Linux only).
     let untraced = null;
@@ -145,7 +148,7 @@ async function measurePage(browser, url, workerScript, { log, warmupS, windowS }
       await sleep(windowS * 1000);
       const d1 = await snapshot(page, null);
       const u1 = threadCpuNs(pid, tid);
-      untraced = perPacket((u1 - u0) / 1000, d0, d1);
+      untraced = u1 === null ? null : perPacket((u1 - u0) / 1000, d0, d1);
     }
     return { traced, untraced };
   } finally {
@@ -189,6 +192,7 @@ async function identifyWorker(browser, page, url, workerScript) {
 function snapshot(page, mark) {
   return page.evaluate((m) => {
     if (m) performance.mark(m);
+    if (!window.netBench) throw new Error('net-bench.html has not set window.netBench');
     return window.netBench.counters();
   }, mark);
 }

@@ -61,22 +61,27 @@ export async function reexecInNetns(argv = process.argv, opts = {}) {
   const forward = () => {
     try {
       child.kill('SIGTERM');
-    } catch {}
+    } catch {
+      // Already gone.
+    }
   };
   process.prependListener('SIGTERM', forward);
   let timer;
   let timedOut = false;
-  if (opts.timeoutMs) {
+  const { timeoutMs } = opts;
+  if (timeoutMs) {
     timer = setTimeout(() => {
       timedOut = true;
-      process.stderr.write(`netns: time limit ${opts.timeoutMs / 1000} s reached, stopping pid ${child.pid}\n`);
+      process.stderr.write(`netns: time limit ${timeoutMs / 1000} s reached, stopping pid ${child.pid}\n`);
       forward();
       setTimeout(() => {
         try {
           child.kill('SIGKILL');
-        } catch {}
+        } catch {
+          // Already gone.
+        }
       }, 5000).unref();
-    }, opts.timeoutMs);
+    }, timeoutMs);
   }
   const code = await new Promise((resolve) => {
     child.on('error', (e) => {

@@ -116,7 +116,9 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
     });
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
-    throw new Error(`could not start pulseaudio (${String(err)}): install pulseaudio and pulseaudio-utils (scripts/setup.sh)`);
+    throw new Error(`could not start pulseaudio (${String(err)}): install pulseaudio and pulseaudio-utils (scripts/setup.sh)`, {
+      cause: err,
+    });
   }
   let tail = '';
   proc.stderr.on('data', (chunk) => {
@@ -183,7 +185,6 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
 
   // Ready when it answers on its socket.
   const deadline = Date.now() + START_TIMEOUT_MS;
-  let lastError = '';
   for (;;) {
     if (spawnError) {
       const missing = /** @type {NodeJS.ErrnoException} */ (spawnError).code === 'ENOENT';
@@ -194,12 +195,12 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
       await pactl(['info']);
       break;
     } catch (err) {
-      lastError = err instanceof Error ? err.message : String(err);
-      if (/ENOENT/.test(lastError) && !/Connection/.test(lastError)) {
+      const why = err instanceof Error ? err.message : String(err);
+      if (/ENOENT/.test(why) && !/Connection/.test(why)) {
         throw await fail('pactl is missing: install pulseaudio-utils (scripts/setup.sh)');
       }
+      if (Date.now() > deadline) throw await fail(`no answer on ${socket} within ${START_TIMEOUT_MS / 1000} s (${why})`);
     }
-    if (Date.now() > deadline) throw await fail(`no answer on ${socket} within ${START_TIMEOUT_MS / 1000} s (${lastError})`);
     await sleep(POLL_MS);
   }
   try {

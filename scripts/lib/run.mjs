@@ -13,7 +13,9 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
     for (const pid of running) {
       try {
         process.kill(-pid, 'SIGTERM');
-      } catch {}
+      } catch {
+        // Its group has already exited.
+      }
     }
     process.exit(130);
   });
@@ -64,19 +66,26 @@ export function run(cmd, args, opts = {}) {
     take(child.stdout, process.stdout, opts.quiet || opts.quietStdout);
     take(child.stderr, process.stderr, opts.quiet);
     let timer;
-    if (opts.timeoutMs) {
+    const { timeoutMs } = opts;
+    const pid = child.pid;
+    if (timeoutMs) {
       timer = setTimeout(() => {
         timedOut = true;
-        process.stderr.write(`\n${cmd} ${args.join(' ')}: time limit ${opts.timeoutMs / 1000} s reached, stopping it\n`);
+        process.stderr.write(`\n${cmd} ${args.join(' ')}: time limit ${timeoutMs / 1000} s reached, stopping it\n`);
+        if (pid === undefined) return; // never started: its 'error' event ends the run
         try {
-          process.kill(-child.pid, 'SIGTERM');
+          process.kill(-pid, 'SIGTERM');
           setTimeout(() => {
             try {
-              process.kill(-child.pid, 'SIGKILL');
-            } catch {}
+              process.kill(-pid, 'SIGKILL');
+            } catch {
+              // It stopped on SIGTERM.
+            }
           }, 5000).unref();
-        } catch {}
-      }, opts.timeoutMs);
+        } catch {
+          // Its group has already exited.
+        }
+      }, timeoutMs);
     }
     child.on('error', (e) => {
       clearTimeout(timer);

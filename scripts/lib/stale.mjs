@@ -16,6 +16,7 @@ const SKIP_DIRS = new Set(['node_modules', 'target', 'dist', '.git', 'pkg']);
  * @returns {{ mtimeMs: number, path: string | null }}
  */
 export function newestInput(root, paths, opts = {}) {
+  /** @type {{ mtimeMs: number, path: string | null }} */
   let best = { mtimeMs: 0, path: null };
   const visit = (abs) => {
     const rel = relative(root, abs);

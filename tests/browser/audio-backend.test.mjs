@@ -85,7 +85,9 @@ before(async () => {
     res.end(PAGE);
   });
   await new Promise((r) => http.listen(0, '127.0.0.1', r));
-  url = `http://127.0.0.1:${http.address().port}/`;
+  const address = http.address();
+  if (!address || typeof address === 'string') throw new Error('the probe page server has no port');
+  url = `http://127.0.0.1:${address.port}/`;
 });
 after(() => {
   http?.close();
@@ -171,7 +173,7 @@ function checkInput(input, backend) {
   assert.ok(longest < GAP_SAMPLES, `${backend}: a gap of ${longest} samples in the input`);
 }
 
-for (const [backend, quantaPerCallback] of [['pulse-128', 1], ['pulse-256', 2]]) {
+for (const [backend, quantaPerCallback] of /** @type {[import('./lib/browser.mjs').AudioBackend, number][]} */ ([['pulse-128', 1], ['pulse-256', 2]])) {
   test(`${backend}: process() runs ${quantaPerCallback === 1 ? 'one quantum' : 'two quanta'} per callback, every ${(quantaPerCallback * QUANTUM_MS).toFixed(2)} ms; the microphone is the sound server's`, { timeout: 60_000 }, async () => {
     // A stall of this shared machine drops a block of capture now and then (measured once in a
     // fresh clone's run: 128 silent samples): such a capture is taken again on a fresh browser,
@@ -179,6 +181,7 @@ for (const [backend, quantaPerCallback] of [['pulse-128', 1], ['pulse-256', 2]])
     let m = await measure(backend);
     for (let attempt = 2; attempt <= 3 && m.input.length >= RATE / 2 && inputFigures(m.input).longest >= GAP_SAMPLES; attempt++) {
       console.log(`${backend}: capture ${attempt - 1} had a gap of ${inputFigures(m.input).longest} samples; measuring again`);
+      assert.ok(m.pulse, 'a sound server');
       assert.ok(await gone(m.pulse), `the sound server (pid ${m.pulse.pid}) and its directory are gone with the browser`);
       m = await measure(backend);
     }

@@ -149,7 +149,7 @@ test('an echo waits for consent, reaches only the asker, stops on Stop or mute, 
   const again = bea.locator(`[data-testid="echo-request"][data-peer="${ids.Alex}"]`);
   await again.waitFor({ timeout: 10_000 });
   assert.match(await again.innerText(), /for up to 8 s/);
-  assert.equal((await alex.evaluate(() => window.tutti.session.probeResult())).state, 'asking');
+  assert.equal((await alex.evaluate(() => window.tutti.session.probeResult()))?.state, 'asking');
   const deniedAt = Date.now();
   await again.getByTestId('echo-deny').click();
   const result = alex.locator(`[data-testid="stage-table"][data-peer="${ids.Bea}"] [data-testid="probe-result"]`);
@@ -159,6 +159,7 @@ test('an echo waits for consent, reaches only the asker, stops on Stop or mute, 
   assert.equal(message, 'Bea declined the round-trip measurement.');
   assert.equal(await result.getAttribute('data-refused'), 'true');
   const r = await alex.evaluate(() => window.tutti.session.probeResult());
+  assert.ok(r, 'a probe result');
   assert.deepEqual([r.state, r.sent], ['refused', 0]);
   assert.equal(await bea.evaluate(() => window.tutti.session.echoing()), null, 'no echo after a denial');
 

@@ -72,6 +72,7 @@ async function runPage(name) {
         );
       });
     const state = await page.evaluate(() => window.__selftest);
+    assert.ok(state, `the self-test page left no state\npage log:\n${logs.join('\n')}`);
     const status = await page.textContent('#status');
     assert.equal(
       state.state,

@@ -222,7 +222,9 @@ test(`a sender misses ${CAPTURE_GAP_MS} ms of callbacks: it and every listener c
   const sender = member('Bo');
   const before = await settledCounters();
   await sender.page.evaluate(async (ms) => {
-    const ctx = window.tutti.session.ctx;
+    // The session's private audio context, reached by name on purpose: this test stalls it.
+    const ctx = window.tutti.session['ctx'];
+    if (!ctx) throw new Error('the session has no audio context');
     await ctx.suspend();
     await new Promise((r) => setTimeout(r, ms));
     await ctx.resume();
@@ -262,13 +264,19 @@ test(`a sender cut off for ${OUTAGE_MS} ms: its stream restarts, the numbers ski
   const sender = member('Cy');
   // The sender's end of each of its links: the UDP ports its packets leave from.
   const ports = await sender.page.evaluate(async () => {
+    /** @type {number[]} */
     const out = [];
-    for (const link of window.tutti.session.mesh.links.values()) {
+    // The session's private mesh and its links, reached by name on purpose: the test reads
+    // each connection's selected candidate pair.
+    const links = window.tutti.session['mesh']?.['links'];
+    if (!links) throw new Error('the session has no mesh');
+    for (const link of links.values()) {
       const report = await link.pc.getStats();
+      /** @type {string | null} */
       let pairId = null;
-      report.forEach((s) => {
+      for (const s of report.values()) {
         if (s.type === 'transport' && s.selectedCandidatePairId) pairId = s.selectedCandidatePairId;
-      });
+      }
       const pair = pairId && report.get(pairId);
       const local = pair && report.get(pair.localCandidateId);
       if (local) out.push(local.port);

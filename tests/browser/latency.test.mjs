@@ -10,6 +10,7 @@
 // tests/browser/audio-backend.test.mjs run on the sound server.)
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { AUDIO_BACKENDS, isAudioBackend } from './lib/browser.mjs';
 import { collectLogs, joinRoom, MEDIA_FLAGS, ROOM_FLAGS, runSoundCheck, serverAndBrowser, toneContext, waitFor } from './lib/harness.mjs';
 
 const ROOM = 'e2e-latency';
@@ -39,6 +40,7 @@ const BIN_WIDTH = 2 ** (1 / 8) - 1;
  * sound server with 128-frame callbacks; see the top of the file).
  */
 const BACKEND = process.env.TUTTI_LATENCY_BACKEND ?? 'fake';
+if (!isAudioBackend(BACKEND)) throw new RangeError(`TUTTI_LATENCY_BACKEND=${BACKEND}: expected one of ${AUDIO_BACKENDS.join(', ')}`);
 /** Every microphone tone of this file: the players' and the sound check's. */
 const TONES = [...PLAYERS.map((p) => p.tone), 440];
 const h = serverAndBrowser([...ROOM_FLAGS, ...MEDIA_FLAGS, ...(process.env.TUTTI_EXTRA_FLAGS ?? '').split(' ').filter(Boolean)], { backend: BACKEND, tones: TONES });
@@ -187,14 +189,19 @@ test('3-page room: every stage fills, network one-way is RTT/2, and a click roun
   // the same window.
   const [ana, bo] = pages;
   await Promise.all(pages.map((page) => page.evaluate(() => window.tutti.session.resetLatency())));
-  const boId = await ana.evaluate(() => window.tutti.session.view.participants.find((p) => p.name === 'Bo').peer);
+  const boId = await ana.evaluate(() => {
+    const bo = window.tutti.session.view.participants.find((p) => p.name === 'Bo');
+    if (!bo) throw new Error("Bo is not in Ana's room");
+    return bo.peer;
+  });
   assert.equal(await ana.evaluate((id) => window.tutti.session.startProbe(id), boId), true);
   // Bo is asked first; the clicks start once he allows the echo.
   await bo.getByTestId('echo-allow').click();
-  const result = await waitFor('ten clicks back', async () => {
-    const r = await ana.evaluate(() => window.tutti.session.probeResult());
-    return { ok: r?.state === 'done', ...r };
+  const { probe: result } = await waitFor('ten clicks back', async () => {
+    const probe = await ana.evaluate(() => window.tutti.session.probeResult());
+    return { ok: probe?.state === 'done', probe };
   }, 30000, 250);
+  assert.ok(result, 'a probe result');
   const echoedBy = await bo.evaluate(() => window.tutti.session.echoing());
   const after = await Promise.all(pages.slice(0, 2).map(figures));
   const anaBo = after[0].peers.Bo.stages;
@@ -266,10 +273,11 @@ test('self loopback: the sound check measures its round trip through the engine,
   }, 40000, 250);
   await page.evaluate(() => window.tutti.session.resetLatency());
   assert.equal(await page.evaluate(() => window.tutti.session.startProbe('loopback')), true);
-  const result = await waitFor('ten clicks back', async () => {
-    const r = await page.evaluate(() => window.tutti.session.probeResult());
-    return { ok: r?.state === 'done', ...r };
+  const { probe: result } = await waitFor('ten clicks back', async () => {
+    const probe = await page.evaluate(() => window.tutti.session.probeResult());
+    return { ok: probe?.state === 'done', probe };
   }, 30000, 250);
+  assert.ok(result, 'a probe result');
   const f = await figures(page);
   const st = Object.values(f.peers)[0].stages;
   const sum = st.sendQueue.p50 + st.transit.p50;

@@ -226,9 +226,10 @@ test('offline: the app, a room link, the sound check, the self-test and the benc
       polling: 250,
     });
     const result = await st.evaluate(() => window.__selftest);
+    assert.ok(result, 'the self-test page left its state');
     assert.equal(result.state, 'done', `self-test offline: ${result.error}`);
     const r = result.scenarios[0];
-    const present = [...r.audio.left.tones, ...r.audio.right.tones].filter((t) => t.errorDb !== null);
+    const present = [...r.audio.left.tones, ...r.audio.right.tones].flatMap(({ hz, errorDb }) => (errorDb === null ? [] : [{ hz, errorDb }]));
     assert.ok(present.length >= 5, `${present.length} tones expected in the output`);
     for (const t of present) {
       assert.ok(
@@ -275,6 +276,7 @@ test('installable: valid manifest, real icon sizes, no installability error', as
     const got = await cdp.send('Page.getAppManifest');
     assert.equal(got.url, `${server.url}manifest.webmanifest`);
     assert.deepEqual(got.errors, [], 'the manifest parses without errors');
+    assert.ok(got.data, 'the manifest has a body');
     const m = JSON.parse(got.data);
     const bg = /--bg:\s*(#[0-9a-f]{6})/i.exec(readFileSync(join(ROOT, 'app/src/ui/app.css'), 'utf8'))?.[1];
     assert.equal(m.name, 'Tutti');
@@ -286,7 +288,7 @@ test('installable: valid manifest, real icon sizes, no installability error', as
     assert.equal(m.theme_color, bg, 'theme colour is the app background');
     assert.equal(m.background_color, bg);
     const icons = /** @type {{ src: string, sizes: string, type: string, purpose?: string }[]} */ (m.icons);
-    for (const [size, purpose] of [[192, 'any'], [512, 'any'], [512, 'maskable']]) {
+    for (const [size, purpose] of /** @type {[number, string][]} */ ([[192, 'any'], [512, 'any'], [512, 'maskable']])) {
       const icon = icons.find((i) => i.sizes === `${size}x${size}` && (i.purpose ?? 'any').split(' ').includes(purpose));
       assert.ok(icon, `a ${size} px ${purpose} icon`);
       assert.equal(icon.type, 'image/png');

@@ -211,7 +211,7 @@ test('a page killed mid-recording: the next start offers all but at most the las
   await rec.page.getByTestId('record').click();
   await rec.page.waitForFunction(() => window.__recordingAt != null, null, { timeout: 15000 });
   await new Promise((r) => setTimeout(r, 6000));
-  const elapsedS = await rec.page.evaluate(() => (performance.now() - window.__recordingAt) / 1000);
+  const elapsedS = await rec.page.evaluate(() => (performance.now() - (window.__recordingAt ?? NaN)) / 1000);
   const cdp = await rec.context.newCDPSession(rec.page);
   const crashed = new Promise((resolve) => rec.page.once('crash', resolve));
   // The renderer dies: no unload, no goodbye. (The command itself never answers.)

@@ -90,7 +90,7 @@ test('recovery banner, stems with gaps, zip, delete', { timeout: 90_000 }, async
   });
   await page.goto(server.url);
   await page.getByTestId('recordings-link').waitFor();
-  await page.waitForFunction(async () => (await indexedDB.databases()).some((d) => d.name === 'tutti' && d.version >= 2));
+  await page.waitForFunction(async () => (await indexedDB.databases()).some((d) => d.name === 'tutti' && (d.version ?? 0) >= 2));
 
   const startedAt = new Date(2026, 10, 21, 19, 30).getTime();
   // "done": 3 s; the mix (stereo) throughout, a peer (mono) only from 1 s to 2 s.
@@ -120,7 +120,7 @@ test('recovery banner, stems with gaps, zip, delete', { timeout: 90_000 }, async
   await other.evaluate(() => {
     void navigator.locks.request('tutti-recording:rec-live', () => new Promise(() => {}));
   });
-  await other.waitForFunction(async () => (await navigator.locks.query()).held.some((l) => l.name === 'tutti-recording:rec-live'));
+  await other.waitForFunction(async () => (await navigator.locks.query()).held?.some((l) => l.name === 'tutti-recording:rec-live'));
   await seed(page, [done, lost, live]);
 
   // The next start: one banner, for the lost recording, with its length from its chunks.

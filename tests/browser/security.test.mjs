@@ -37,7 +37,7 @@ const pages = [];
 async function openPage(label, freq = 440) {
   const context = await toneContext(h.browser, { freq, amplitude: 0.1 });
   const page = await context.newPage();
-  const entry = { label, page, logs: collectLogs(page, label, [], { errorsOnly: true }), requests: [], frames: [] };
+  const entry = { label, page, logs: collectLogs(page, label, [], { errorsOnly: true }), requests: /** @type {string[]} */ ([]), frames: /** @type {string[]} */ ([]) };
   page.on('request', (r) => entry.requests.push(`${r.url()} ${JSON.stringify(r.headers())}`));
   page.on('websocket', (ws) => ws.on('framesent', (f) => entry.frames.push(String(f.payload))));
   pages.push(entry);

@@ -96,6 +96,7 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 12
     if (u === 0) break;
     console.log(`stats: window ${attempt} of 3 had ${u} underruns; measuring again`);
   }
+  assert.ok(stages, 'the stages were read');
   const summary = Object.fromEntries(Object.entries(stages.peers).map(([n, v]) => [n, {
     wait: v.wait && { count: v.wait.count, p50: +v.wait.p50.toFixed(2), mean: +v.wait.mean.toFixed(2), p99: +v.wait.p99.toFixed(2) },
     network: v.network && { count: v.network.count, p50: +v.network.p50.toFixed(3) },

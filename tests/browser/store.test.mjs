@@ -218,7 +218,7 @@ test('a version 1 database made before the app opens is upgraded with its values
     await page.goto(`${h.server.url}bench.html`);
     await page.evaluate(
       () =>
-        new Promise((resolve, reject) => {
+        /** @type {Promise<void>} */ (new Promise((resolve, reject) => {
           const req = indexedDB.open('tutti', 1);
           req.onupgradeneeded = () => {
             req.result.createObjectStore('settings');
@@ -241,7 +241,7 @@ test('a version 1 database made before the app opens is upgraded with its values
               resolve();
             };
           };
-        }),
+        })),
     );
     await page.goto(h.server.url);
     await page.getByTestId('display-name').waitFor();

@@ -139,9 +139,15 @@ export function readZip(b: Uint8Array): { entries: ParsedZipEntry[]; zip64: bool
       const size = v.getUint16(x + 2, true);
       if (id === 1) {
         let f = x + 4;
-        if (usize === 0xffffffff) (usize = u64(v, f)), (f += 8);
-        if (csize === 0xffffffff) (csize = u64(v, f)), (f += 8);
-        if (offset === 0xffffffff) (offset = u64(v, f)), (f += 8);
+        if (usize === 0xffffffff) {
+          usize = u64(v, f);
+          f += 8;
+        }
+        if (csize === 0xffffffff) {
+          csize = u64(v, f);
+          f += 8;
+        }
+        if (offset === 0xffffffff) offset = u64(v, f);
       }
       x += 4 + size;
     }

@@ -15,7 +15,7 @@ import { participant, roomView } from './views';
 let mounted: ReturnType<typeof mount> | null = null;
 
 /** Mounts one of the components (each has its own props type) with `props`. */
-function render(component: Component<any>, props: Record<string, unknown>): HTMLElement {
+function render<Props extends Record<string, unknown>>(component: Component<Props>, props: Props): HTMLElement {
   const target = document.createElement('div');
   document.body.replaceChildren(target);
   mounted = mount(component, { target, props });

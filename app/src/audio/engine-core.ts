@@ -136,7 +136,7 @@ export function createBuffers(
 }
 
 /** The engine's exports: numbers only (see wasm/src/lib.rs). */
-interface TuttiExports {
+export interface TuttiExports {
   memory: WebAssembly.Memory;
   tutti_create(
     maxPeers: number,

@@ -8,7 +8,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serveStatic } from '../../../scripts/lib/serve.mjs';
 
-export { AUDIO_BACKENDS, browserAudio, CHROMIUM, CHROMIUM_ARGS, launchChromium } from '../../../scripts/lib/chromium.mjs';
+export { AUDIO_BACKENDS, browserAudio, CHROMIUM, CHROMIUM_ARGS, isAudioBackend, launchChromium } from '../../../scripts/lib/chromium.mjs';
+/** @typedef {import('../../../scripts/lib/chromium.mjs').AudioBackend} AudioBackend */
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 export const DIST = process.env.TUTTI_DIST ?? join(ROOT, 'dist');
