@@ -119,7 +119,7 @@ try {
   /**
    * What bench/results/*.json holds: the engine page's result (when the engine part ran), the
    * other parts beside it, then the machine and the date.
-   * @type {Partial<import('../app/src/bench/measure.ts').BenchResult> & {
+   * @type {Partial<import('../bench/web/measure.ts').BenchResult> & {
    *   net?: Awaited<ReturnType<typeof runNetBench>>['entries'],
    *   jitter?: unknown,
    *   latency?: Awaited<ReturnType<typeof runLatencyBench>>['entry'],

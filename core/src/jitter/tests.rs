@@ -291,9 +291,18 @@ fn counters_exact_with_adaptive_depth() {
     // received, duplicates and lost equal the injected numbers exactly, and once drained
     // every received packet was played, late, or merged away by a catch-up skip
     // (discarded), and every sequence number passed over was lost or late.
+    // A ceiling of 32 quanta, below the schedule's shortest long delay (40 quanta): every
+    // delayed block arrives after its playout however deep the buffer adapts.
+    let config = JitterConfig {
+        mode: BufferMode::Adaptive {
+            floor_frames: 128,
+            ceiling_frames: 32 * 128,
+        },
+        ..JitterConfig::default()
+    };
     for seed in 21..=30 {
         let (sched, inj) = schedule(seed, 3000);
-        let (jb, _) = run_schedule(JitterConfig::default(), &Source::new(128), &sched);
+        let (jb, _) = run_schedule(config, &Source::new(128), &sched);
         let c = jb.counters();
         assert_eq!(c.received, inj.sent - inj.dropped, "seed {seed}");
         assert_eq!(c.duplicates, inj.duplicates, "seed {seed}");

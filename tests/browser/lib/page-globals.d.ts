@@ -3,8 +3,8 @@
 // so a test that reaches for a renamed member fails the type check.
 import type { Session } from '../../../app/src/room/session.ts';
 import type {} from '../../../app/src/selftest/main.ts';
-import type {} from '../../../app/src/bench/bench-page.ts';
-import type {} from '../../../app/src/bench/net-bench.ts';
+import type {} from '../../../bench/web/bench-page.ts';
+import type {} from '../../../bench/web/net-bench.ts';
 
 /** What audio-backend.test.mjs's probe page measures. */
 export interface ProbeResult {
