@@ -1,6 +1,6 @@
 // HTTP response headers every server of the app sends, written once for the JavaScript side: the
 // dev server (vite.config.ts), the static server of the benchmarks and tests
-// (scripts/lib/serve.mjs) and the service worker (sw/isolation.ts). The real server's copy
+// (tests/kit/serve.mjs) and the service worker (sw/isolation.ts). The real server's copy
 // (server/src/headers.rs) is checked against this file by its tests.
 //
 // COOP same-origin + COEP require-corp make the page cross-origin isolated

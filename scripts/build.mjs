@@ -67,15 +67,13 @@ export function steps() {
       inputs: [
         'app',
         'wasm/pkg',
-        'bench',
+        'bench/web',
         'sw',
         'vite.config.ts',
         'tsconfig.json',
         'package.json',
         'package-lock.json',
       ],
-      // Results and native benchmarks are not part of the app.
-      skip: (rel) => rel.startsWith('bench/native') || rel.startsWith('bench/results'),
       outputs: ['dist/index.html'],
       stamp: STAMP_DIR + '/app.stamp',
       command: [join(ROOT, 'node_modules', '.bin', 'vite'), ['build']],

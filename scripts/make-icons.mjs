@@ -3,7 +3,7 @@
 // Run it again after changing an SVG:  node scripts/make-icons.mjs
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { launchChromium } from './lib/chromium.mjs';
+import { launchChromium } from '../tests/kit/chromium.mjs';
 import { ROOT } from './lib/run.mjs';
 
 const DIR = join(ROOT, 'app', 'public', 'icons');

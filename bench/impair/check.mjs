@@ -1,5 +1,5 @@
 // Checks tutti-impair end to end on loopback and prints the figures as JSON (stdout; progress on
-// stderr). Needs root: it runs itself in a private network namespace (scripts/lib/netns.mjs);
+// stderr). Needs root: it runs itself in a private network namespace (tests/kit/netns.mjs);
 // without root it says so and exits 0.
 //
 // For each rate (400 and 10,000 packets/s of 1 KB), the probe (examples/udp_probe.rs) sends UDP
@@ -12,7 +12,7 @@
 //
 // Usage: node bench/impair/check.mjs [--seconds-400 S] [--seconds-10k S] [--no-realtime]
 //        (defaults 20 and 5 seconds per run; about 2 minutes in all)
-import { PROBE_BIN, buildImpairer, reexecInNetns, startImpairer } from '../../scripts/lib/netns.mjs';
+import { PROBE_BIN, buildImpairer, reexecInNetns, startImpairer } from '../../tests/kit/netns.mjs';
 
 /** @param {string} name @param {number} dflt */
 const arg = (name, dflt) => {

@@ -1,5 +1,5 @@
 // The net benchmark page (app/net-bench.html): sets the scene whose CPU cost `npm run bench`
-// measures from outside with Chromium tracing (scripts/bench.mjs, method in bench/README.md).
+// measures from outside with Chromium tracing (bench/run.mjs, method in bench/README.md).
 //
 // ?peers=N (default 4, 1..16): the real engine in a realtime 48 kHz AudioContext (an oscillator
 // as its input, so it publishes one packet per quantum) and the real packet pump where the app

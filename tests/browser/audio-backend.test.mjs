@@ -1,4 +1,4 @@
-// The browser tests' audio backends (scripts/lib/chromium.mjs): on the private sound server
+// The browser tests' audio backends (tests/kit/chromium.mjs): on the private sound server
 // with `--audio-buffer-size=128` an AudioWorklet's process() runs once per callback, 2.67 ms
 // apart, and with 256 two quanta per callback 5.33 ms apart, where Chromium's fake device runs
 // three or four back to back every 10 ms; the microphone is the sound server's input device (a
@@ -7,9 +7,9 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { after, before, test } from 'node:test';
-import { toneDb, toneFrequency } from './lib/audio.mjs';
-import { browserAudio, launchChromium } from './lib/browser.mjs';
-import { MEDIA_FLAGS } from './lib/harness.mjs';
+import { toneDb, toneFrequency } from '../kit/audio.mjs';
+import { browserAudio, launchChromium } from '../kit/browser.mjs';
+import { MEDIA_FLAGS } from '../kit/harness.mjs';
 
 const TONE = 330;
 const AMPLITUDE = 0.1;
@@ -173,7 +173,7 @@ function checkInput(input, backend) {
   assert.ok(longest < GAP_SAMPLES, `${backend}: a gap of ${longest} samples in the input`);
 }
 
-for (const [backend, quantaPerCallback] of /** @type {[import('./lib/browser.mjs').AudioBackend, number][]} */ ([['pulse-128', 1], ['pulse-256', 2]])) {
+for (const [backend, quantaPerCallback] of /** @type {[import('../kit/browser.mjs').AudioBackend, number][]} */ ([['pulse-128', 1], ['pulse-256', 2]])) {
   test(`${backend}: process() runs ${quantaPerCallback === 1 ? 'one quantum' : 'two quanta'} per callback, every ${(quantaPerCallback * QUANTUM_MS).toFixed(2)} ms; the microphone is the sound server's`, { timeout: 60_000 }, async () => {
     // A stall of this shared machine drops a block of capture now and then (measured once in a
     // fresh clone's run: 128 silent samples): such a capture is taken again on a fresh browser,

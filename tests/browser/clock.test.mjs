@@ -5,7 +5,7 @@
 // clock at sending, so at the receiver they lag its own wall clock by the one-way delay only.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor, waitForRoomOf } from './lib/harness.mjs';
+import { joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor, waitForRoomOf } from '../kit/harness.mjs';
 
 const ROOM = 'e2e-clock';
 const PLAYERS = [

@@ -16,8 +16,8 @@
 // at its frequency (lib/audio.mjs), judged as in room.test.mjs.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { measureOutputTones } from './lib/audio.mjs';
-import { joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor, waitForRoomOf } from './lib/harness.mjs';
+import { measureOutputTones } from '../kit/audio.mjs';
+import { joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor, waitForRoomOf } from '../kit/harness.mjs';
 
 const ROOM = 'e2e-echo-consent';
 const ALEX = { name: 'Alex', tone: 330 };

@@ -24,7 +24,7 @@
 // Nothing is built here: `npm test` builds dist/ first.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { launchChromium, openPage, serveDist } from './lib/browser.mjs';
+import { launchChromium, openPage, serveDist } from '../kit/browser.mjs';
 
 /** Tolerances, stated here independently of the page's own verdict (which must agree). */
 const TOL = {

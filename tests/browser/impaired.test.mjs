@@ -4,7 +4,7 @@
 // Chromium's own audio device (three pages on the sound server's 128-frame callbacks keep this
 // 2-core machine so busy that its own stalls, not the network, would be measured; the latency
 // benchmark and tests/browser/audio-backend.test.mjs run on the sound server). The file re-runs
-// itself in a private network namespace (scripts/lib/netns.mjs), where loopback UDP, i.e. every
+// itself in a private network namespace (tests/kit/netns.mjs), where loopback UDP, i.e. every
 // data channel, can pass through tutti-impair (bench/impair); signaling and HTTP (TCP) never do.
 //
 // 1. Through 5 ± 3 ms of delay and 2 % loss in runs (mean 4 packets, as on Wi-Fi): after a
@@ -29,12 +29,12 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 
 const ROOT_OK = typeof process.getuid !== 'function' || process.getuid() === 0;
-const { reexecInNetns } = await import('../../scripts/lib/netns.mjs');
+const { reexecInNetns } = await import('../kit/netns.mjs');
 if (ROOT_OK && !(await reexecInNetns(process.argv, { timeoutMs: 295_000 }))) process.exit(process.exitCode ?? 1);
 
-const { dropUdpFrom, startImpairer } = await import('../../scripts/lib/netns.mjs');
-const { measureOutputTones } = await import('./lib/audio.mjs');
-const { joinRoom, ROOM_FLAGS, serverAndBrowser, waitForRoomOf } = await import('./lib/harness.mjs');
+const { dropUdpFrom, startImpairer } = await import('../kit/netns.mjs');
+const { measureOutputTones } = await import('../kit/audio.mjs');
+const { joinRoom, ROOM_FLAGS, serverAndBrowser, waitForRoomOf } = await import('../kit/harness.mjs');
 
 const ROOM = 'e2e-impaired';
 const PLAYERS = [

@@ -10,8 +10,8 @@
 // tests/browser/audio-backend.test.mjs run on the sound server.)
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AUDIO_BACKENDS, isAudioBackend } from './lib/browser.mjs';
-import { collectLogs, joinRoom, MEDIA_FLAGS, ROOM_FLAGS, runSoundCheck, serverAndBrowser, toneContext, waitFor } from './lib/harness.mjs';
+import { AUDIO_BACKENDS, isAudioBackend } from '../kit/browser.mjs';
+import { collectLogs, joinRoom, MEDIA_FLAGS, ROOM_FLAGS, runSoundCheck, serverAndBrowser, toneContext, waitFor } from '../kit/harness.mjs';
 
 const ROOM = 'e2e-latency';
 const PLAYERS = [
@@ -35,7 +35,7 @@ const WINDOWS = 3;
 /** A latency histogram bin's width relative to its value (8 bins per octave, core/src/latency.rs). */
 const BIN_WIDTH = 2 ** (1 / 8) - 1;
 /**
- * The audio backend (scripts/lib/chromium.mjs): headless Chromium's own device (10 ms callbacks
+ * The audio backend (tests/kit/chromium.mjs): headless Chromium's own device (10 ms callbacks
  * of three or four quanta) unless TUTTI_LATENCY_BACKEND names another ('pulse-128': a private
  * sound server with 128-frame callbacks; see the top of the file).
  */

@@ -23,10 +23,10 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { after, before, test } from 'node:test';
 import { chromium } from 'playwright-core';
-import { CHROMIUM, CHROMIUM_ARGS, DIST, ROOT, launchChromium } from './lib/browser.mjs';
-import { measureOutputTones, toneMicrophone } from './lib/audio.mjs';
-import { MEDIA_FLAGS } from './lib/harness.mjs';
-import { startServer } from '../../scripts/lib/server.mjs';
+import { CHROMIUM, CHROMIUM_ARGS, DIST, ROOT, launchChromium } from '../kit/browser.mjs';
+import { measureOutputTones, toneMicrophone } from '../kit/audio.mjs';
+import { MEDIA_FLAGS } from '../kit/harness.mjs';
+import { startServer } from '../kit/server.mjs';
 
 const FLAGS = MEDIA_FLAGS;
 /** The sound check's tone and where it comes back: a peer at centre pan, AMPLITUDE × cos(π/4). */

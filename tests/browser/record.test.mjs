@@ -7,9 +7,9 @@
 // last second of it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { collectLogs, download, ROOM_FLAGS, serverAndBrowser, toneContext, waitForRoomOf } from './lib/harness.mjs';
-import { parseWav } from './lib/wav.mjs';
-import { toneDbMedian, toneFrequency } from './lib/audio.mjs';
+import { collectLogs, download, ROOM_FLAGS, serverAndBrowser, toneContext, waitForRoomOf } from '../kit/harness.mjs';
+import { parseWav } from '../kit/wav.mjs';
+import { toneDbMedian, toneFrequency } from '../kit/audio.mjs';
 
 const ROOM = 'e2e-recording';
 const RATE = 48000;

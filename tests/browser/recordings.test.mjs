@@ -9,10 +9,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { DIST, launchChromium } from './lib/browser.mjs';
-import { parseWav } from './lib/wav.mjs';
-import { download } from './lib/harness.mjs';
-import { startServer } from '../../scripts/lib/server.mjs';
+import { DIST, launchChromium } from '../kit/browser.mjs';
+import { parseWav } from '../kit/wav.mjs';
+import { download } from '../kit/harness.mjs';
+import { startServer } from '../kit/server.mjs';
 
 const RATE = 48000;
 

@@ -37,10 +37,10 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { test } from 'node:test';
-import { DIST } from './lib/browser.mjs';
-import { measureOutputTones, toneMicrophone } from './lib/audio.mjs';
-import { ROOM_FLAGS, serverAndBrowser, waitFor } from './lib/harness.mjs';
-import { startServer } from '../../scripts/lib/server.mjs';
+import { DIST } from '../kit/browser.mjs';
+import { measureOutputTones, toneMicrophone } from '../kit/audio.mjs';
+import { ROOM_FLAGS, serverAndBrowser, waitFor } from '../kit/harness.mjs';
+import { startServer } from '../kit/server.mjs';
 
 const TONES = [220, 330, 440, 550, 660];
 /** Frequencies between the tones: what the output holds there is its floor (noise, artifacts). */

@@ -17,13 +17,13 @@
 // Nothing is built here: `npm test` builds dist/ and the server first.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { collectLogs, ROOM_FLAGS, serverAndBrowser, toneContext, waitFor } from './lib/harness.mjs';
+import { collectLogs, ROOM_FLAGS, serverAndBrowser, toneContext, waitFor } from '../kit/harness.mjs';
 
 /** What the app generates (app/src/ui/names.ts). */
 const GENERATED = /^[a-z]+-[a-z]+-[0-9a-hjkmnp-tv-z]{13}$/;
 const KEY = /^[A-Za-z0-9_-]{22}$/;
 
-// The server keeps its rooms in a temporary directory of its own (scripts/lib/server.mjs).
+// The server keeps its rooms in a temporary directory of its own (tests/kit/server.mjs).
 const h = serverAndBrowser(ROOM_FLAGS);
 /** What one test leaves for the next: the owner's page, the friend's, the room and its key. */
 const shared = /** @type {any} */ ({});

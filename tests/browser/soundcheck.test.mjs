@@ -3,8 +3,8 @@
 // remote peer at centre pan has, with a jitter buffer that holds it and no underrun.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { measureOutputTones } from './lib/audio.mjs';
-import { collectLogs, MEDIA_FLAGS, runSoundCheck, serverAndBrowser, toneContext } from './lib/harness.mjs';
+import { measureOutputTones } from '../kit/audio.mjs';
+import { collectLogs, MEDIA_FLAGS, runSoundCheck, serverAndBrowser, toneContext } from '../kit/harness.mjs';
 
 const TONE = 440;
 const AMPLITUDE = 0.1;

@@ -3,7 +3,7 @@
 // session's stats as JSON and CSV that parse back with their time series.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { download, joinRoom, ROOM_FLAGS, serverAndBrowser, waitForRoomOf } from './lib/harness.mjs';
+import { download, joinRoom, ROOM_FLAGS, serverAndBrowser, waitForRoomOf } from '../kit/harness.mjs';
 
 const ROOM = 'e2e-stats';
 const PLAYERS = [

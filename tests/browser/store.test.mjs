@@ -11,7 +11,7 @@
 // Nothing is built here: `npm test` builds dist/ and the server first.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { collectLogs, ROOM_FLAGS, serverAndBrowser, toneContext, waitFor } from './lib/harness.mjs';
+import { collectLogs, ROOM_FLAGS, serverAndBrowser, toneContext, waitFor } from '../kit/harness.mjs';
 
 /** Fixed depth 6 at 64-frame blocks, ms at 48 kHz. */
 const FIXED_TARGET_MS = (6 * 64 * 1000) / 48000;

@@ -32,8 +32,8 @@ export function toneMicrophone({ freq, amplitude }) {
 }
 
 /**
- * On a sound-server backend (scripts/lib/chromium.mjs): makes getUserMedia open the input device
- * called `label` (scripts/lib/pulse.mjs plays a sine of known frequency into each) when the page
+ * On a sound-server backend (tests/kit/chromium.mjs): makes getUserMedia open the input device
+ * called `label` (tests/kit/pulse.mjs plays a sine of known frequency into each) when the page
  * names none, so that each page of one browser can have a tone of its own while capture stays
  * the browser's real path. Fails like a missing device when there is no such input.
  */

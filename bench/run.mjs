@@ -8,8 +8,8 @@
 //    "max_peers_under_5pct":N,"net":[{"remote_peers":4,"us_per_packet":x,...},...],
 //    "latency":{"median_ms":m,"p95_ms":p,"underruns":u,"seconds":s,"backend":"pulse-128","fixed8":{...},
 //               "fake_device":{"median_ms":m,...,"fixed8":{...}},...},"machine":{...},"date":"..."}
-// The net part (scripts/lib/net-bench.mjs) measures the net worker's CPU time per received packet
-// on real loopback data channels. The latency part (scripts/lib/latency-bench.mjs) measures the
+// The net part (bench/runners/net.mjs) measures the net worker's CPU time per received packet
+// on real loopback data channels. The latency part (bench/runners/latency.mjs) measures the
 // one-way latency the app adds between two pages in a room of the real server on loopback (the
 // engine's mouth-to-ear stage minus the devices' latency), with the adaptive jitter buffer and,
 // for comparison, a fixed 8-packet one, on a sound server with 128-frame callbacks (the main
@@ -34,12 +34,12 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { AUDIO_BACKENDS, isAudioBackend, launchChromium } from './lib/chromium.mjs';
-import { printLatencyTable, runLatencyBench } from './lib/latency-bench.mjs';
-import { printNetTable, runNetBench } from './lib/net-bench.mjs';
-import { build } from './build.mjs';
-import { ROOT, run } from './lib/run.mjs';
-import { serveStatic } from './lib/serve.mjs';
+import { AUDIO_BACKENDS, isAudioBackend, launchChromium } from '../tests/kit/chromium.mjs';
+import { printLatencyTable, runLatencyBench } from './runners/latency.mjs';
+import { printNetTable, runNetBench } from './runners/net.mjs';
+import { build } from '../scripts/build.mjs';
+import { ROOT, run } from '../scripts/lib/run.mjs';
+import { serveStatic } from '../tests/kit/serve.mjs';
 
 const QUANTUM_NS = (128 / 48000) * 1e9;
 const BUDGET_NS = 0.05 * QUANTUM_NS;
@@ -119,7 +119,7 @@ try {
   /**
    * What bench/results/*.json holds: the engine page's result (when the engine part ran), the
    * other parts beside it, then the machine and the date.
-   * @type {Partial<import('../bench/web/measure.ts').BenchResult> & {
+   * @type {Partial<import('./web/measure.ts').BenchResult> & {
    *   net?: Awaited<ReturnType<typeof runNetBench>>['entries'],
    *   jitter?: unknown,
    *   latency?: Awaited<ReturnType<typeof runLatencyBench>>['entry'],

@@ -2,7 +2,7 @@
 //
 // Headless Chromium's own (fake) audio device renders 10 ms per callback, three or four render
 // quanta back to back; no musician's machine does that. With a sound server to talk to, Chromium
-// plays through it instead and honours `--audio-buffer-size` (scripts/lib/chromium.mjs): one
+// plays through it instead and honours `--audio-buffer-size` (tests/kit/chromium.mjs): one
 // callback per 128 or 256 frames, as on a laptop with a small buffer. The server here has no
 // sound card: a null sink at 48 kHz takes the output (on the sound server's clock), and each
 // microphone is an input device playing a sine of a known frequency, so capture goes through the

@@ -101,8 +101,8 @@ export async function reexecInNetns(argv = process.argv, opts = {}) {
  * @param {{ timeoutMs?: number }} [opts]
  */
 export async function buildImpairer(opts = {}) {
-  const { ROOT, run } = await import('./run.mjs');
-  const { checkStale, markBuilt } = await import('./stale.mjs');
+  const { ROOT, run } = await import('../../scripts/lib/run.mjs');
+  const { checkStale, markBuilt } = await import('../../scripts/lib/stale.mjs');
   const step = {
     inputs: ['bench/impair/src', 'bench/impair/examples', 'bench/impair/Cargo.toml', 'Cargo.toml', 'Cargo.lock'],
     outputs: [BIN, PROBE_BIN],
@@ -152,7 +152,7 @@ const timeout = (ms) => new Promise((r) => setTimeout(() => r(null), ms).unref()
 
 /** @param {string[]} args */
 async function iptables(args) {
-  const { run } = await import('./run.mjs');
+  const { run } = await import('../../scripts/lib/run.mjs');
   const r = await run('iptables-legacy', ['-w', '5', ...args], { quiet: true, timeoutMs: 10_000 });
   if (r.code === 127) throw new Error('netns: iptables-legacy not found (scripts/setup.sh installs the Debian package iptables)');
   if (r.code !== 0) throw new Error(`netns: iptables-legacy ${args.join(' ')} failed: ${r.output.trim() || `exit ${r.code}`}`);
@@ -177,7 +177,7 @@ export async function startImpairer(opts) {
     throw new Error('startImpairer: durationS (0 < s <= 3600) is required');
   }
   if (!(Number.isInteger(queue) && queue >= 0 && queue <= 65535)) throw new Error(`startImpairer: bad queue ${queue}`);
-  const { ROOT } = await import('./run.mjs');
+  const { ROOT } = await import('../../scripts/lib/run.mjs');
   await buildImpairer();
 
   /** @type {[string, number|boolean|undefined][]} */

@@ -3,12 +3,12 @@
 // callbacks) while tutti-impair holds every data-channel packet for 10 ± 3 ms and drops 2 %.
 //
 // Run by runLatencyBench as a child process, since it needs a private network namespace of its
-// own (scripts/lib/netns.mjs; root): it re-runs itself there, starts the server, the browser and
+// own (tests/kit/netns.mjs; root): it re-runs itself there, starts the server, the browser and
 // the impairer, measures, stops them by pid, and prints progress on stderr and ONE JSON line on
 // stdout (the entry, or {"skipped": why} without root).
 //
-// Usage: node scripts/lib/latency-impaired.mjs [--seconds S] [--settle S]
-import { reexecInNetns } from './netns.mjs';
+// Usage: node bench/runners/latency-impaired.mjs [--seconds S] [--settle S]
+import { reexecInNetns } from '../../tests/kit/netns.mjs';
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(name);
@@ -26,10 +26,10 @@ if (process.getuid?.() !== 0) {
 if (!(await reexecInNetns(process.argv, { timeoutMs: (seconds + settleS + 240) * 1000 }))) process.exit(process.exitCode ?? 1);
 
 const { loadavg } = await import('node:os');
-const { startImpairer } = await import('./netns.mjs');
-const { launchChromium } = await import('./chromium.mjs');
-const { startServer } = await import('./server.mjs');
-const { LATENCY_CHROMIUM_ARGS, measureRoom, round } = await import('./latency-bench.mjs');
+const { startImpairer } = await import('../../tests/kit/netns.mjs');
+const { launchChromium } = await import('../../tests/kit/chromium.mjs');
+const { startServer } = await import('../../tests/kit/server.mjs');
+const { LATENCY_CHROMIUM_ARGS, measureRoom, round } = await import('./latency.mjs');
 
 /** The network: delay ± uniform jitter (packets keep their order), independent loss. */
 const IMPAIRMENT = { delayMs: 10, jitterMs: 3, loss: 0.02, lossRun: 1, seed: 11 };

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { after, before } from 'node:test';
 import { browserAudio, DIST, launchChromium } from './browser.mjs';
 import { pulseMicrophone, toneMicrophone } from './audio.mjs';
-import { startServer } from '../../../scripts/lib/server.mjs';
+import { startServer } from './server.mjs';
 
 /** Audio plays without a gesture; getUserMedia gets a fake device without asking. */
 export const MEDIA_FLAGS = [
@@ -25,7 +25,7 @@ export const ROOM_FLAGS = [
  * Starts the real server on the built app and one headless Chromium before the file's tests,
  * and stops both after them (ending the process: a harness that keeps handles would hang).
  * @param {string[]} flags
- * @param {{ backend?: import('../../../scripts/lib/chromium.mjs').AudioBackend, tones?: number[] }} [audio]
+ * @param {{ backend?: import('./chromium.mjs').AudioBackend, tones?: number[] }} [audio]
  *   the browser's audio backend ('fake' by default); on a sound server, the microphones' tones
  *   (every tone a page of the file uses, Hz), started with the browser and stopped with it.
  * @returns {{ server: Awaited<ReturnType<typeof startServer>>, browser: import('playwright-core').Browser }}

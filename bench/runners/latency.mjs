@@ -3,12 +3,12 @@
 //
 // The scene is the real app: the server binary (target/release/tutti-server, as the browser tests
 // start it) and two pages of one headless Chromium joined into a room over loopback WebRTC, each
-// with a sine as its microphone (tests/browser/lib/harness.mjs `joinRoom`). It runs once per
-// audio backend (scripts/lib/chromium.mjs): by default first on a private sound server with
-// 128-frame callbacks (scripts/lib/pulse.mjs; the microphones are its sine inputs), which gives
+// with a sine as its microphone (tests/kit/harness.mjs `joinRoom`). It runs once per
+// audio backend (tests/kit/chromium.mjs): by default first on a private sound server with
+// 128-frame callbacks (tests/kit/pulse.mjs; the microphones are its sine inputs), which gives
 // the main figures, then on headless Chromium's fake device (10 ms callbacks of 3-4 quanta),
 // whose figures go beside them as `fake_device`; then, as `impaired`, the adaptive room on the
-// sound server through 10 ± 3 ms of delay and 2 % loss (scripts/lib/latency-impaired.mjs, in a
+// sound server through 10 ± 3 ms of delay and 2 % loss (bench/runners/latency-impaired.mjs, in a
 // network namespace of its own, with tutti-impair: jitter-buffer wait against the buffer's
 // oracle, lost against concealed, underruns beyond losses). Once each page hears
 // the other and knows its clock offset (the engine's network stage has counts), and after a few
@@ -26,10 +26,10 @@
 // Method and caveats: bench/README.md.
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { BACKEND_CALLBACK_FRAMES, launchChromium } from './chromium.mjs';
-import { run } from './run.mjs';
-import { startServer } from './server.mjs';
-import { joinRoom, ROOM_FLAGS, waitFor } from '../../tests/browser/lib/harness.mjs';
+import { BACKEND_CALLBACK_FRAMES, launchChromium } from '../../tests/kit/chromium.mjs';
+import { run } from '../../scripts/lib/run.mjs';
+import { startServer } from '../../tests/kit/server.mjs';
+import { joinRoom, ROOM_FLAGS, waitFor } from '../../tests/kit/harness.mjs';
 
 export const LATENCY_CHROMIUM_ARGS = [
   ...ROOM_FLAGS,
@@ -61,7 +61,7 @@ export const round = (x, digits = 2) => (Number.isFinite(x) ? Number(x.toFixed(d
  * browser (and sound server). Throws (with the pages' errors) when a room does not come up.
  * A last room on the first backend runs `impairedSeconds` (unless 0) over an impaired network.
  * @param {{ log: (...a: unknown[]) => void, seconds?: number, fixedSeconds?: number, settleS?: number,
- *           backends?: import('./chromium.mjs').AudioBackend[], impairedSeconds?: number }} opts
+ *           backends?: import('../../tests/kit/chromium.mjs').AudioBackend[], impairedSeconds?: number }} opts
  */
 export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, settleS = 3, backends = ['pulse-128', 'fake'], impairedSeconds = 60 }) {
   const server = await startServer();
@@ -91,7 +91,7 @@ export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, se
 }
 
 /**
- * The adaptive room through an impaired network (scripts/lib/latency-impaired.mjs, a child
+ * The adaptive room through an impaired network (bench/runners/latency-impaired.mjs, a child
  * process in a network namespace of its own): its JSON entry, `{ skipped }` without root, or
  * `{ error }` when it failed (its progress and errors go to stderr as they come).
  * @param {number} seconds

@@ -1,10 +1,10 @@
 // What the pages under test put on `window`, for the code the browser tests and benchmarks run
 // in the page (page.evaluate, waitForFunction). The app's own handles come with the app's types,
 // so a test that reaches for a renamed member fails the type check.
-import type { Session } from '../../../app/src/room/session.ts';
-import type {} from '../../../app/src/selftest/main.ts';
-import type {} from '../../../bench/web/bench-page.ts';
-import type {} from '../../../bench/web/net-bench.ts';
+import type { Session } from '../../app/src/room/session.ts';
+import type {} from '../../app/src/selftest/main.ts';
+import type {} from '../../bench/web/bench-page.ts';
+import type {} from '../../bench/web/net-bench.ts';
 
 /** What audio-backend.test.mjs's probe page measures. */
 export interface ProbeResult {

@@ -5,7 +5,7 @@
 // - 'fake': Chromium's own fake audio device, what headless Chromium does by itself. It calls
 //   back every 10 ms and renders 480 frames each time: three or four 128-frame quanta back to
 //   back. The microphone is Chromium's fake capture device (or a page's own replacement).
-// - 'pulse-128', 'pulse-256': a private PulseAudio server (scripts/lib/pulse.mjs: a null sink,
+// - 'pulse-128', 'pulse-256': a private PulseAudio server (tests/kit/pulse.mjs: a null sink,
 //   sine sources as microphones) with `--audio-buffer-size=128|256`: one callback, one or two
 //   quanta, every 2.67 or 5.33 ms, as a laptop with a small buffer does. Capture comes from the
 //   sound server too (Chromium's fake capture device would replace it), and playwright's

@@ -6,12 +6,12 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { serveStatic } from '../../../scripts/lib/serve.mjs';
+import { serveStatic } from './serve.mjs';
 
-export { AUDIO_BACKENDS, browserAudio, CHROMIUM, CHROMIUM_ARGS, isAudioBackend, launchChromium } from '../../../scripts/lib/chromium.mjs';
-/** @typedef {import('../../../scripts/lib/chromium.mjs').AudioBackend} AudioBackend */
+export { AUDIO_BACKENDS, browserAudio, CHROMIUM, CHROMIUM_ARGS, isAudioBackend, launchChromium } from './chromium.mjs';
+/** @typedef {import('./chromium.mjs').AudioBackend} AudioBackend */
 
-export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const DIST = process.env.TUTTI_DIST ?? join(ROOT, 'dist');
 /**
  * Serves `root` on a free loopback port with COOP/COEP/CSP headers.

@@ -20,7 +20,7 @@
 // Method and caveats: bench/README.md.
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { launchChromium } from './chromium.mjs';
+import { launchChromium } from '../../tests/kit/chromium.mjs';
 
 export const NET_CHROMIUM_ARGS = [
   '--autoplay-policy=no-user-gesture-required',
