@@ -6,12 +6,13 @@ mod common;
 
 use common::{amplitude_at, db, sine_packet, Rng};
 use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
+use tutti_core::jitter::BufferMode;
 use tutti_core::stats::*;
 
 const FREQS: [f64; 5] = [300.0, 500.0, 700.0, 1100.0, 1300.0];
 const AMP: f64 = 0.15;
 const BLOCKS: u64 = 2400; // 6.4 s of audio per peer
-const LATE_BY: u64 = 40; // quanta: far beyond any depth the buffer reaches here
+const LATE_BY: u64 = 40; // quanta: beyond the deepest the buffer may go here (32)
 
 /// What was injected for one peer.
 #[derive(Default, Debug, Clone, Copy)]
@@ -63,8 +64,14 @@ struct Run {
 
 /// Runs the session; `garbage(quantum, engine)` may inject bad input each quantum.
 fn run(seed: u64, mut garbage: impl FnMut(u64, &mut Engine)) -> (Run, [Ledger; 5]) {
+    // The ceiling (32 quanta) stays below LATE_BY, so the buffer can never adapt deep enough
+    // to play the late packets in time: every one of them is late, exactly.
     let config = EngineConfig {
         max_peers: 8,
+        buffer: BufferMode::Adaptive {
+            floor_frames: QUANTUM as u32,
+            ceiling_frames: 32 * QUANTUM as u32,
+        },
         ..EngineConfig::default()
     };
     let mut engine = Engine::new(config);
