@@ -60,7 +60,7 @@ use attempts::{Attempts, LogBudget};
 use budget::SharedBudget;
 pub use config::Config;
 use limits::{AddressKey, Limits, LimitsConfig};
-use log::{event, Throttle, THROTTLE_WINDOW};
+use log::{Throttle, THROTTLE_WINDOW};
 use origin::OriginPolicy;
 use rooms::Rooms;
 use serve::Transport;
@@ -139,7 +139,7 @@ impl App {
     fn note_refusal(&self, key: AddressKey, kind: &'static str, detail: &str) {
         let now = std::time::Instant::now();
         let lines = lock(&self.refusals).note(&key.to_string(), kind, detail, now);
-        lines.iter().for_each(|l| event(l));
+        log::lines(&lines);
     }
 
     /// Logs the close of a connection that was in no room, throttled like refusals: opening
@@ -147,7 +147,7 @@ impl App {
     fn note_unjoined_close(&self, key: AddressKey, kind: &'static str, detail: &str) {
         let now = std::time::Instant::now();
         let lines = lock(&self.unjoined_closes).note(&key.to_string(), kind, detail, now);
-        lines.iter().for_each(|l| event(l));
+        log::lines(&lines);
     }
 
     /// Forgets idle addresses and writes the throttled summaries; runs every
@@ -164,7 +164,7 @@ impl App {
                 throttle.flush(now)
             });
         }
-        lines.iter().for_each(|l| event(l));
+        log::lines(&lines);
     }
 
     async fn wait_idle(&self) {
@@ -236,7 +236,7 @@ impl Server {
             unreachable!("validate() returns the array it checked")
         };
         if has_fixed_turn_credentials(&ice_servers) {
-            event(
+            tracing::warn!(
                 "warning: --ice-servers hands every visitor a fixed TURN password; prefer \
                  --turn-urls with --turn-secret (time-limited credentials)",
             );
@@ -290,10 +290,10 @@ impl Server {
         api_config.insert("heartbeatMs".into(), config.heartbeat_ms.into());
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (kept, _) = rooms.counts();
-        event(&format!(
+        tracing::info!(
             "rooms: {kept} kept, in {kept_in}; kept {:?} h after they empty",
             config.room_retention_hours
-        ));
+        );
         let app = Arc::new(App {
             rooms,
             attempts: Mutex::new(Attempts::new(config.password_policy(), ATTEMPTS_TRACKED)),
@@ -411,7 +411,7 @@ impl Server {
             }
             _ = &mut signal => {}
         }
-        event("shutting down");
+        tracing::info!("shutting down");
         let _ = shutdown.send(true);
         let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
             app.wait_idle().await;
@@ -426,8 +426,8 @@ impl Server {
         app.sweep(true);
         purge.abort();
         match drained {
-            Ok(()) => event("stopped"),
-            Err(_) => event("stopped (some connections did not close in time)"),
+            Ok(()) => tracing::info!("stopped"),
+            Err(_) => tracing::info!("stopped (some connections did not close in time)"),
         }
         Ok(())
     }
@@ -481,7 +481,7 @@ async fn purge_loop(app: Arc<App>) {
         every.tick().await;
         let forgotten = app.rooms.purge(unix_ms());
         if forgotten > 0 {
-            event(&format!("rooms: {forgotten} expired and forgotten"));
+            tracing::info!("rooms: {forgotten} expired and forgotten");
         }
         let now = std::time::Instant::now();
         app.attempts
@@ -497,7 +497,7 @@ async fn purge_loop(app: Arc<App>) {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .take_suppressed(now);
             if held > 0 {
-                event(&format!("password: {held} more {what} lines held back"));
+                tracing::info!("password: {held} more {what} lines held back");
             }
         }
     }

@@ -1,43 +1,59 @@
-//! One line per event on stderr, prefixed with a UTC timestamp (`2026-11-21T14:03:07Z`), and
-//! [`Throttle`], which keeps a flood of similar events (refused connections) from filling the
-//! disk: one line per address per window, then a summary.
+//! The server's log: one line per event on stderr, prefixed with a UTC timestamp
+//! (`2026-11-21T14:03:07Z join room=jam ...`), and [`Throttle`], which keeps a flood of similar
+//! events (refused connections) from filling the disk: one line per address per window, then a
+//! summary.
+//!
+//! Events are `tracing` events (`tracing::info!` with the whole line as the message), written
+//! by `tracing-subscriber`'s formatter set up in [`init`]: the ecosystem's logger, so `RUST_LOG`
+//! filters it (default `info`) and the calendar arithmetic of the timestamp is the `time`
+//! crate's. The line stays what it was before the change (timestamp, space, message: no level or
+//! module), because operators and tests read and grep it. Each line is one unbuffered write to
+//! stderr, so a reader waiting for a line sees it at once. Written by hand here is only what is
+//! Tutti's own policy: [`Throttle`]'s windows, and [`short_peer`].
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-/// Writes `message` to stderr after the current UTC time.
-pub fn event(message: &str) {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    eprintln!("{} {message}", utc_timestamp(secs));
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+use tracing_subscriber::fmt::time::UtcTime;
+use tracing_subscriber::fmt::MakeWriter;
+
+/// The timestamp that starts every line: UTC, to the second, `2026-11-21T14:03:07Z`.
+pub const TIMESTAMP: &[BorrowedFormatItem<'static>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+
+/// Installs the process's logger: events at `RUST_LOG`'s levels (`info` if unset; directives
+/// it cannot parse are ignored) go to stderr as `TIMESTAMP message`. Call once, first thing.
+pub fn init() {
+    let filter = EnvFilter::builder()
+        .with_default_directive(LevelFilter::INFO.into())
+        .from_env_lossy();
+    // Only fails if a logger is installed already, which then stays.
+    let _ = tracing::subscriber::set_global_default(subscriber(filter, std::io::stderr));
 }
 
-/// Formats seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn utc_timestamp(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+/// The formatter of [`init`], writing to `writer`.
+fn subscriber<W>(filter: EnvFilter, writer: W) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_timer(UtcTime::new(TIMESTAMP))
+        .with_ansi(false)
+        .with_level(false)
+        .with_target(false)
+        .finish()
 }
 
-/// Days since 1970-01-01 to (year, month, day), Howard Hinnant's `civil_from_days`.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+/// Writes each of `lines` (e.g. from a [`Throttle`]) as its own event.
+pub fn lines(lines: &[String]) {
+    for line in lines {
+        tracing::info!("{line}");
+    }
 }
 
 /// A peer id shortened for logs: its first 6 chars and an ellipsis.
@@ -173,12 +189,71 @@ mod tests {
     use super::*;
 
     #[test]
-    fn formats_known_instants() {
-        assert_eq!(utc_timestamp(0), "1970-01-01T00:00:00Z");
+    fn timestamps_format_known_instants() {
+        let at = |secs: i64| {
+            let t = time::OffsetDateTime::from_unix_timestamp(secs).expect("a valid instant");
+            t.format(TIMESTAMP).expect("formats")
+        };
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
         // `date -u -d @951782400` → 2000-02-29 00:00:00 (a leap day).
-        assert_eq!(utc_timestamp(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
         // `date -u -d @1795269787` → 2026-11-21T14:03:07Z.
-        assert_eq!(utc_timestamp(1_795_269_787), "2026-11-21T14:03:07Z");
+        assert_eq!(at(1_795_269_787), "2026-11-21T14:03:07Z");
+    }
+
+    /// What the formatter writes: each event one line, `TIMESTAMP message`, nothing below the
+    /// filter's level.
+    #[test]
+    fn lines_are_timestamp_then_message() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("sink lock").extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Sink::default();
+        let writer = sink.clone();
+        let now = || {
+            let t = time::OffsetDateTime::now_utc();
+            t.format(TIMESTAMP).expect("formats")
+        };
+        let before = now();
+        tracing::subscriber::with_default(
+            subscriber(EnvFilter::new("info"), move || writer.clone()),
+            || {
+                tracing::info!("join room=jam private peer={} name={:?}", "ba9f4a…", "Olga");
+                tracing::debug!("not at the default level");
+                lines(&["refused addr=1.2.3.4 status=429".to_owned()]);
+            },
+        );
+        let after = now();
+        let out = String::from_utf8(sink.0.lock().expect("sink lock").clone()).expect("UTF-8");
+        let got: Vec<(&str, &str)> = out
+            .lines()
+            .map(|l| l.split_once(' ').expect("a space after the timestamp"))
+            .collect();
+        let messages: Vec<&str> = got.iter().map(|(_, m)| *m).collect();
+        assert_eq!(
+            messages,
+            [
+                "join room=jam private peer=ba9f4a… name=\"Olga\"",
+                "refused addr=1.2.3.4 status=429"
+            ],
+            "{out}"
+        );
+        // Same fixed-width format: text order is time order.
+        for (stamp, _) in got {
+            assert!(
+                before.as_str() <= stamp && stamp <= after.as_str(),
+                "{stamp} not in {before}..={after}"
+            );
+        }
     }
 
     #[test]

@@ -4,11 +4,11 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use tutti_server::log::event;
 use tutti_server::{Config, Server};
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    tutti_server::log::init();
     let config = Config::parse();
     let all_interfaces = config.addr.is_unspecified();
     let server = match Server::bind(config).await {
@@ -22,10 +22,10 @@ async fn main() -> ExitCode {
     println!("Tutti is running at {}", server.url());
     let _ = std::io::stdout().flush();
     if all_interfaces {
-        event(&format!(
+        tracing::info!(
             "listening on all interfaces, port {} (reachable from other machines on the network)",
             server.local_addr().port()
-        ));
+        );
     }
     match server.run(shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -56,7 +56,7 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let terminate = std::future::pending::<()>();
     tokio::select! {
-        () = ctrl_c => event("received SIGINT"),
-        () = terminate => event("received SIGTERM"),
+        () = ctrl_c => tracing::info!("received SIGINT"),
+        () = terminate => tracing::info!("received SIGTERM"),
     }
 }

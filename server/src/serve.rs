@@ -34,8 +34,6 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
 
-use crate::log::event;
-
 /// How long a closing connection keeps reading what the client still sends.
 pub const LINGER: Duration = Duration::from_secs(1);
 /// Most bytes read and discarded while lingering; a client that sends more is cut off.
@@ -93,7 +91,7 @@ pub async fn serve(
                     accept_errors += 1;
                     let now = Instant::now();
                     if !last_error_log.is_some_and(|t| now - t < ACCEPT_ERROR_LOG_INTERVAL) {
-                        event(&format!("accept failed ({accept_errors} times so far): {e}"));
+                        tracing::warn!("accept failed ({accept_errors} times so far): {e}");
                         last_error_log = Some(now);
                     }
                     tokio::time::sleep(ACCEPT_BACKOFF).await;

@@ -1,11 +1,31 @@
 //! The built app: files of the dist directory, `index.html` for `/` and the SPA routes `/r/...`.
+//!
+//! Which file a request names is decided here, by Tutti's own rule: [`path_segments`] decodes
+//! the path strictly and refuses anything that could leave the directory (it is the code the
+//! fuzz target `path` runs), the app's routes map to `index.html`, and the file found must
+//! still lie inside the canonical root once symlinks are resolved. Anything else is a 400 or a
+//! 404 with a short text body, as the browser tests expect.
+//!
+//! Serving that one file is `tower-http`'s [`ServeFile`]: streamed from disk in chunks (never
+//! the whole file in memory), `Range` requests (206 with `Content-Range`, 416 when no byte of
+//! the range exists), validators (`ETag` and `Last-Modified`, 304 for `If-None-Match` and
+//! `If-Modified-Since`, 412 for `If-Match` / `If-Unmodified-Since`). Precompressed `.br` /
+//! `.gz` siblings are not served: the build writes none, and each would be a second file
+//! opened by a name this module's checks never saw. Those are protocol
+//! details with many corner cases, which a widely used implementation gets right and keeps
+//! right. `ServeFile` is handed the resolved path and never decodes the request path itself, so
+//! no second decoding rule runs (`ServeDir` would bring its own, and know nothing of the SPA
+//! routes). On its response we set what is Tutti's choice: the MIME type from
+//! [`mime_type`] (the table shared with the dev server; `.wasm` must be `application/wasm`) and
+//! Cache-Control by [`cache_control`]; the router adds the security headers to every response.
 
 use std::path::{Path, PathBuf};
 
 use axum::body::Body;
-use axum::extract::State;
-use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use tower_http::services::ServeFile;
 
 use crate::headers::mime_type;
 
@@ -114,14 +134,15 @@ pub fn cache_control(segments: &[String]) -> &'static str {
 }
 
 /// Serves GET and HEAD for every path no other route took.
-pub async fn serve(State(dist): State<Dist>, method: Method, uri: Uri) -> Response {
+pub async fn serve(State(dist): State<Dist>, request: Request) -> Response {
+    let method = request.method();
     if method != Method::GET && method != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed.\n");
         r.headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
-    let raw = uri.path();
+    let raw = request.uri().path();
     let Ok(segments) = path_segments(raw) else {
         return text(StatusCode::BAD_REQUEST, "Bad path.\n");
     };
@@ -144,9 +165,6 @@ pub async fn serve(State(dist): State<Dist>, method: Method, uri: Uri) -> Respon
         Ok(m) if m.is_file() => {}
         _ => return text(StatusCode::NOT_FOUND, "Not found.\n"),
     }
-    let Ok(bytes) = tokio::fs::read(&resolved).await else {
-        return text(StatusCode::NOT_FOUND, "Not found.\n");
-    };
     let extension = relative
         .extension()
         .and_then(|e| e.to_str())
@@ -157,15 +175,23 @@ pub async fn serve(State(dist): State<Dist>, method: Method, uri: Uri) -> Respon
     } else {
         cache_control(&segments)
     };
-    (
-        StatusCode::OK,
-        [
-            (header::CONTENT_TYPE, mime_type(&extension)),
-            (header::CACHE_CONTROL, cache),
-        ],
-        Body::from(bytes),
-    )
-        .into_response()
+    let file = ServeFile::new(&resolved).try_call(request).await;
+    // An error here is the file vanishing or becoming unreadable since the checks above.
+    let Ok(response) = file else {
+        return text(StatusCode::NOT_FOUND, "Not found.\n");
+    };
+    let (mut parts, body) = response.into_parts();
+    if parts.status.is_success() {
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(mime_type(&extension)),
+        );
+    }
+    // Also on 304 and 416: a revalidated response keeps the caching rule of the full one.
+    parts
+        .headers
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    Response::from_parts(parts, Body::new(body))
 }
 
 #[cfg(test)]

@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection};
 
-use crate::log::event;
 use crate::password::Digest32;
 use crate::room::RoomId;
 
@@ -209,12 +208,12 @@ impl SqliteStore {
             .map_or(true, |t| now.duration_since(t) >= ERROR_LOG_INTERVAL)
         {
             self.last_error_log = Some(now);
-            event(&format!(
+            tracing::warn!(
                 "room database {}: cannot {what}: {e} ({} write errors so far; rooms go on \
                  in memory)",
                 self.path.display(),
                 self.errors
-            ));
+            );
         }
     }
 
@@ -314,10 +313,10 @@ impl SqliteStore {
             }
         }
         if skipped > 0 {
-            event(&format!(
+            tracing::warn!(
                 "room database {}: skipped {skipped} malformed rows",
                 self.path.display()
-            ));
+            );
         }
         Ok(rooms)
     }

@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use crate::attempts::{Limit, Refusal as AttemptRefusal};
 use crate::budget::{self, QueueBudget, MESSAGE_OVERHEAD};
 use crate::limits::{AddressKey, Refusal};
-use crate::log::{event, short_peer};
+use crate::log::short_peer;
 use crate::password;
 use crate::protocol::{self, ClientMessage, Join, LeaveReason, ProtocolError};
 use crate::ratelimit::{RateLimiter, Verdict};
@@ -422,11 +422,11 @@ impl Connection {
 
     fn log_close(&self, why: &'static str) {
         match &self.joined {
-            Some((room, peer)) => event(&format!(
+            Some((room, peer)) => tracing::info!(
                 "close room={room} peer={} reason={why:?} addr={}",
                 short_peer(peer),
                 self.addr
-            )),
+            ),
             // Connections in no room are cheap to open: throttle their lines like refusals.
             None => self.app.note_unjoined_close(
                 AddressKey::of(self.addr.ip()),
@@ -518,11 +518,11 @@ impl Connection {
                         .rooms
                         .set_locked(room, peer, self.outbox.id(), locked)
                     {
-                        Ok(()) => event(&format!(
+                        Ok(()) => tracing::info!(
                             "{} room={room} by={}",
                             if locked { "lock" } else { "unlock" },
                             short_peer(peer)
-                        )),
+                        ),
                         Err(e) => self.send_error(e),
                     }
                 }
@@ -538,11 +538,11 @@ impl Connection {
                         unix_ms(),
                     );
                     match removed {
-                        Ok(members) => event(&format!(
+                        Ok(members) => tracing::info!(
                             "remove room={room} peer={} by={} members={members}",
                             short_peer(&target),
                             short_peer(peer)
-                        )),
+                        ),
                         Err(e) => self.send_error(e),
                     }
                 }
@@ -582,12 +582,12 @@ impl Connection {
                     } else {
                         String::new()
                     };
-                    event(&format!(
+                    tracing::info!(
                         "{what} room={id} peer={} name={:?} members={members}{created} addr={}",
                         short_peer(&join.peer),
                         join.name,
                         self.addr
-                    ));
+                    );
                     self.joined = Some((id, join.peer));
                     return Flow::Continue;
                 }
@@ -654,11 +654,11 @@ impl Connection {
             Some(false) => {
                 lock(&self.app.attempts).finish(attempt, false, now);
                 if let Some(held) = lock(&self.app.failure_log).admit(now) {
-                    event(&format!(
+                    tracing::info!(
                         "password wrong room={id} addr={}{}",
                         self.ip,
                         held_back(held)
-                    ));
+                    );
                 }
                 Err(ProtocolError::new(
                     "wrong-password",
@@ -684,7 +684,7 @@ impl Connection {
         {
             Some(Ok(hash)) => Ok(hash),
             Some(Err(e)) => {
-                event(&format!("password hashing failed room={id}: {e}"));
+                tracing::warn!("password hashing failed room={id}: {e}");
                 Err(ProtocolError::new(
                     "bad-message",
                     "The server could not set the room password; try again.",
@@ -715,12 +715,12 @@ impl Connection {
             .unwrap_or(u64::MAX)
             .max(1);
         if let Some(held) = lock(&self.app.refusal_log).admit(std::time::Instant::now()) {
-            event(&format!(
+            tracing::info!(
                 "password refused room={id} addr={} limit={} retry_after_ms={ms}{}",
                 self.ip,
                 refusal.limit.as_str(),
                 held_back(held)
-            ));
+            );
         }
         let wait = wait_text(refusal.retry_after);
         let message = match refusal.limit {
@@ -744,11 +744,11 @@ impl Connection {
             .rooms
             .forget(room, peer, self.outbox.id(), unix_ms())
         {
-            event(&format!(
+            tracing::info!(
                 "leave room={room} peer={} reason=shutdown members={members} addr={}",
                 short_peer(peer),
                 self.addr
-            ));
+            );
         }
     }
 
@@ -758,12 +758,12 @@ impl Connection {
             .rooms
             .leave(room, peer, self.outbox.id(), reason, unix_ms())
         {
-            event(&format!(
+            tracing::info!(
                 "leave room={room} peer={} reason={} members={members} addr={}",
                 short_peer(peer),
                 reason.as_str(),
                 self.addr
-            ));
+            );
         }
     }
 }

@@ -4,7 +4,8 @@
 //! backslash or NUL, or has a `.` or `..` segment or a segment with `:`. Otherwise its segments
 //! are the non-empty parts between slashes. Whatever it accepts joins under the app directory
 //! as plain names only, and only hashed assets (never the service worker or the manifest) are
-//! cached as immutable.
+//! cached as immutable. The server decodes request paths with this function only: the file it
+//! picks is handed to tower-http's `ServeFile` as a path, never the request's own path.
 
 use std::path::{Component, Path, PathBuf};
 

@@ -285,11 +285,25 @@ impl HttpResponse {
 /// Sends one request with `Connection: close` and reads the whole response. `target` is sent
 /// verbatim, so tests can send paths a URL library would normalise.
 pub async fn http(addr: SocketAddr, method: &str, target: &str) -> HttpResponse {
+    http_with(addr, method, target, &[]).await
+}
+
+/// [`http`] with further request headers (`Range`, `If-None-Match`, ...).
+pub async fn http_with(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+) -> HttpResponse {
     let mut stream = TcpStream::connect(addr)
         .await
         .expect("connect to test server");
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     let request =
-        format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n");
     stream
         .write_all(request.as_bytes())
         .await
