@@ -6,6 +6,7 @@
 import { createBuffers } from '../audio/engine-core';
 import { createEngine } from '../audio/host';
 import * as S from '../audio/stats';
+import { readGlobals, readPeer } from '../audio/stats-reader';
 import {
   analyseChannel,
   scanSamples,
@@ -154,36 +155,37 @@ function readBlock(shared: Float64Array): Float64Array {
 }
 
 function globalStats(b: Float64Array): GlobalStats {
+  const g = readGlobals(b);
   return {
-    quanta: b[S.G_QUANTA],
-    peers: b[S.G_PEERS],
-    unknownPeer: b[S.G_UNKNOWN_PEER],
-    malformed: b[S.G_MALFORMED],
-    recordsRead: b[S.G_RECORDS_READ],
-    ringResyncs: b[S.G_RING_RESYNCS],
-    nonfinite: b[S.G_NONFINITE],
-    limiterDb: b[S.G_LIMITER_DB],
-    underruns: b[S.G_UNDERRUNS],
+    quanta: g.quanta,
+    peers: g.peers,
+    unknownPeer: g.unknownPeer,
+    malformed: g.malformed,
+    recordsRead: g.recordsRead,
+    ringResyncs: g.ringResyncs,
+    nonfinite: g.nonfinite,
+    limiterDb: g.limiterDb,
+    underruns: g.underruns,
   };
 }
 
 function peerStats(b: Float64Array, slot: number): PeerStats {
-  const v = (f: number) => b[S.peerIndex(slot, f)];
+  const v = readPeer(b, slot);
   return {
     slot,
-    received: v(S.P_RECEIVED),
-    lost: v(S.P_LOST),
-    late: v(S.P_LATE),
-    duplicates: v(S.P_DUPLICATES),
-    concealed: v(S.P_CONCEALED),
-    underruns: v(S.P_UNDERRUNS),
-    discarded: v(S.P_DISCARDED),
-    malformed: v(S.P_MALFORMED),
-    resets: v(S.P_RESETS),
-    targetFrames: v(S.P_TARGET_FRAMES),
-    bufferedFrames: v(S.P_BUFFERED_FRAMES),
-    jitterFrames: v(S.P_JITTER_FRAMES),
-    driftPpm: v(S.P_DRIFT_PPM),
+    received: v.received,
+    lost: v.lost,
+    late: v.late,
+    duplicates: v.duplicates,
+    concealed: v.concealed,
+    underruns: v.underruns,
+    discarded: v.discarded,
+    malformed: v.malformed,
+    resets: v.resets,
+    targetFrames: v.targetFrames,
+    bufferedFrames: v.bufferedFrames,
+    jitterFrames: v.jitterFrames,
+    driftPpm: v.driftPpm,
   };
 }
 
@@ -277,8 +279,8 @@ export async function runScenario(
     await waitFor('the engine to add the five peers', 3000, () => {
       const b = readBlock(statsShared);
       return (
-        b[S.G_PEERS] === spec.peers.length &&
-        spec.peers.every((p) => b[S.peerIndex(p.slot, S.P_ACTIVE)] === 1)
+        readGlobals(b).peers === spec.peers.length &&
+        spec.peers.every((p) => readPeer(b, p.slot).active === 1)
       );
     });
 
@@ -289,13 +291,13 @@ export async function runScenario(
     const sampler = setInterval(() => {
       const into = new Float64Array(S.BLOCK_LEN);
       if (!S.readStats(statsShared, into)) return;
-      const row = (f: number) => spec.peers.map((p) => into[S.peerIndex(p.slot, f)]);
+      const peers = spec.peers.map((p) => readPeer(into, p.slot));
       series.push({
         t: (performance.now() - sampleStarted) / 1000,
-        buffered: row(S.P_BUFFERED_FRAMES),
-        target: row(S.P_TARGET_FRAMES),
-        driftPpm: row(S.P_DRIFT_PPM),
-        concealed: row(S.P_CONCEALED),
+        buffered: peers.map((p) => p.bufferedFrames),
+        target: peers.map((p) => p.targetFrames),
+        driftPpm: peers.map((p) => p.driftPpm),
+        concealed: peers.map((p) => p.concealed),
       });
     }, SERIES_MS);
     let captureEnd = 0;
