@@ -14,16 +14,11 @@ import { createPumpHost, type PumpHost } from '../net/net-host';
 import type { EchoEvent } from '../net/pump';
 import type { AudioSettings, RoomError } from './types';
 import { dbToGain } from './view';
+import { DEFAULT_BUFFER_SETTING, policyOf } from '../audio/buffer-policy';
 
 export const SAMPLE_RATE = 48000;
 /** Engine slots: more than any room the server admits by default (16). */
 export const MAX_PEERS = 64;
-/** The adaptive jitter buffer's bounds in a room: from one quantum up to 160 ms. The ceiling is
- * far above what anyone can play in time with, but a buffer that may not cover the stalls of a
- * starved machine or a bursty path underruns every few seconds instead; the figures show the
- * depth it settled at. */
-export const BUFFER_FLOOR_FRAMES = 128;
-export const BUFFER_CEILING_FRAMES = 7680;
 
 export interface OutputCapture {
   left: Float32Array;
@@ -94,10 +89,7 @@ export class EngineLink {
         blockFrames: audio.blockFrames,
         captureChannels: audio.channels,
         // The user's choice (audio setup); adaptive unless a fixed depth was picked.
-        buffer:
-          audio.buffer?.mode === 'fixed'
-            ? { mode: 'fixed', packets: audio.buffer.packets }
-            : { mode: 'adaptive', floorFrames: BUFFER_FLOOR_FRAMES, ceilingFrames: BUFFER_CEILING_FRAMES },
+        buffer: policyOf(audio.buffer ?? DEFAULT_BUFFER_SETTING),
       });
     } catch (err) {
       return { code: 'engine-unavailable', message: `The audio engine did not start: ${String(err)}` };

@@ -37,7 +37,7 @@ import {
   type ParticipantRow,
 } from './view';
 
-export { BUFFER_CEILING_FRAMES, BUFFER_FLOOR_FRAMES, MAX_PEERS, SAMPLE_RATE, type OutputCapture } from './engine-link';
+export { MAX_PEERS, SAMPLE_RATE, type OutputCapture } from './engine-link';
 export type { PeerCounters, SessionCounters } from './counters';
 export {
   ASK_TIMEOUT_MS,
