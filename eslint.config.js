@@ -11,7 +11,15 @@ import ts from 'typescript-eslint';
 export default defineConfig(
   {
     // Generated, vendored, or data.
-    ignores: ['dist/', 'target/', 'wasm/pkg/', 'node_modules/', '**/fuzz/', 'bench/results/', 'tests/vectors/'],
+    ignores: [
+      'dist/',
+      'target/',
+      'wasm/pkg/',
+      'node_modules/',
+      '**/fuzz/',
+      'bench/results/',
+      'tests/vectors/',
+    ],
   },
   js.configs.recommended,
   ts.configs.recommended,

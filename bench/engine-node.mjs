@@ -79,6 +79,4 @@ for (let q = 0; q < warm + quanta; q++) {
   if (q >= warm) ns += (performance.now() - t) * 1e6;
 }
 const perPeer = ns / quanta / peers;
-console.log(
-  JSON.stringify({ peers, quanta, wasm_ns_per_peer_quantum: Math.round(perPeer * 10) / 10 }),
-);
+console.log(JSON.stringify({ peers, quanta, wasm_ns_per_peer_quantum: Math.round(perPeer * 10) / 10 }));

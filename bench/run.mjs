@@ -82,14 +82,26 @@ const netSeconds = Number(option('net-seconds') ?? 5);
 const latencySeconds = Number(option('latency-seconds') ?? 60);
 const latencyFixedSeconds = Number(option('latency-fixed-seconds') ?? 20);
 const latencyImpairedSeconds = Number(option('latency-impaired-seconds') ?? 60);
-if (!(latencySeconds >= 1) || !(latencyFixedSeconds >= 0) || !(latencyImpairedSeconds >= 0 && latencyImpairedSeconds <= 600)) {
-  log('--latency-seconds takes a number of seconds >= 1, --latency-fixed-seconds and --latency-impaired-seconds 0..600 (0 skips)');
+if (
+  !(latencySeconds >= 1) ||
+  !(latencyFixedSeconds >= 0) ||
+  !(latencyImpairedSeconds >= 0 && latencyImpairedSeconds <= 600)
+) {
+  log(
+    '--latency-seconds takes a number of seconds >= 1, --latency-fixed-seconds and --latency-impaired-seconds 0..600 (0 skips)',
+  );
   process.exit(2);
 }
 const latencyNames = (option('latency-backends') ?? 'pulse-128,fake').split(',');
 const latencyBackends = latencyNames.filter(isAudioBackend);
-if (latencyBackends.length === 0 || latencyBackends.length !== latencyNames.length || new Set(latencyBackends).size !== latencyBackends.length) {
-  log(`--latency-backends takes distinct backends among ${AUDIO_BACKENDS.join(', ')}, the first giving the main figures`);
+if (
+  latencyBackends.length === 0 ||
+  latencyBackends.length !== latencyNames.length ||
+  new Set(latencyBackends).size !== latencyBackends.length
+) {
+  log(
+    `--latency-backends takes distinct backends among ${AUDIO_BACKENDS.join(', ')}, the first giving the main figures`,
+  );
   process.exit(2);
 }
 
@@ -108,7 +120,8 @@ if (!flag('no-build')) {
 
 // The engine and net parts load dist/ from this static server; the latency part starts the
 // real server (it needs the signaling).
-const server = runs('engine') || runs('net') ? await serveStatic({ root: join(ROOT, 'dist'), port: 0 }) : null;
+const server =
+  runs('engine') || runs('net') ? await serveStatic({ root: join(ROOT, 'dist'), port: 0 }) : null;
 /** @type {import('playwright-core').Browser | undefined} */
 let browser;
 /** @type {string | null | undefined} */
@@ -151,13 +164,22 @@ try {
       process.stderr.write(r.output);
       process.exit(1);
     }
-    process.stderr.write(r.output.split('\n').filter((l) => !l.startsWith('{')).join('\n'));
+    process.stderr.write(
+      r.output
+        .split('\n')
+        .filter((l) => !l.startsWith('{'))
+        .join('\n'),
+    );
     result.jitter = JSON.parse(line).jitter;
   }
   if (runs('latency')) {
     // Its own waits are bounded (joining, hearing, the windows); this is the backstop.
-    const limitS = Math.max(timeoutS, latencyBackends.length * (latencySeconds + latencyFixedSeconds + 120) + 120 +
-      (latencyImpairedSeconds > 0 ? latencyImpairedSeconds + 300 : 0));
+    const limitS = Math.max(
+      timeoutS,
+      latencyBackends.length * (latencySeconds + latencyFixedSeconds + 120) +
+        120 +
+        (latencyImpairedSeconds > 0 ? latencyImpairedSeconds + 300 : 0),
+    );
     const watchdog = setTimeout(() => {
       log(`FAILED: the latency benchmark did not end within ${limitS} s`);
       process.exit(1);
@@ -278,21 +300,28 @@ function printTable(result) {
   console.log(line(head));
   for (const b of body) console.log(line(b));
   console.log('');
-  console.log(`max peers under 5% of the quantum (${(BUDGET_NS / 1000).toFixed(0)} µs): ${result.max_peers_under_5pct}`);
+  console.log(
+    `max peers under 5% of the quantum (${(BUDGET_NS / 1000).toFixed(0)} µs): ${result.max_peers_under_5pct}`,
+  );
   // The team's targets, reported as measured.
   const at64 = rows.find((r) => r.peers === 64);
   const at256 = rows.find((r) => r.peers === 256);
   const verdict = (ok) => (ok ? 'met' : 'MISSED');
   if (at64) {
-    console.log(`target: WASM <= 200 ns/peer-quantum at 64 peers: ${at64.wasm_ns_per_peer_quantum.toFixed(0)} ns, ${verdict(at64.wasm_ns_per_peer_quantum <= 200)}`);
-    console.log(`target: WASM >= 3x faster than JS at 64 peers: ${at64.js_over_wasm.toFixed(1)}x, ${verdict(at64.js_over_wasm >= 3)}`);
+    console.log(
+      `target: WASM <= 200 ns/peer-quantum at 64 peers: ${at64.wasm_ns_per_peer_quantum.toFixed(0)} ns, ${verdict(at64.wasm_ns_per_peer_quantum <= 200)}`,
+    );
+    console.log(
+      `target: WASM >= 3x faster than JS at 64 peers: ${at64.js_over_wasm.toFixed(1)}x, ${verdict(at64.js_over_wasm >= 3)}`,
+    );
   }
   if (at256) {
     const pct = at256.wasm_quantum_fraction * 100;
     console.log(`target: 256 peers within 5% of the quantum: ${pct.toFixed(2)}%, ${verdict(pct < 5)}`);
   }
   const machine = result.machine;
-  console.log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.browser}, load ${machine.load_average_1m_at_end}`);
+  console.log(
+    `machine: ${machine.cpu}, ${machine.cores} cores, ${machine.browser}, load ${machine.load_average_1m_at_end}`,
+  );
   console.log('');
 }
-

@@ -96,7 +96,9 @@ export async function build(opts = {}) {
       results.push({ name: step.name, action: 'skipped', reason: check.reason, ms: 0 });
       continue;
     }
-    console.log(`build: ${step.name.padEnd(6)} building (${check.reason}): ${step.command[0].replace(ROOT + '/', '')} ${step.command[1].join(' ')}`);
+    console.log(
+      `build: ${step.name.padEnd(6)} building (${check.reason}): ${step.command[0].replace(ROOT + '/', '')} ${step.command[1].join(' ')}`,
+    );
     const started = Date.now();
     const r = await run(step.command[0], step.command[1]);
     const missing = step.outputs.filter((o) => !existsSync(join(ROOT, o)));
@@ -105,7 +107,8 @@ export async function build(opts = {}) {
       console.log(`build: ${step.name.padEnd(6)} built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
       results.push({ name: step.name, action: 'built', reason: check.reason, ms: Date.now() - started });
     } else {
-      const why = r.code !== 0 ? `exit ${r.code}${r.error ? `: ${r.error}` : ''}` : `missing ${missing.join(', ')}`;
+      const why =
+        r.code !== 0 ? `exit ${r.code}${r.error ? `: ${r.error}` : ''}` : `missing ${missing.join(', ')}`;
       console.error(`build: ${step.name.padEnd(6)} FAILED (${why})`);
       results.push({ name: step.name, action: 'failed', reason: why, ms: Date.now() - started });
     }

@@ -21,7 +21,11 @@ if (!Number.isInteger(runs) || runs < 0 || !Number.isInteger(seconds) || seconds
 }
 const targets = fuzzTargets().filter((t) => !only || t.name === only);
 if (targets.length === 0) {
-  console.error(`fuzz: no target ${only}; known: ${fuzzTargets().map((t) => t.name).join(', ')}`);
+  console.error(
+    `fuzz: no target ${only}; known: ${fuzzTargets()
+      .map((t) => t.name)
+      .join(', ')}`,
+  );
   process.exit(2);
 }
 const failedBuilds = await buildFuzzTargets(3600_000);
@@ -33,7 +37,13 @@ const results = [];
 for (const t of targets) {
   const r = await runFuzzTarget(t, { seconds, runs, merge: argv.includes('--merge'), quiet: true });
   console.log(`${t.crate}/${t.name}: ${r.ok ? 'ok' : 'FAILED'}, ${r.note}`);
-  results.push({ target: `${t.crate}/${t.name}`, ok: r.ok, inputs: r.execs, seconds: Math.round(r.ms / 100) / 10, note: r.note });
+  results.push({
+    target: `${t.crate}/${t.name}`,
+    ok: r.ok,
+    inputs: r.execs,
+    seconds: Math.round(r.ms / 100) / 10,
+    note: r.note,
+  });
 }
 console.log(JSON.stringify({ fuzz: results }));
 process.exit(results.every((r) => r.ok) ? 0 : 1);

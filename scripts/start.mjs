@@ -39,7 +39,10 @@ if (setup.code !== 0) {
 const { ok } = await build();
 const dist = join(ROOT, 'dist');
 const binary = join(ROOT, 'target', 'release', 'tutti-server');
-for (const [what, path] of [['the app', join(dist, 'index.html')], ['the server', binary]]) {
+for (const [what, path] of [
+  ['the app', join(dist, 'index.html')],
+  ['the server', binary],
+]) {
   if (!existsSync(path)) {
     console.error(`start: the build failed and there is no earlier build of ${what} to run`);
     process.exit(1);
@@ -51,7 +54,11 @@ if (!ok) console.error('start: part of the build failed (see above); running the
 // (ignored by git) unless TUTTI_DATA_DIR or --data-dir says otherwise, or --no-persist.
 const server = spawn(binary, ['--port', String(port), '--dist', dist, ...rest], {
   stdio: 'inherit',
-  env: { ...process.env, TUTTI_DATA_DIR: process.env.TUTTI_DATA_DIR ?? join(ROOT, 'data'), PORT: String(port) },
+  env: {
+    ...process.env,
+    TUTTI_DATA_DIR: process.env.TUTTI_DATA_DIR ?? join(ROOT, 'data'),
+    PORT: String(port),
+  },
 });
 // The server shuts down gracefully on SIGINT/SIGTERM: pass them on and exit when it has (the
 // build's handlers, which end children at once, are no longer wanted).

@@ -53,7 +53,7 @@ const work = mkdtempSync(join(tmpdir(), 'tutti-test-'));
 async function oneCheck(cmd, args, seconds) {
   const r = await run(cmd, args, { timeoutMs: limit(seconds) });
   if (r.code === 0) return { passed: 1, failed: 0 };
-  return { passed: 0, failed: 1, note: r.timedOut ? 'timed out' : r.error ?? `exit ${r.code}` };
+  return { passed: 0, failed: 1, note: r.timedOut ? 'timed out' : (r.error ?? `exit ${r.code}`) };
 }
 
 /** A tool installed by npm ci. @param {string} name */
@@ -79,12 +79,16 @@ async function checks(commands) {
 const suites = [
   {
     name: 'fmt',
-    run: () => oneCheck('cargo', ['fmt', '--all', '--', '--check', ...(process.env.CI ? ['--color', 'never'] : [])], 120),
+    run: () =>
+      oneCheck(
+        'cargo',
+        ['fmt', '--all', '--', '--check', ...(process.env.CI ? ['--color', 'never'] : [])],
+        120,
+      ),
   },
   {
     name: 'clippy',
-    run: () =>
-      oneCheck('cargo', ['clippy', '--workspace', '--all-targets', '--', '-D', 'warnings'], 900),
+    run: () => oneCheck('cargo', ['clippy', '--workspace', '--all-targets', '--', '-D', 'warnings'], 900),
   },
   {
     name: 'cargo',
@@ -98,24 +102,32 @@ const suites = [
         const why = r.timedOut ? 'timed out' : c.results === 0 ? 'did not compile' : `exit ${r.code}`;
         return { passed: c.passed, failed: 1, note: `${why} (${profile})` };
       }
-      return { passed: c.passed, failed: c.failed, note: `${c.results} result lines, ${c.ignored} ignored (${profile})` };
+      return {
+        passed: c.passed,
+        failed: c.failed,
+        note: `${c.results} result lines, ${c.ignored} ignored (${profile})`,
+      };
     },
   },
   {
     name: 'fuzz',
     run: async () => {
       const seconds = Number(process.env.TUTTI_FUZZ_SECONDS ?? 20);
-      if (!Number.isInteger(seconds) || seconds < 1) return { passed: 0, failed: 1, note: 'TUTTI_FUZZ_SECONDS must be a whole number of seconds' };
+      if (!Number.isInteger(seconds) || seconds < 1)
+        return { passed: 0, failed: 1, note: 'TUTTI_FUZZ_SECONDS must be a whole number of seconds' };
       const targets = fuzzTargets();
       const unbuilt = await buildFuzzTargets(limit(900));
       if (unbuilt.length) return { passed: 0, failed: targets.length, note: unbuilt.join('; ') };
       const c = { passed: 0, failed: 0, notes: /** @type {string[]} */ ([]) };
       for (const t of targets) {
-        const r = await runFuzzTarget(t, { seconds: Math.min(seconds, Math.floor(remaining() / 1000 / targets.length)), quiet: true });
+        const r = await runFuzzTarget(t, {
+          seconds: Math.min(seconds, Math.floor(remaining() / 1000 / targets.length)),
+          quiet: true,
+        });
         console.log(`fuzz ${t.crate}/${t.name}: ${r.ok ? 'ok' : 'FAILED'}, ${r.note}`);
         if (r.ok) c.passed += 1;
         else c.failed += 1;
-        c.notes.push(`${t.name} ${r.ok ? r.execs ?? '?' : r.note}`);
+        c.notes.push(`${t.name} ${r.ok ? (r.execs ?? '?') : r.note}`);
       }
       return { passed: c.passed, failed: c.failed, note: `inputs: ${c.notes.join(', ')}` };
     },
@@ -140,7 +152,13 @@ const suites = [
     name: 'vitest',
     run: async () => {
       const out = join(work, 'vitest.json');
-      const args = ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, '--passWithNoTests'];
+      const args = [
+        'run',
+        '--reporter=default',
+        '--reporter=json',
+        `--outputFile.json=${out}`,
+        '--passWithNoTests',
+      ];
       const r = await run(bin('vitest'), args, { timeoutMs: limit(600) });
       if (!existsSync(out)) {
         return { passed: 0, failed: 1, note: r.timedOut ? 'timed out' : `no JSON report (exit ${r.code})` };
@@ -155,12 +173,16 @@ const suites = [
     run: async () => {
       const dir = join(ROOT, 'tests', 'browser');
       const files = existsSync(dir)
-        ? readdirSync(dir).filter((f) => f.endsWith('.test.mjs')).sort().map((f) => join('tests', 'browser', f))
+        ? readdirSync(dir)
+            .filter((f) => f.endsWith('.test.mjs'))
+            .sort()
+            .map((f) => join('tests', 'browser', f))
         : [];
       if (files.length === 0) return { passed: 0, failed: 0, note: 'no tests/browser/*.test.mjs yet' };
       // The browser tests load dist/: after a failed app build they would test a stale app.
       const app = buildResults.find((s) => s.name === 'app');
-      if (app?.action === 'failed') return { passed: 0, failed: 1, note: `not run: the app build failed (${files.length} files)` };
+      if (app?.action === 'failed')
+        return { passed: 0, failed: 1, note: `not run: the app build failed (${files.length} files)` };
       const tap = join(work, 'browser.tap');
       const args = [
         '--test',
@@ -178,9 +200,15 @@ const suites = [
       await run('sync', [], { timeoutMs: 120_000, quiet: true });
       const r = await run(process.execPath, args, { timeoutMs: limit(900), env });
       const c = existsSync(tap) ? parseNodeTap(readFileSync(tap, 'utf8')) : null;
-      if (!c) return { passed: 0, failed: 1, note: r.timedOut ? 'timed out' : `no TAP summary (exit ${r.code})` };
+      if (!c)
+        return { passed: 0, failed: 1, note: r.timedOut ? 'timed out' : `no TAP summary (exit ${r.code})` };
       if (r.code !== 0 && c.failed === 0) return { passed: c.passed, failed: 1, note: `exit ${r.code}` };
-      return { passed: c.passed, failed: c.failed, skipped: c.skipped, note: `${files.length} files${c.note ? ', ' + c.note : ''}` };
+      return {
+        passed: c.passed,
+        failed: c.failed,
+        skipped: c.skipped,
+        note: `${files.length} files${c.note ? ', ' + c.note : ''}`,
+      };
     },
   },
 ];
@@ -202,7 +230,13 @@ banner('setup');
 {
   const t = Date.now();
   const r = await run('bash', [join(ROOT, 'scripts', 'setup.sh')], { timeoutMs: limit(1200) });
-  rows.push({ name: 'setup', passed: r.code === 0 ? 1 : 0, failed: r.code === 0 ? 0 : 1, ms: Date.now() - t, note: r.code === 0 ? '' : `exit ${r.code}` });
+  rows.push({
+    name: 'setup',
+    passed: r.code === 0 ? 1 : 0,
+    failed: r.code === 0 ? 0 : 1,
+    ms: Date.now() - t,
+    note: r.code === 0 ? '' : `exit ${r.code}`,
+  });
 }
 
 if (rows[0].failed === 0) {
@@ -228,7 +262,14 @@ if (rows[0].failed === 0) {
     } catch (e) {
       c = { passed: 0, failed: 1, note: `runner error: ${e instanceof Error ? e.message : e}` };
     }
-    rows.push({ name: suite.name, passed: c.passed, failed: c.failed, skipped: c.skipped ?? 0, ms: Date.now() - t, note: c.note ?? '' });
+    rows.push({
+      name: suite.name,
+      passed: c.passed,
+      failed: c.failed,
+      skipped: c.skipped ?? 0,
+      ms: Date.now() - t,
+      note: c.note ?? '',
+    });
   }
 } else {
   console.error('test: setup failed; no suite can run');
@@ -237,15 +278,25 @@ if (rows[0].failed === 0) {
 rmSync(work, { recursive: true, force: true });
 
 const total = rows.reduce(
-  (a, r) => ({ passed: a.passed + r.passed, failed: a.failed + r.failed, skipped: a.skipped + (r.skipped ?? 0) }),
+  (a, r) => ({
+    passed: a.passed + r.passed,
+    failed: a.failed + r.failed,
+    skipped: a.skipped + (r.skipped ?? 0),
+  }),
   { passed: 0, failed: 0, skipped: 0 },
 );
-console.log(`\n${'suite'.padEnd(8)} ${'passed'.padStart(6)} ${'failed'.padStart(6)} ${'time'.padStart(8)}  note`);
+console.log(
+  `\n${'suite'.padEnd(8)} ${'passed'.padStart(6)} ${'failed'.padStart(6)} ${'time'.padStart(8)}  note`,
+);
 for (const r of rows) {
   const mark = r.failed ? '  <-- FAILED' : '';
-  console.log(`${r.name.padEnd(8)} ${String(r.passed).padStart(6)} ${String(r.failed).padStart(6)} ${((r.ms / 1000).toFixed(1) + ' s').padStart(8)}  ${r.note}${mark}`);
+  console.log(
+    `${r.name.padEnd(8)} ${String(r.passed).padStart(6)} ${String(r.failed).padStart(6)} ${((r.ms / 1000).toFixed(1) + ' s').padStart(8)}  ${r.note}${mark}`,
+  );
 }
 console.log(`total time ${((Date.now() - started) / 1000).toFixed(1)} s`);
 // Skipped checks are named in their suite's output with the reason (and the figures).
-console.log(`${total.passed} passed, ${total.failed} failed${total.skipped ? `, ${total.skipped} skipped` : ''}`);
+console.log(
+  `${total.passed} passed, ${total.failed} failed${total.skipped ? `, ${total.skipped} skipped` : ''}`,
+);
 process.exit(total.failed > 0 ? 1 : 0);

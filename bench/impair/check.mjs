@@ -42,10 +42,14 @@ await buildImpairer();
 
 /** The probe's figures for `s` seconds at `rate` packets/s. @param {number} rate @param {number} s */
 async function probe(rate, s) {
-  const r = await run(join(ROOT, PROBE_BIN), ['--rate', String(rate), '--duration-s', String(s), ...(realtime ? ['--realtime'] : [])], {
-    quiet: true,
-    timeoutMs: (s + 30) * 1000,
-  });
+  const r = await run(
+    join(ROOT, PROBE_BIN),
+    ['--rate', String(rate), '--duration-s', String(s), ...(realtime ? ['--realtime'] : [])],
+    {
+      quiet: true,
+      timeoutMs: (s + 30) * 1000,
+    },
+  );
   if (r.code !== 0) throw new Error(`probe failed (exit ${r.code}): ${r.output}`);
   return JSON.parse(r.output.trim().split('\n').pop() ?? '');
 }

@@ -23,7 +23,8 @@ if (process.getuid?.() !== 0) {
   console.log(JSON.stringify({ skipped: 'needs root: a private network namespace and an iptables rule' }));
   process.exit(0);
 }
-if (!(await reexecInNetns(process.argv, { timeoutMs: (seconds + settleS + 240) * 1000 }))) process.exit(process.exitCode ?? 1);
+if (!(await reexecInNetns(process.argv, { timeoutMs: (seconds + settleS + 240) * 1000 })))
+  process.exit(process.exitCode ?? 1);
 
 const { loadavg } = await import('node:os');
 const { startImpairer } = await import('../../tests/kit/netns.mjs');
@@ -43,12 +44,19 @@ let impairer = null;
 try {
   impairer = await startImpairer({ ...IMPAIRMENT, durationS: seconds + settleS + 180 });
   browser = await launchChromium(LATENCY_CHROMIUM_ARGS, { backend: BACKEND, tones: [330, 550] });
-  log(`latency: ${BACKEND}: adaptive buffer through ${IMPAIRMENT.delayMs} ± ${IMPAIRMENT.jitterMs} ms, ${IMPAIRMENT.loss * 100} % loss, ${seconds} s measured`);
-  const r = await measureRoom({ server, browser }, { room: 'bench-latency-impaired', audio: null, seconds, settleS, log });
+  log(
+    `latency: ${BACKEND}: adaptive buffer through ${IMPAIRMENT.delayMs} ± ${IMPAIRMENT.jitterMs} ms, ${IMPAIRMENT.loss * 100} % loss, ${seconds} s measured`,
+  );
+  const r = await measureRoom(
+    { server, browser },
+    { room: 'bench-latency-impaired', audio: null, seconds, settleS, log },
+  );
   const stats = await impairer.stop();
   impairer = null;
   // The worse direction by jitter-buffer wait, with its oracle beside it.
-  const worse = r.directions.reduce((a, b) => ((b.jitter_wait_p50_ms ?? -Infinity) > (a.jitter_wait_p50_ms ?? -Infinity) ? b : a));
+  const worse = r.directions.reduce((a, b) =>
+    (b.jitter_wait_p50_ms ?? -Infinity) > (a.jitter_wait_p50_ms ?? -Infinity) ? b : a,
+  );
   const sum = (f) => r.directions.reduce((n, d) => n + d[f], 0);
   const entry = {
     jitter_wait_p50_ms: worse.jitter_wait_p50_ms,
@@ -57,14 +65,21 @@ try {
     concealed: sum('concealed'),
     underruns_beyond_losses: sum('late_underruns') + sum('stall_underruns') + sum('late'),
     wait_within_one_block_of_oracle:
-      worse.jitter_wait_p50_ms !== null && worse.oracle_ms !== null && worse.block_ms !== null &&
+      worse.jitter_wait_p50_ms !== null &&
+      worse.oracle_ms !== null &&
+      worse.block_ms !== null &&
       Math.abs(worse.jitter_wait_p50_ms - worse.oracle_ms) <= worse.block_ms,
     underruns: r.underruns,
     median_ms: r.median_ms,
     p95_ms: r.p95_ms,
     seconds: r.seconds,
     backend: BACKEND,
-    network: { delay_ms: IMPAIRMENT.delayMs, jitter_ms: IMPAIRMENT.jitterMs, loss: IMPAIRMENT.loss, loss_run: IMPAIRMENT.lossRun },
+    network: {
+      delay_ms: IMPAIRMENT.delayMs,
+      jitter_ms: IMPAIRMENT.jitterMs,
+      loss: IMPAIRMENT.loss,
+      loss_run: IMPAIRMENT.lossRun,
+    },
     impairer: {
       packets_seen: stats.packets_seen,
       dropped_loss: stats.dropped_loss,

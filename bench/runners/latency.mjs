@@ -63,7 +63,14 @@ export const round = (x, digits = 2) => (Number.isFinite(x) ? Number(x.toFixed(d
  * @param {{ log: (...a: unknown[]) => void, seconds?: number, fixedSeconds?: number, settleS?: number,
  *           backends?: import('../../tests/kit/chromium.mjs').AudioBackend[], impairedSeconds?: number }} opts
  */
-export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, settleS = 3, backends = ['pulse-128', 'fake'], impairedSeconds = 60 }) {
+export async function runLatencyBench({
+  log,
+  seconds = 60,
+  fixedSeconds = 20,
+  settleS = 3,
+  backends = ['pulse-128', 'fake'],
+  impairedSeconds = 60,
+}) {
   const server = await startServer();
   // A watchdog or an interrupt ends this process with process.exit(): take the server along.
   const killServer = () => server.kill();
@@ -81,7 +88,8 @@ export async function runLatencyBench({ log, seconds = 60, fixedSeconds = 20, se
     const { median_ms, p95_ms, underruns, seconds: s, ...rest } = byBackend[main];
     const entry = { median_ms, p95_ms, underruns, seconds: s, backend: main, ...rest };
     // The fake device beside the main backend, with the same keys.
-    for (const other of others) entry[other === 'fake' ? 'fake_device' : other.replace('-', '_')] = byBackend[other];
+    for (const other of others)
+      entry[other === 'fake' ? 'fake_device' : other.replace('-', '_')] = byBackend[other];
     if (impairedSeconds > 0) entry.impaired = await measureImpaired(impairedSeconds, log);
     return { entry, browserVersion };
   } finally {
@@ -121,7 +129,13 @@ async function measureBackend({ server, backend, seconds, fixedSeconds, settleS,
     browser = await launchChromium(LATENCY_CHROMIUM_ARGS, { backend, tones: PLAYERS.map((p) => p.tone) });
     const h = { server, browser };
     log(`latency: ${backend}: adaptive buffer, ${seconds} s measured`);
-    const adaptive = await measureRoom(h, { room: `bench-latency-${backend}-adaptive`, audio: null, seconds, settleS, log });
+    const adaptive = await measureRoom(h, {
+      room: `bench-latency-${backend}-adaptive`,
+      audio: null,
+      seconds,
+      settleS,
+      log,
+    });
     let fixed = null;
     if (fixedSeconds > 0) {
       log(`latency: ${backend}: fixed ${FIXED_PACKETS}-packet buffer, ${fixedSeconds} s measured`);
@@ -177,37 +191,59 @@ export async function measureRoom(h, { room, audio, seconds, settleS, log }) {
     for (const p of PLAYERS) pages.push(await joinRoom(h, room, p, logs, { audio }));
     const started = Date.now();
     try {
-      await waitFor('each page connected to the other', async () => {
-        const s = await Promise.all(pages.map(peerState));
-        const error = s.find((x) => x?.error)?.error;
-        if (error) throw fail(`a page failed to join: ${error}`);
-        return { ok: s.every((x) => x?.connected), s };
-      }, CONNECT_TIMEOUT_MS);
-      await waitFor('each page hears the other and knows its clock offset', async () => {
-        const s = await Promise.all(pages.map(peerState));
-        return { ok: s.every((x) => x?.received > 0 && x.networkCount > 0 && x.mouthToEarCount > 0), s };
-      }, HEAR_TIMEOUT_MS);
+      await waitFor(
+        'each page connected to the other',
+        async () => {
+          const s = await Promise.all(pages.map(peerState));
+          const error = s.find((x) => x?.error)?.error;
+          if (error) throw fail(`a page failed to join: ${error}`);
+          return { ok: s.every((x) => x?.connected), s };
+        },
+        CONNECT_TIMEOUT_MS,
+      );
+      await waitFor(
+        'each page hears the other and knows its clock offset',
+        async () => {
+          const s = await Promise.all(pages.map(peerState));
+          return { ok: s.every((x) => x?.received > 0 && x.networkCount > 0 && x.mouthToEarCount > 0), s };
+        },
+        HEAR_TIMEOUT_MS,
+      );
     } catch (err) {
       if (err instanceof Error && err.message.startsWith(room)) throw err;
       throw fail(err instanceof Error ? err.message : String(err));
     }
-    log(`latency: ${room}: both pages hear each other after ${((Date.now() - started) / 1000).toFixed(1)} s; settling ${settleS} s`);
+    log(
+      `latency: ${room}: both pages hear each other after ${((Date.now() - started) / 1000).toFixed(1)} s; settling ${settleS} s`,
+    );
     await sleep(settleS * 1000);
 
-    const before = await Promise.all(pages.map((page) => page.evaluate(() => {
-      const s = window.tutti.session;
-      s.resetLatency();
-      return { counters: s.counters(), devices: s.latencyStages().devices, at: Date.now() };
-    })));
+    const before = await Promise.all(
+      pages.map((page) =>
+        page.evaluate(() => {
+          const s = window.tutti.session;
+          s.resetLatency();
+          return { counters: s.counters(), devices: s.latencyStages().devices, at: Date.now() };
+        }),
+      ),
+    );
     const resetAt = Math.max(...before.map((b) => b.at));
     // The reset reached both engines: their counts start over (the block is published about
     // once a second, so allow a second's worth more than the time since the reset).
     try {
-      await waitFor('the latency histograms restart', async () => {
-        const s = await Promise.all(pages.map(peerState));
-        const limit = ((Date.now() - resetAt) / 1000 + 1) * PACKETS_PER_SECOND;
-        return { ok: s.every((x) => x?.mouthToEarCount <= limit), counts: s.map((x) => x?.mouthToEarCount), limit };
-      }, RESTART_TIMEOUT_MS);
+      await waitFor(
+        'the latency histograms restart',
+        async () => {
+          const s = await Promise.all(pages.map(peerState));
+          const limit = ((Date.now() - resetAt) / 1000 + 1) * PACKETS_PER_SECOND;
+          return {
+            ok: s.every((x) => x?.mouthToEarCount <= limit),
+            counts: s.map((x) => x?.mouthToEarCount),
+            limit,
+          };
+        },
+        RESTART_TIMEOUT_MS,
+      );
     } catch (err) {
       throw fail(err instanceof Error ? err.message : String(err));
     }
@@ -215,8 +251,15 @@ export async function measureRoom(h, { room, audio, seconds, settleS, log }) {
     while (Date.now() < endAt) {
       await sleep(Math.min(10_000, endAt - Date.now()));
       const s = await Promise.all(pages.map(peerState));
-      log(`latency: ${room}: ${((Date.now() - resetAt) / 1000).toFixed(0).padStart(3)} s  ` +
-        s.map((x, i) => `${PLAYERS[1 - i].name}→${PLAYERS[i].name} target ${x.targetMs.toFixed(2)} ms, p50 so far ${x.mouthToEarP50.toFixed(2)} ms (with devices), underruns ${x.underruns - before[i].counters.perPeer[x.peer].underruns}`).join('; '));
+      log(
+        `latency: ${room}: ${((Date.now() - resetAt) / 1000).toFixed(0).padStart(3)} s  ` +
+          s
+            .map(
+              (x, i) =>
+                `${PLAYERS[1 - i].name}→${PLAYERS[i].name} target ${x.targetMs.toFixed(2)} ms, p50 so far ${x.mouthToEarP50.toFixed(2)} ms (with devices), underruns ${x.underruns - before[i].counters.perPeer[x.peer].underruns}`,
+            )
+            .join('; '),
+      );
     }
     const after = await Promise.all(pages.map(readPage));
     const windowS = (Math.min(...after.map((a) => a.at)) - resetAt) / 1000;
@@ -231,7 +274,9 @@ export async function measureRoom(h, { room, audio, seconds, settleS, log }) {
       const underruns = gained('underruns');
       const expected = windowS * PACKETS_PER_SECOND;
       if (!(d.oneWay.count >= 0.5 * expected)) {
-        throw fail(`${PLAYERS[1 - i].name}→${PLAYERS[i].name}: ${d.oneWay.count} packets measured in ${windowS.toFixed(1)} s (expected about ${expected.toFixed(0)}): the page stopped hearing its peer`);
+        throw fail(
+          `${PLAYERS[1 - i].name}→${PLAYERS[i].name}: ${d.oneWay.count} packets measured in ${windowS.toFixed(1)} s (expected about ${expected.toFixed(0)}): the page stopped hearing its peer`,
+        );
       }
       return {
         from: PLAYERS[1 - i].name,
@@ -245,7 +290,8 @@ export async function measureRoom(h, { room, audio, seconds, settleS, log }) {
         devices_ms: round(devicesMs),
         device_output_ms: round(a.devices.outputMs),
         device_input_ms: round(a.devices.inputMs),
-        devices_changed: Math.abs(devicesMs - (known(before[i].devices.outputMs) + known(before[i].devices.inputMs))) > 0.1,
+        devices_changed:
+          Math.abs(devicesMs - (known(before[i].devices.outputMs) + known(before[i].devices.inputMs))) > 0.1,
         // transit.p50 + block + sendQueue.p50: the cross-check (a sum of medians).
         stages_sum_p50_ms: round(d.transit.p50 + blockMs + d.sendQueue.p50),
         transit_p50_ms: round(d.transit.p50),
@@ -279,7 +325,11 @@ export async function measureRoom(h, { room, audio, seconds, settleS, log }) {
       load_average_1m: round(loadavg()[0]),
     };
   } finally {
-    for (const page of pages) await page.context().close().catch(() => {});
+    for (const page of pages)
+      await page
+        .context()
+        .close()
+        .catch(() => {});
   }
 
   function known(ms) {
@@ -293,7 +343,17 @@ export async function measureRoom(h, { room, audio, seconds, settleS, log }) {
       const other = s.view.participants.find((p) => p.link === 'connected');
       if (!other) return { error: 'the peer left' };
       const st = s.latencyStages();
-      const strip = (x) => x && { p50: x.p50, p95: x.p95, p99: x.p99, min: x.min, max: x.max, mean: x.mean, count: x.count, rejected: x.rejected };
+      const strip = (x) =>
+        x && {
+          p50: x.p50,
+          p95: x.p95,
+          p99: x.p99,
+          min: x.min,
+          max: x.max,
+          mean: x.mean,
+          count: x.count,
+          rejected: x.rejected,
+        };
       const stages = {};
       for (const [name, hist] of Object.entries(st.peers[other.peer] ?? {})) stages[name] = strip(hist);
       return {
@@ -338,7 +398,10 @@ function peerState(page) {
 /** The runs of a latency entry, main backend first: [backend, buffer, run]. */
 function latencyRuns(latency) {
   const runs = [];
-  const backends = [[latency.backend ?? 'fake', latency], ...(latency.fake_device ? [['fake', latency.fake_device]] : [])];
+  const backends = [
+    [latency.backend ?? 'fake', latency],
+    ...(latency.fake_device ? [['fake', latency.fake_device]] : []),
+  ];
   for (const [backend, e] of backends) {
     runs.push([backend, 'adaptive', e]);
     if (e.fixed8) runs.push([backend, `fixed ${FIXED_PACKETS}`, e.fixed8]);
@@ -348,42 +411,94 @@ function latencyRuns(latency) {
 
 /** The human-readable table of the latency part, on stdout before the JSON line. */
 export function printLatencyTable(latency) {
-  const head = ['backend', 'buffer', 'direction', 'added p50 ms', 'added p95 ms', 'stages sum p50', 'jitter wait p50', 'delivery p50', 'arrival jitter', 'buffer target', 'underruns', 'seconds'];
+  const head = [
+    'backend',
+    'buffer',
+    'direction',
+    'added p50 ms',
+    'added p95 ms',
+    'stages sum p50',
+    'jitter wait p50',
+    'delivery p50',
+    'arrival jitter',
+    'buffer target',
+    'underruns',
+    'seconds',
+  ];
   const body = [];
   for (const [backend, name, run] of latencyRuns(latency)) {
     for (const d of run.directions) {
-      body.push([backend, name, `${d.from}→${d.to}`, fmt(d.median_ms), fmt(d.p95_ms), fmt(d.stages_sum_p50_ms), fmt(d.jitter_wait_p50_ms),
-        fmt(d.delivery_p50_ms), fmt(d.arrival_jitter_ms), fmt(d.buffer_target_ms), String(d.underruns), fmt(run.seconds, 0)]);
+      body.push([
+        backend,
+        name,
+        `${d.from}→${d.to}`,
+        fmt(d.median_ms),
+        fmt(d.p95_ms),
+        fmt(d.stages_sum_p50_ms),
+        fmt(d.jitter_wait_p50_ms),
+        fmt(d.delivery_p50_ms),
+        fmt(d.arrival_jitter_ms),
+        fmt(d.buffer_target_ms),
+        String(d.underruns),
+        fmt(run.seconds, 0),
+      ]);
     }
-    body.push([backend, name, 'worse', fmt(run.median_ms), fmt(run.p95_ms), '', '', '', '', '', String(run.underruns), fmt(run.seconds, 0)]);
+    body.push([
+      backend,
+      name,
+      'worse',
+      fmt(run.median_ms),
+      fmt(run.p95_ms),
+      '',
+      '',
+      '',
+      '',
+      '',
+      String(run.underruns),
+      fmt(run.seconds, 0),
+    ]);
   }
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
-  const line = (cells) => cells.map((c, i) => (i < 3 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  const line = (cells) =>
+    cells.map((c, i) => (i < 3 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   console.log('');
   console.log(line(head));
   for (const b of body) console.log(line(b));
   console.log('');
   const backend = latency.backend ?? 'fake';
-  const verdict = latency.seconds < 59.5
-    ? `not judged (a ${fmt(latency.seconds, 0)} s window)`
-    : latency.median_ms <= 10 && latency.underruns === 0 ? 'met' : 'MISSED';
-  console.log(`target: added one-way latency median <= 10 ms, 0 underruns over 60 s (adaptive, loopback, ${backend}): ` +
-    `${fmt(latency.median_ms)} ms, ${latency.underruns} underruns over ${fmt(latency.seconds, 0)} s, ${verdict}`);
+  const verdict =
+    latency.seconds < 59.5
+      ? `not judged (a ${fmt(latency.seconds, 0)} s window)`
+      : latency.median_ms <= 10 && latency.underruns === 0
+        ? 'met'
+        : 'MISSED';
+  console.log(
+    `target: added one-way latency median <= 10 ms, 0 underruns over 60 s (adaptive, loopback, ${backend}): ` +
+      `${fmt(latency.median_ms)} ms, ${latency.underruns} underruns over ${fmt(latency.seconds, 0)} s, ${verdict}`,
+  );
   for (const [b, name, run] of latencyRuns(latency)) {
     if (b === backend && name === 'adaptive') continue;
-    console.log(`${b}, ${name}: median ${fmt(run.median_ms)} ms, p95 ${fmt(run.p95_ms)} ms, ${run.underruns} underruns over ${fmt(run.seconds, 0)} s` +
-      (latency.median_ms > 0 ? ` (${fmt(run.median_ms / latency.median_ms)}x the ${backend} adaptive median)` : ''));
+    console.log(
+      `${b}, ${name}: median ${fmt(run.median_ms)} ms, p95 ${fmt(run.p95_ms)} ms, ${run.underruns} underruns over ${fmt(run.seconds, 0)} s` +
+        (latency.median_ms > 0
+          ? ` (${fmt(run.median_ms / latency.median_ms)}x the ${backend} adaptive median)`
+          : ''),
+    );
   }
   const imp = latency.impaired;
   if (imp && !imp.error && !imp.skipped) {
     const n = imp.network;
-    console.log(`impaired (${imp.backend}, ${n.delay_ms} ± ${n.jitter_ms} ms, ${n.loss * 100} % loss; the impairer dropped ${fmt(imp.impairer.dropped_pct)} %): ` +
-      `jitter-buffer wait p50 ${fmt(imp.jitter_wait_p50_ms)} ms against the oracle ${fmt(imp.oracle_ms)} ms (${imp.wait_within_one_block_of_oracle ? 'within' : 'NOT within'} one block), ` +
-      `lost ${imp.lost}, concealed ${imp.concealed}, underruns beyond losses ${imp.underruns_beyond_losses}, ` +
-      `added one-way median ${fmt(imp.median_ms)} ms over ${fmt(imp.seconds, 0)} s`);
+    console.log(
+      `impaired (${imp.backend}, ${n.delay_ms} ± ${n.jitter_ms} ms, ${n.loss * 100} % loss; the impairer dropped ${fmt(imp.impairer.dropped_pct)} %): ` +
+        `jitter-buffer wait p50 ${fmt(imp.jitter_wait_p50_ms)} ms against the oracle ${fmt(imp.oracle_ms)} ms (${imp.wait_within_one_block_of_oracle ? 'within' : 'NOT within'} one block), ` +
+        `lost ${imp.lost}, concealed ${imp.concealed}, underruns beyond losses ${imp.underruns_beyond_losses}, ` +
+        `added one-way median ${fmt(imp.median_ms)} ms over ${fmt(imp.seconds, 0)} s`,
+    );
     for (const d of imp.directions) {
-      console.log(`  ${d.from}→${d.to}: wait p50 ${fmt(d.jitter_wait_p50_ms)} ms, oracle ${fmt(d.oracle_ms)} ms, target ${fmt(d.buffer_target_ms)} ms, ` +
-        `lost ${d.lost}, concealed ${d.concealed}, late ${d.late}, underruns ${d.underruns} (late ${d.late_underruns}, stall ${d.stall_underruns})`);
+      console.log(
+        `  ${d.from}→${d.to}: wait p50 ${fmt(d.jitter_wait_p50_ms)} ms, oracle ${fmt(d.oracle_ms)} ms, target ${fmt(d.buffer_target_ms)} ms, ` +
+          `lost ${d.lost}, concealed ${d.concealed}, late ${d.late}, underruns ${d.underruns} (late ${d.late_underruns}, stall ${d.stall_underruns})`,
+      );
     }
   } else if (imp) {
     console.log(`impaired: ${imp.error ?? imp.skipped}`);

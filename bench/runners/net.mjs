@@ -50,7 +50,12 @@ export async function runNetBench({ baseUrl, log, peers = [4, 15], warmupS = 2, 
   try {
     const entries = [];
     for (const n of peers) {
-      const pump = await measurePage(browser, new URL(`net-bench.html?peers=${n}`, baseUrl).href, 'net-worker', { log, warmupS, windowS });
+      const pump = await measurePage(
+        browser,
+        new URL(`net-bench.html?peers=${n}`, baseUrl).href,
+        'net-worker',
+        { log, warmupS, windowS },
+      );
       const rate = n * PACKETS_PER_SECOND;
       const post = await measurePage(
         browser,
@@ -80,16 +85,22 @@ export async function runNetBench({ baseUrl, log, peers = [4, 15], warmupS = 2, 
         engine_underruns: pump.traced.engine_underruns,
         worker_tasks_by_source: pump.traced.tasks_by_source,
         load_average_1m: Number(loadavg()[0].toFixed(2)),
-        thread_time_source: pump.traced.fallback_events > 0 ? `tdur (dur for ${pump.traced.fallback_events} events without tdur)` : 'tdur',
+        thread_time_source:
+          pump.traced.fallback_events > 0
+            ? `tdur (dur for ${pump.traced.fallback_events} events without tdur)`
+            : 'tdur',
       };
       // A starved scene measures something else: say so in the entry rather than hide it.
       const problems = [];
-      if (pump.traced.packets_per_s < 0.9 * rate) problems.push(`received ${entry.packets_per_s}/s of ${rate}/s sent`);
+      if (pump.traced.packets_per_s < 0.9 * rate)
+        problems.push(`received ${entry.packets_per_s}/s of ${rate}/s sent`);
       if (pump.traced.out_packets < 0.9 * PACKETS_PER_SECOND * pump.traced.window_s)
         problems.push(`the engine published ${pump.traced.out_packets} packets in ${entry.window_s} s`);
-      if (pump.traced.tx_skipped > 0) problems.push(`${pump.traced.tx_skipped} sends skipped (send queue full)`);
+      if (pump.traced.tx_skipped > 0)
+        problems.push(`${pump.traced.tx_skipped} sends skipped (send queue full)`);
       entry.degraded = problems.length > 0 ? problems.join('; ') : null;
-      if (entry.degraded) log(`net: WARNING, ${n} players: ${entry.degraded} (machine busy? load ${entry.load_average_1m})`);
+      if (entry.degraded)
+        log(`net: WARNING, ${n} players: ${entry.degraded} (machine busy? load ${entry.load_average_1m})`);
       entries.push(entry);
       log(
         `net: ${n} players: ${entry.us_per_packet} µs/packet (${entry.us_per_packet_untraced ?? '-'} untraced), ` +
@@ -118,7 +129,8 @@ async function measurePage(browser, url, workerScript, { log, warmupS, windowS }
     for (;;) {
       const state = await page.evaluate(() => window.netBench?.state ?? 'starting');
       if (state === 'ready') break;
-      if (state === 'error') throw new Error(`net bench page: ${await page.evaluate(() => window.netBench?.error)}`);
+      if (state === 'error')
+        throw new Error(`net bench page: ${await page.evaluate(() => window.netBench?.error)}`);
       if (Date.now() > deadline) throw new Error(`net bench page not ready within 40 s (${url})`);
       await sleep(200);
     }
@@ -167,23 +179,32 @@ async function identifyWorker(browser, page, url, workerScript) {
     if (e.name !== 'TracingStartedInBrowser') continue;
     for (const f of e.args?.data?.frames ?? []) if (f.url === url && f.processId) pids.add(f.processId);
   }
-  if (pids.size !== 1) throw new Error(`net bench: ${pids.size} renderer processes show ${url} in the trace; expected 1`);
+  if (pids.size !== 1)
+    throw new Error(`net bench: ${pids.size} renderer processes show ${url} in the trace; expected 1`);
   const [pid] = pids;
   const threadName = new Map();
-  for (const e of events) if (e.ph === 'M' && e.name === 'thread_name' && e.pid === pid) threadName.set(e.tid, e.args?.name);
-  if (![...threadName.values()].includes('CrRendererMain')) throw new Error(`net bench: process ${pid} has no CrRendererMain thread`);
+  for (const e of events)
+    if (e.ph === 'M' && e.name === 'thread_name' && e.pid === pid) threadName.set(e.tid, e.args?.name);
+  if (![...threadName.values()].includes('CrRendererMain'))
+    throw new Error(`net bench: process ${pid} has no CrRendererMain thread`);
   const workers = [...threadName].filter(([, name]) => name === 'DedicatedWorker thread').map(([t]) => t);
   const tids = new Set();
   for (const e of events) {
     if (e.name !== 'TracingSessionIdForWorker' || e.pid !== pid) continue;
     const d = e.args?.data ?? {};
-    if (new URL(d.url ?? '', url).pathname.split('/').pop()?.startsWith(`${workerScript}-`) || String(d.url).includes(`/${workerScript}`))
+    if (
+      new URL(d.url ?? '', url).pathname.split('/').pop()?.startsWith(`${workerScript}-`) ||
+      String(d.url).includes(`/${workerScript}`)
+    )
       tids.add(d.workerThreadId);
   }
-  if (tids.size !== 1) throw new Error(`net bench: ${tids.size} ${workerScript} threads in process ${pid}; expected 1`);
+  if (tids.size !== 1)
+    throw new Error(`net bench: ${tids.size} ${workerScript} threads in process ${pid}; expected 1`);
   const [tid] = tids;
   if (workers.length !== 1 || workers[0] !== tid) {
-    throw new Error(`net bench: process ${pid} has DedicatedWorker threads [${workers.join(', ')}]; expected exactly ${workerScript}'s thread ${tid}`);
+    throw new Error(
+      `net bench: process ${pid} has DedicatedWorker threads [${workers.join(', ')}]; expected exactly ${workerScript}'s thread ${tid}`,
+    );
   }
   return { pid, tid };
 }
@@ -247,7 +268,10 @@ function fromTrace(events, pid, tid, c0, c1) {
     [...bySource]
       .sort((a, b) => b[1].us - a[1].us)
       .slice(0, 6)
-      .map(([k, v]) => [k, { tasks: v.tasks, us_per_task: round(v.us / v.tasks, 2), us_per_packet: round(v.us / r.packets, 2) }]),
+      .map(([k, v]) => [
+        k,
+        { tasks: v.tasks, us_per_task: round(v.us / v.tasks, 2), us_per_packet: round(v.us / r.packets, 2) },
+      ]),
   );
   return { ...r, top_level_events: top, fallback_events: fallback, tasks_by_source: tasksBySource };
 }
@@ -279,7 +303,15 @@ function round(x, digits) {
 
 /** The human-readable table of the net entries. */
 export function printNetTable(entries, print = console.log) {
-  const head = ['players', 'µs/packet', 'untraced', 'packets/s', 'worker CPU', 'sent by pump', 'postMessage µs/msg'];
+  const head = [
+    'players',
+    'µs/packet',
+    'untraced',
+    'packets/s',
+    'worker CPU',
+    'sent by pump',
+    'postMessage µs/msg',
+  ];
   const body = entries.map((e) => [
     String(e.remote_peers),
     e.us_per_packet.toFixed(2),
@@ -297,7 +329,9 @@ export function printNetTable(entries, print = console.log) {
   for (const b of body) print(line(b));
   for (const e of entries) {
     const verdict = e.us_per_packet <= 2 ? 'met' : 'MISSED';
-    print(`target: <= 2 µs per packet with ${e.remote_peers} players: ${e.us_per_packet.toFixed(2)} µs, ${verdict}`);
+    print(
+      `target: <= 2 µs per packet with ${e.remote_peers} players: ${e.us_per_packet.toFixed(2)} µs, ${verdict}`,
+    );
   }
   print('');
 }

@@ -39,7 +39,10 @@ function settingsFromQuery(q: URLSearchParams): BenchSettings {
   const s: BenchSettings = { ...DEFAULT_SETTINGS };
   const peers = q.get('peers');
   if (peers) {
-    const list = peers.split(',').map(Number).filter((n) => Number.isInteger(n) && n >= 1 && n <= 256);
+    const list = peers
+      .split(',')
+      .map(Number)
+      .filter((n) => Number.isInteger(n) && n >= 1 && n <= 256);
     if (list.length > 0) s.peers = list;
   }
   const reps = Number(q.get('reps'));
@@ -99,7 +102,7 @@ function verdict(result: BenchResult): string {
   const n = result.max_peers_under_5pct;
   const largest = rows[rows.length - 1];
   // Linear estimate of where 5% of the quantum is reached, from the largest run.
-  const perPeerNs = largest.wasm_quantum_fraction * QUANTUM_NS / largest.peers;
+  const perPeerNs = (largest.wasm_quantum_fraction * QUANTUM_NS) / largest.peers;
   const estimate = perPeerNs > 0 ? Math.floor(BUDGET_NS / perPeerNs) : Infinity;
   if (n === 0) return 'Even one player takes more than 5% of the audio quantum on this device.';
   const more = n === largest.peers && estimate > n ? ` (about ${fmt(estimate)} by extrapolation)` : '';
@@ -152,14 +155,22 @@ function main(): void {
     const isolated = globalThis.crossOriginIsolated === true;
     status(
       'error',
-      isolated ? 'The engine cannot run in this browser.' : 'This page is not cross-origin isolated (crossOriginIsolated is false).',
-      isolated ? reason : `${reason} Start Tutti with "npm start" and open this page from the address it prints.`,
+      isolated
+        ? 'The engine cannot run in this browser.'
+        : 'This page is not cross-origin isolated (crossOriginIsolated is false).',
+      isolated
+        ? reason
+        : `${reason} Start Tutti with "npm start" and open this page from the address it prints.`,
     );
     window.benchError = reason;
     document.body.dataset.bench = 'error';
     return;
   }
-  status('ok', 'Ready: this page is cross-origin isolated.', 'Shared memory, AudioWorklet and WebAssembly are available.');
+  status(
+    'ok',
+    'Ready: this page is cross-origin isolated.',
+    'Shared memory, AudioWorklet and WebAssembly are available.',
+  );
   const settings = settingsFromQuery(new URLSearchParams(location.search));
   button.disabled = false;
   button.addEventListener('click', () => void run(settings));

@@ -14,15 +14,7 @@ import { WasmEngineCore, type EngineCore } from '../../app/src/audio/engine-core
 import { JsEngineCore } from './js-engine-core';
 import { HEADER_WORDS, READ_WORD, WRITE_WORD } from '../../app/src/audio/ring';
 import { Feeder } from './feeder';
-import {
-  benchConfig,
-  C_DELIVERED,
-  C_LOST,
-  C_QUANTA,
-  C_REFUSED,
-  C_SENT,
-  type BenchOptions,
-} from './messages';
+import { benchConfig, C_DELIVERED, C_LOST, C_QUANTA, C_REFUSED, C_SENT, type BenchOptions } from './messages';
 
 const NO_INPUT: Float32Array[] = [];
 

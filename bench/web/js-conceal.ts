@@ -297,7 +297,14 @@ export class Concealer {
     for (let d = 0; d < deci.length; d++) {
       const k = d * DECIM;
       deci[d] =
-        mono[k] + mono[k + 1] + mono[k + 2] + mono[k + 3] + mono[k + 4] + mono[k + 5] + mono[k + 6] + mono[k + 7];
+        mono[k] +
+        mono[k + 1] +
+        mono[k + 2] +
+        mono[k + 3] +
+        mono[k + 4] +
+        mono[k + 5] +
+        mono[k + 6] +
+        mono[k + 7];
     }
     const coarse = bestLag(deci, deci.length, SEARCH_FRAMES / DECIM, MIN_LAG / DECIM, MAX_LAG / DECIM);
     let period = MAX_LAG;

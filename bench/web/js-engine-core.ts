@@ -105,7 +105,6 @@ const STATS_EVERY = 8;
 /** Outbound record tag: broadcast to every peer. */
 const BROADCAST_TAG = 0xffff;
 
-
 /** Rounds half away from zero, as the Rust encoder does. */
 function roundHalfAway(p: number): number {
   return p < 0 ? -Math.floor(-p + 0.5) : Math.floor(p + 0.5);
@@ -830,7 +829,6 @@ export class JsEngineCore implements EngineCore {
   private meterMaster(st: Float64Array): void {
     this.masterMeter.fold(st);
   }
-
 
   // ---------------------------------------------------------------------------------------------
   // Capture: input quanta → blocks of the configured size → packets on the outbound ring.

@@ -22,7 +22,11 @@
 
 import { Concealer, fadeInWeight, HISTORY_NEED, type TokenDecoder } from './js-conceal';
 import { Lateness } from './js-lateness';
-import { BUFFER_CEILING_FRAMES, BUFFER_FLOOR_FRAMES, FIXED_PACKETS_DEFAULT } from '../../app/src/audio/buffer-policy';
+import {
+  BUFFER_CEILING_FRAMES,
+  BUFFER_FLOOR_FRAMES,
+  FIXED_PACKETS_DEFAULT,
+} from '../../app/src/audio/buffer-policy';
 
 /** Frames in one render quantum. */
 const QUANTUM = 128;

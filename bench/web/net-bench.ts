@@ -201,11 +201,15 @@ async function runPump(peers: number): Promise<void> {
   const s = pump.stats;
   const opened = performance.now();
   const allOpen = () =>
-    players.every((p, slot) => p.channel.readyState === 'open' && s[netPeerIndex(slot, NP_STATE)] === ChannelState.Open);
+    players.every(
+      (p, slot) => p.channel.readyState === 'open' && s[netPeerIndex(slot, NP_STATE)] === ChannelState.Open,
+    );
   while (!allOpen()) {
     if (performance.now() - opened > OPEN_TIMEOUT_MS) {
       const open = players.filter((p) => p.channel.readyState === 'open').length;
-      throw new Error(`${open} of ${peers} channels open after ${OPEN_TIMEOUT_MS / 1000} s (pump in ${pump.where})`);
+      throw new Error(
+        `${open} of ${peers} channels open after ${OPEN_TIMEOUT_MS / 1000} s (pump in ${pump.where})`,
+      );
     }
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -254,7 +258,9 @@ async function runPump(peers: number): Promise<void> {
     };
   };
   api.state = 'ready';
-  show(`${peers} players connected; the pump runs in the ${pump.where === 'worker' ? 'net worker' : 'main thread'}.`);
+  show(
+    `${peers} players connected; the pump runs in the ${pump.where === 'worker' ? 'net worker' : 'main thread'}.`,
+  );
   setInterval(() => {
     const c = api.counters();
     show(
@@ -302,7 +308,8 @@ function main(): void {
   const reason = engineUnavailableReason();
   if (reason) return fail(reason);
   const peers = Number(q.get('peers') ?? 4);
-  if (!Number.isInteger(peers) || peers < 1 || peers > MAX_PEERS) return fail(`peers=${q.get('peers')} is outside 1..${MAX_PEERS}`);
+  if (!Number.isInteger(peers) || peers < 1 || peers > MAX_PEERS)
+    return fail(`peers=${q.get('peers')} is outside 1..${MAX_PEERS}`);
   api.peers = peers;
   runPump(peers).catch(fail);
 }

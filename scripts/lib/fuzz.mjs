@@ -20,7 +20,9 @@ const TARGET_DIR = join(ROOT, 'target', 'fuzz');
 export function fuzzTargets() {
   return FUZZ_CRATES.flatMap((crate) => {
     const manifest = join(ROOT, crate, 'fuzz', 'Cargo.toml');
-    const names = [...readFileSync(manifest, 'utf8').matchAll(/^\[\[bin\]\]\s*\nname\s*=\s*"([^"]+)"/gm)].map((m) => m[1]);
+    const names = [...readFileSync(manifest, 'utf8').matchAll(/^\[\[bin\]\]\s*\nname\s*=\s*"([^"]+)"/gm)].map(
+      (m) => m[1],
+    );
     return names.map((name) => ({
       crate,
       name,
@@ -37,11 +39,16 @@ export function fuzzTargets() {
 export async function buildFuzzTargets(timeoutMs) {
   const notes = [];
   for (const crate of FUZZ_CRATES) {
-    const r = await run('cargo', ['+nightly', 'fuzz', 'build', '--sanitizer', 'none', '--target-dir', TARGET_DIR], {
-      cwd: join(ROOT, crate),
-      timeoutMs,
-    });
-    if (r.code !== 0) notes.push(`${crate}/fuzz did not build (${r.timedOut ? 'timed out' : `exit ${r.code}`})`);
+    const r = await run(
+      'cargo',
+      ['+nightly', 'fuzz', 'build', '--sanitizer', 'none', '--target-dir', TARGET_DIR],
+      {
+        cwd: join(ROOT, crate),
+        timeoutMs,
+      },
+    );
+    if (r.code !== 0)
+      notes.push(`${crate}/fuzz did not build (${r.timedOut ? 'timed out' : `exit ${r.code}`})`);
   }
   return notes;
 }
@@ -87,12 +94,19 @@ export async function runFuzzTarget(target, { seconds = 20, runs = 0, merge = fa
       const keep = join(ROOT, target.crate, 'fuzz', 'artifacts', target.name);
       mkdirSync(keep, { recursive: true });
       for (const f of found) cpSync(join(artifacts, f), join(keep, f));
-      const what = found.length ? `crash: ${found.map((f) => join(target.crate, 'fuzz', 'artifacts', target.name, f)).join(', ')}` : r.timedOut ? 'timed out' : `exit ${r.code}`;
+      const what = found.length
+        ? `crash: ${found.map((f) => join(target.crate, 'fuzz', 'artifacts', target.name, f)).join(', ')}`
+        : r.timedOut
+          ? 'timed out'
+          : `exit ${r.code}`;
       return { ok: false, execs, ms: r.ms, note: what };
     }
     if (merge) {
       mkdirSync(target.seeds, { recursive: true });
-      const m = await run(target.binary, ['-merge=1', target.seeds, corpus], { timeoutMs: 600_000, quiet: true });
+      const m = await run(target.binary, ['-merge=1', target.seeds, corpus], {
+        timeoutMs: 600_000,
+        quiet: true,
+      });
       if (m.code !== 0) return { ok: false, execs, ms: r.ms, note: `merge failed (exit ${m.code})` };
     }
     return { ok: true, execs, ms: r.ms, note: `${execs ?? '?'} inputs in ${(r.ms / 1000).toFixed(1)} s` };

@@ -48,7 +48,12 @@ export function run(cmd, args, opts = {}) {
     try {
       child = spawn(cmd, args, {
         cwd: opts.cwd ?? ROOT,
-        env: { ...process.env, PATH: toolPath(), ...(process.env.CI ? { NO_COLOR: '1', CARGO_TERM_COLOR: 'never' } : {}), ...opts.env },
+        env: {
+          ...process.env,
+          PATH: toolPath(),
+          ...(process.env.CI ? { NO_COLOR: '1', CARGO_TERM_COLOR: 'never' } : {}),
+          ...opts.env,
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
         detached: true, // own process group, so a time-out can end everything it started
       });
@@ -71,7 +76,9 @@ export function run(cmd, args, opts = {}) {
     if (timeoutMs) {
       timer = setTimeout(() => {
         timedOut = true;
-        process.stderr.write(`\n${cmd} ${args.join(' ')}: time limit ${timeoutMs / 1000} s reached, stopping it\n`);
+        process.stderr.write(
+          `\n${cmd} ${args.join(' ')}: time limit ${timeoutMs / 1000} s reached, stopping it\n`,
+        );
         if (pid === undefined) return; // never started: its 'error' event ends the run
         try {
           process.kill(-pid, 'SIGTERM');

@@ -142,7 +142,8 @@ function alive(pid) {
 
 async function gone(server) {
   const end = Date.now() + 10_000;
-  while (Date.now() < end && (alive(server.pid) || existsSync(server.dir))) await new Promise((r) => setTimeout(r, 100));
+  while (Date.now() < end && (alive(server.pid) || existsSync(server.dir)))
+    await new Promise((r) => setTimeout(r, 100));
   return !alive(server.pid) && !existsSync(server.dir);
 }
 
@@ -167,46 +168,83 @@ function inputFigures(input) {
 function checkInput(input, backend) {
   assert.ok(input.length >= RATE / 2, `${backend}: ${input.length} input frames`);
   const { freq, db, longest } = inputFigures(input);
-  console.log(`${backend}: input ${freq.toFixed(2)} Hz at ${db.toFixed(2)} dBFS, longest near-silent run ${longest} samples`);
+  console.log(
+    `${backend}: input ${freq.toFixed(2)} Hz at ${db.toFixed(2)} dBFS, longest near-silent run ${longest} samples`,
+  );
   assert.ok(Math.abs(freq - TONE) < 0.5, `${backend}: input tone ${freq} Hz, expected ${TONE}`);
-  assert.ok(Math.abs(db - 20 * Math.log10(AMPLITUDE)) < 1, `${backend}: input level ${db} dBFS, expected ${20 * Math.log10(AMPLITUDE)}`);
+  assert.ok(
+    Math.abs(db - 20 * Math.log10(AMPLITUDE)) < 1,
+    `${backend}: input level ${db} dBFS, expected ${20 * Math.log10(AMPLITUDE)}`,
+  );
   assert.ok(longest < GAP_SAMPLES, `${backend}: a gap of ${longest} samples in the input`);
 }
 
-for (const [backend, quantaPerCallback] of /** @type {[import('../kit/browser.mjs').AudioBackend, number][]} */ ([['pulse-128', 1], ['pulse-256', 2]])) {
-  test(`${backend}: process() runs ${quantaPerCallback === 1 ? 'one quantum' : 'two quanta'} per callback, every ${(quantaPerCallback * QUANTUM_MS).toFixed(2)} ms; the microphone is the sound server's`, { timeout: 60_000 }, async () => {
-    // A stall of this shared machine drops a block of capture now and then (measured once in a
-    // fresh clone's run: 128 silent samples): such a capture is taken again on a fresh browser,
-    // up to three times, and the last one is judged.
-    let m = await measure(backend);
-    for (let attempt = 2; attempt <= 3 && m.input.length >= RATE / 2 && inputFigures(m.input).longest >= GAP_SAMPLES; attempt++) {
-      console.log(`${backend}: capture ${attempt - 1} had a gap of ${inputFigures(m.input).longest} samples; measuring again`);
-      assert.ok(m.pulse, 'a sound server');
-      assert.ok(await gone(m.pulse), `the sound server (pid ${m.pulse.pid}) and its directory are gone with the browser`);
-      m = await measure(backend);
-    }
-    const { figures: f, input, pulse } = m;
-    console.log(JSON.stringify(f));
-    assert.ok(pulse, 'a sound server');
-    assert.ok(Math.abs(f.quantaPerSecond - 375) < 15, `${f.quantaPerSecond} quanta/s`);
-    const period = quantaPerCallback * QUANTUM_MS;
-    assert.ok(Math.abs(f.callbackPeriodMs - period) < 0.25 * period, `callback period ${f.callbackPeriodMs} ms, expected ${period}`);
-    // One quantum per callback: never back to back but by chance; two: every other call.
-    const expectedBackToBack = (quantaPerCallback - 1) / quantaPerCallback;
-    assert.ok(Math.abs(f.backToBack - expectedBackToBack) < 0.15, `${f.backToBack} of the calls back to back, expected ${expectedBackToBack}`);
-    assert.ok(f.baseLatencyMs > 0 && f.baseLatencyMs <= period + 1, `baseLatency ${f.baseLatencyMs} ms`);
-    assert.ok(f.outputLatencyMs >= 0 && f.outputLatencyMs < 50, `outputLatency ${f.outputLatencyMs} ms`);
-    assert.equal(f.inputLabel, 'Default');
-    checkInput(input, backend);
-    assert.ok(await gone(pulse), `the sound server (pid ${pulse.pid}) and its directory are gone with the browser`);
-  });
+for (const [
+  backend,
+  quantaPerCallback,
+] of /** @type {[import('../kit/browser.mjs').AudioBackend, number][]} */ ([
+  ['pulse-128', 1],
+  ['pulse-256', 2],
+])) {
+  test(
+    `${backend}: process() runs ${quantaPerCallback === 1 ? 'one quantum' : 'two quanta'} per callback, every ${(quantaPerCallback * QUANTUM_MS).toFixed(2)} ms; the microphone is the sound server's`,
+    { timeout: 60_000 },
+    async () => {
+      // A stall of this shared machine drops a block of capture now and then (measured once in a
+      // fresh clone's run: 128 silent samples): such a capture is taken again on a fresh browser,
+      // up to three times, and the last one is judged.
+      let m = await measure(backend);
+      for (
+        let attempt = 2;
+        attempt <= 3 && m.input.length >= RATE / 2 && inputFigures(m.input).longest >= GAP_SAMPLES;
+        attempt++
+      ) {
+        console.log(
+          `${backend}: capture ${attempt - 1} had a gap of ${inputFigures(m.input).longest} samples; measuring again`,
+        );
+        assert.ok(m.pulse, 'a sound server');
+        assert.ok(
+          await gone(m.pulse),
+          `the sound server (pid ${m.pulse.pid}) and its directory are gone with the browser`,
+        );
+        m = await measure(backend);
+      }
+      const { figures: f, input, pulse } = m;
+      console.log(JSON.stringify(f));
+      assert.ok(pulse, 'a sound server');
+      assert.ok(Math.abs(f.quantaPerSecond - 375) < 15, `${f.quantaPerSecond} quanta/s`);
+      const period = quantaPerCallback * QUANTUM_MS;
+      assert.ok(
+        Math.abs(f.callbackPeriodMs - period) < 0.25 * period,
+        `callback period ${f.callbackPeriodMs} ms, expected ${period}`,
+      );
+      // One quantum per callback: never back to back but by chance; two: every other call.
+      const expectedBackToBack = (quantaPerCallback - 1) / quantaPerCallback;
+      assert.ok(
+        Math.abs(f.backToBack - expectedBackToBack) < 0.15,
+        `${f.backToBack} of the calls back to back, expected ${expectedBackToBack}`,
+      );
+      assert.ok(f.baseLatencyMs > 0 && f.baseLatencyMs <= period + 1, `baseLatency ${f.baseLatencyMs} ms`);
+      assert.ok(f.outputLatencyMs >= 0 && f.outputLatencyMs < 50, `outputLatency ${f.outputLatencyMs} ms`);
+      assert.equal(f.inputLabel, 'Default');
+      checkInput(input, backend);
+      assert.ok(
+        await gone(pulse),
+        `the sound server (pid ${pulse.pid}) and its directory are gone with the browser`,
+      );
+    },
+  );
 }
 
-test('fake: Chromium\'s fake device renders three or four quanta back to back every 10 ms', { timeout: 60_000 }, async () => {
-  const { figures: f, pulse } = await measure('fake');
-  console.log(JSON.stringify(f));
-  assert.equal(pulse, null);
-  assert.ok(Math.abs(f.quantaPerSecond - 375) < 15, `${f.quantaPerSecond} quanta/s`);
-  assert.ok(Math.abs(f.callbackPeriodMs - 10) < 2, `callback period ${f.callbackPeriodMs} ms`);
-  assert.ok(f.backToBack > 0.5, `${f.backToBack} of the calls back to back`);
-});
+test(
+  "fake: Chromium's fake device renders three or four quanta back to back every 10 ms",
+  { timeout: 60_000 },
+  async () => {
+    const { figures: f, pulse } = await measure('fake');
+    console.log(JSON.stringify(f));
+    assert.equal(pulse, null);
+    assert.ok(Math.abs(f.quantaPerSecond - 375) < 15, `${f.quantaPerSecond} quanta/s`);
+    assert.ok(Math.abs(f.callbackPeriodMs - 10) < 2, `callback period ${f.callbackPeriodMs} ms`);
+    assert.ok(f.backToBack > 0.5, `${f.backToBack} of the calls back to back`);
+  },
+);

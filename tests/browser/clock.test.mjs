@@ -25,55 +25,85 @@ function join(p, logs) {
   return joinRoom(h, ROOM, p, logs);
 }
 
-test('every page knows each peer clock offset (0 on one machine) and RTT, and packets carry the send time', { timeout: 120_000 }, async () => {
-  const logs = [];
-  const pages = [];
-  for (const p of PLAYERS) pages.push(await join(p, logs));
-  await waitForRoomOf(pages);
-  await pages[0].waitForTimeout(5000);
+test(
+  'every page knows each peer clock offset (0 on one machine) and RTT, and packets carry the send time',
+  { timeout: 120_000 },
+  async () => {
+    const logs = [];
+    const pages = [];
+    for (const p of PLAYERS) pages.push(await join(p, logs));
+    await waitForRoomOf(pages);
+    await pages[0].waitForTimeout(5000);
 
-  const figures = await Promise.all(pages.map((page) => page.evaluate(() => {
-    const s = window.tutti.session;
-    const c = s.counters();
-    return {
-      pump: s.pumpThread,
-      peers: s.view.participants.map((p) => ({
-        name: p.name,
-        viewRttMs: p.rttMs,
-        ...c.perPeer[p.peer],
-      })),
-    };
-  })));
-  for (const [i, f] of figures.entries()) {
-    console.log(`${PLAYERS[i].name} (pump in ${f.pump}): ${f.peers.map((p) =>
-      `${p.name} offset ${p.offsetUs?.toFixed(1)} µs, RTT ${p.rttMs?.toFixed(3)} ms over ${p.clockExchanges} exchanges, ` +
-      `stamp lag ${p.stampLagMs?.toFixed(3)} ms, send queue ${p.sendQueueMs?.toFixed(3)} ms`).join('; ')}`);
-  }
-  for (const [i, f] of figures.entries()) {
-    const who = PLAYERS[i].name;
-    assert.equal(f.peers.length, 2, `${who} sees two peers`);
-    for (const p of f.peers) {
-      const at = `${who} → ${p.name}`;
-      // A figure the page does not have yet reads as NaN, which fails every bound.
-      assert.ok((p.clockExchanges ?? NaN) >= 3, `${at}: ${p.clockExchanges} clock exchanges`);
-      assert.ok(Math.abs(p.offsetUs ?? NaN) <= OFFSET_TOL_US,
-        `${at}: offset ${p.offsetUs} µs, expected 0 ± ${OFFSET_TOL_US}`);
-      assert.ok((p.rttMs ?? NaN) > 0 && (p.rttMs ?? NaN) < RTT_MAX_MS, `${at}: RTT ${p.rttMs} ms`);
-      assert.ok(Math.abs(p.stampLagMs ?? NaN) < STAMP_TOL_MS,
-        `${at}: a packet's header timestamp is ${p.stampLagMs} ms behind the receiver's wall clock`);
-      assert.ok((p.sendQueueMs ?? NaN) >= 0 && (p.sendQueueMs ?? NaN) < 1000, `${at}: send queue ${p.sendQueueMs} ms`);
+    const figures = await Promise.all(
+      pages.map((page) =>
+        page.evaluate(() => {
+          const s = window.tutti.session;
+          const c = s.counters();
+          return {
+            pump: s.pumpThread,
+            peers: s.view.participants.map((p) => ({
+              name: p.name,
+              viewRttMs: p.rttMs,
+              ...c.perPeer[p.peer],
+            })),
+          };
+        }),
+      ),
+    );
+    for (const [i, f] of figures.entries()) {
+      console.log(
+        `${PLAYERS[i].name} (pump in ${f.pump}): ${f.peers
+          .map(
+            (p) =>
+              `${p.name} offset ${p.offsetUs?.toFixed(1)} µs, RTT ${p.rttMs?.toFixed(3)} ms over ${p.clockExchanges} exchanges, ` +
+              `stamp lag ${p.stampLagMs?.toFixed(3)} ms, send queue ${p.sendQueueMs?.toFixed(3)} ms`,
+          )
+          .join('; ')}`,
+      );
     }
-  }
-  // The view refreshes its figures twice a second and the pump's median RTT may move in
-  // between: the view shows the pump's RTT when, read together, they agree at one refresh.
-  await waitFor('every view shows its pump\'s RTT', async () => {
-    const pairs = await Promise.all(pages.map((page) => page.evaluate(() => {
-      const s = window.tutti.session;
-      const c = s.counters();
-      return s.view.participants.map((p) => [p.rttMs, c.perPeer[p.peer].rttMs]);
-    })));
-    return { ok: pairs.flat().every(([view, pump]) => Math.abs(view - pump) <= 0.5), pairs };
-  }, 10_000, 100);
-  assert.deepEqual(logs, [], 'no page errors');
-  for (const page of pages) await page.context().close();
-});
+    for (const [i, f] of figures.entries()) {
+      const who = PLAYERS[i].name;
+      assert.equal(f.peers.length, 2, `${who} sees two peers`);
+      for (const p of f.peers) {
+        const at = `${who} → ${p.name}`;
+        // A figure the page does not have yet reads as NaN, which fails every bound.
+        assert.ok((p.clockExchanges ?? NaN) >= 3, `${at}: ${p.clockExchanges} clock exchanges`);
+        assert.ok(
+          Math.abs(p.offsetUs ?? NaN) <= OFFSET_TOL_US,
+          `${at}: offset ${p.offsetUs} µs, expected 0 ± ${OFFSET_TOL_US}`,
+        );
+        assert.ok((p.rttMs ?? NaN) > 0 && (p.rttMs ?? NaN) < RTT_MAX_MS, `${at}: RTT ${p.rttMs} ms`);
+        assert.ok(
+          Math.abs(p.stampLagMs ?? NaN) < STAMP_TOL_MS,
+          `${at}: a packet's header timestamp is ${p.stampLagMs} ms behind the receiver's wall clock`,
+        );
+        assert.ok(
+          (p.sendQueueMs ?? NaN) >= 0 && (p.sendQueueMs ?? NaN) < 1000,
+          `${at}: send queue ${p.sendQueueMs} ms`,
+        );
+      }
+    }
+    // The view refreshes its figures twice a second and the pump's median RTT may move in
+    // between: the view shows the pump's RTT when, read together, they agree at one refresh.
+    await waitFor(
+      "every view shows its pump's RTT",
+      async () => {
+        const pairs = await Promise.all(
+          pages.map((page) =>
+            page.evaluate(() => {
+              const s = window.tutti.session;
+              const c = s.counters();
+              return s.view.participants.map((p) => [p.rttMs, c.perPeer[p.peer].rttMs]);
+            }),
+          ),
+        );
+        return { ok: pairs.flat().every(([view, pump]) => Math.abs(view - pump) <= 0.5), pairs };
+      },
+      10_000,
+      100,
+    );
+    assert.deepEqual(logs, [], 'no page errors');
+    for (const page of pages) await page.context().close();
+  },
+);

@@ -56,10 +56,7 @@ after(async () => {
 /** Opens the self-test for one scenario and returns its result object. */
 async function runPage(name) {
   assert.ok(browser && server, 'browser and server are up');
-  const { page, logs } = await openPage(
-    browser,
-    `${server.url}selftest.html?auto=1&scenario=${name}`,
-  );
+  const { page, logs } = await openPage(browser, `${server.url}selftest.html?auto=1&scenario=${name}`);
   try {
     await page
       .waitForFunction(() => ['done', 'error'].includes(window.__selftest?.state ?? ''), null, {
@@ -103,9 +100,7 @@ function report(t, r) {
       .map(
         (x) =>
           `${x.hz.toFixed(1)} Hz ${f2(db(x.measured))} dB` +
-          (x.errorDb === null
-            ? ' (absent)'
-            : ` (${x.errorDb >= 0 ? '+' : ''}${x.errorDb.toFixed(3)})`),
+          (x.errorDb === null ? ' (absent)' : ` (${x.errorDb >= 0 ? '+' : ''}${x.errorDb.toFixed(3)})`),
       )
       .join(', ');
     t.diagnostic(
@@ -158,11 +153,7 @@ function assertCommon(r, tol) {
       `jitter buffers skipped ${r.disturbed.skippedBlocks} blocks to come back to their target`,
   );
   assert.deepEqual(r.engineErrors, [], 'the engine reported no error');
-  assert.equal(
-    r.sender.refused,
-    0,
-    'the inbound ring refused no record (else the ledger does not hold)',
-  );
+  assert.equal(r.sender.refused, 0, 'the inbound ring refused no record (else the ledger does not hold)');
   assert.equal(r.sender.written, r.ledger.records, 'every scheduled record was written');
 
   for (const l of r.ledger.peers) {
@@ -173,18 +164,10 @@ function assertCommon(r, tol) {
       { received: l.received, lost: l.lost, late: l.late, duplicates: l.duplicates },
       `peer ${l.slot}: engine stats (actual) must equal the injected ledger (expected)`,
     );
-    assert.equal(
-      s.malformed,
-      r.ledger.bad.malformedBySlot[l.slot] ?? 0,
-      `peer ${l.slot}: malformed count`,
-    );
+    assert.equal(s.malformed, r.ledger.bad.malformedBySlot[l.slot] ?? 0, `peer ${l.slot}: malformed count`);
   }
   const g = r.stats.global;
-  assert.equal(
-    g.malformed,
-    r.ledger.bad.malformed,
-    'G_MALFORMED equals the malformed records injected',
-  );
+  assert.equal(g.malformed, r.ledger.bad.malformed, 'G_MALFORMED equals the malformed records injected');
   assert.equal(
     g.unknownPeer,
     r.ledger.bad.unknownPeer,
@@ -198,11 +181,7 @@ function assertCommon(r, tol) {
   assert.equal(r.audio.droppedQuanta, 0, 'the capture kept every quantum');
   for (const side of ['left', 'right']) {
     const ch = r.audio[side];
-    assert.equal(
-      ch.whole.nonFinite,
-      0,
-      `${side}: no NaN or infinity in ${ch.whole.samples} samples`,
-    );
+    assert.equal(ch.whole.nonFinite, 0, `${side}: no NaN or infinity in ${ch.whole.samples} samples`);
     assert.equal(ch.whole.overs, 0, `${side}: no sample beyond ±1 (peak ${ch.whole.peak})`);
     for (const x of ch.tones) {
       if (x.errorDb === null) {

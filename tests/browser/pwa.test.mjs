@@ -104,7 +104,10 @@ async function installedPage({ tone = false, persistent = false } = {}) {
   assert.equal(state.script, `${server.url}sw.js`);
   await page.waitForFunction(() => navigator.serviceWorker.controller !== null, null, { timeout: 15000 });
   await page.reload();
-  assert.ok(await page.evaluate(() => navigator.serviceWorker.controller !== null), 'controlled after a reload');
+  assert.ok(
+    await page.evaluate(() => navigator.serviceWorker.controller !== null),
+    'controlled after a reload',
+  );
   return { dist, server, context, page, logs };
 }
 
@@ -146,9 +149,17 @@ test('the service worker precaches the shell, the WASM and the worklets', async 
     const expected = files(dist).filter((f) => PRECACHED.test(f) && f !== 'sw.js');
     for (const f of expected) assert.ok(paths.includes(`/${f}`), `/${f} is precached`);
     assert.equal(paths.length, expected.length, `nothing else is cached: ${paths.join(', ')}`);
-    assert.ok(paths.some((p) => /^\/assets\/[^/]+\.wasm$/.test(p)), 'the engine .wasm is precached');
-    assert.ok(paths.some((p) => /^\/assets\/engine-worklet-[^/]+\.js$/.test(p)), 'the engine worklet is precached');
-    assert.ok(paths.includes('/index.html') && paths.includes('/selftest.html') && paths.includes('/bench.html'));
+    assert.ok(
+      paths.some((p) => /^\/assets\/[^/]+\.wasm$/.test(p)),
+      'the engine .wasm is precached',
+    );
+    assert.ok(
+      paths.some((p) => /^\/assets\/engine-worklet-[^/]+\.js$/.test(p)),
+      'the engine worklet is precached',
+    );
+    assert.ok(
+      paths.includes('/index.html') && paths.includes('/selftest.html') && paths.includes('/bench.html'),
+    );
     assert.ok(!paths.some((p) => p.endsWith('.map')), 'no source map is precached');
     for (const e of entries) {
       assert.equal(e.headers['cross-origin-embedder-policy'], 'require-corp', `COEP on ${e.url}`);
@@ -198,9 +209,12 @@ test('offline: the app, a room link, the sound check, the self-test and the benc
     await page.waitForTimeout(2000);
     const report = await measureOutputTones(page, 2, [TONE, 330, 550]);
     const db = report.tones[TONE].db;
-    console.log(`pwa: offline sound check 440 Hz at ${db.toFixed(2)} dBFS (expected ${EXPECTED_DB.toFixed(2)})`);
+    console.log(
+      `pwa: offline sound check 440 Hz at ${db.toFixed(2)} dBFS (expected ${EXPECTED_DB.toFixed(2)})`,
+    );
     assert.ok(Math.abs(db - EXPECTED_DB) <= LEVEL_TOL_DB, `440 Hz at ${db.toFixed(2)} dBFS offline`);
-    for (const f of [330, 550]) assert.ok(report.tones[f].db < EXPECTED_DB - 50, `${f} Hz at ${report.tones[f].db}`);
+    for (const f of [330, 550])
+      assert.ok(report.tones[f].db < EXPECTED_DB - 50, `${f} Hz at ${report.tones[f].db}`);
     await page.getByTestId('soundcheck-toggle').click();
 
     // A room link opens; joining says plainly that the network is needed.
@@ -215,7 +229,10 @@ test('offline: the app, a room link, the sound check, the self-test and the benc
 
     // The recordings kept on this device are there offline too.
     await page.goto(`${server.url}recordings`);
-    await page.locator('[data-testid="recordings-empty"], [data-testid="recordings-list"]').first().waitFor({ timeout: 10000 });
+    await page
+      .locator('[data-testid="recordings-empty"], [data-testid="recordings-list"]')
+      .first()
+      .waitFor({ timeout: 10000 });
 
     // The engine self-test, through the real worklet and WASM, from the precache.
     const st = await context.newPage();
@@ -229,7 +246,9 @@ test('offline: the app, a room link, the sound check, the self-test and the benc
     assert.ok(result, 'the self-test page left its state');
     assert.equal(result.state, 'done', `self-test offline: ${result.error}`);
     const r = result.scenarios[0];
-    const present = [...r.audio.left.tones, ...r.audio.right.tones].flatMap(({ hz, errorDb }) => (errorDb === null ? [] : [{ hz, errorDb }]));
+    const present = [...r.audio.left.tones, ...r.audio.right.tones].flatMap(({ hz, errorDb }) =>
+      errorDb === null ? [] : [{ hz, errorDb }],
+    );
     assert.ok(present.length >= 5, `${present.length} tones expected in the output`);
     for (const t of present) {
       assert.ok(
@@ -246,9 +265,13 @@ test('offline: the app, a room link, the sound check, the self-test and the benc
     // The benchmark page loads and is ready to run (it checks isolation, worklet and WASM).
     const bench = await context.newPage();
     await bench.goto(`${server.url}bench.html`);
-    await bench.waitForFunction(() => !(/** @type {HTMLButtonElement} */ (document.getElementById('run')).disabled), null, {
-      timeout: 15000,
-    });
+    await bench.waitForFunction(
+      () => !(/** @type {HTMLButtonElement} */ (document.getElementById('run')).disabled),
+      null,
+      {
+        timeout: 15000,
+      },
+    );
     assert.match((await bench.getAttribute('#status', 'class')) ?? '', /\bok\b/);
     await bench.close();
 
@@ -288,8 +311,14 @@ test('installable: valid manifest, real icon sizes, no installability error', as
     assert.equal(m.theme_color, bg, 'theme colour is the app background');
     assert.equal(m.background_color, bg);
     const icons = /** @type {{ src: string, sizes: string, type: string, purpose?: string }[]} */ (m.icons);
-    for (const [size, purpose] of /** @type {[number, string][]} */ ([[192, 'any'], [512, 'any'], [512, 'maskable']])) {
-      const icon = icons.find((i) => i.sizes === `${size}x${size}` && (i.purpose ?? 'any').split(' ').includes(purpose));
+    for (const [size, purpose] of /** @type {[number, string][]} */ ([
+      [192, 'any'],
+      [512, 'any'],
+      [512, 'maskable'],
+    ])) {
+      const icon = icons.find(
+        (i) => i.sizes === `${size}x${size}` && (i.purpose ?? 'any').split(' ').includes(purpose),
+      );
       assert.ok(icon, `a ${size} px ${purpose} icon`);
       assert.equal(icon.type, 'image/png');
       assert.deepEqual(pngSize(join(dist, icon.src)), { width: size, height: size }, `${icon.src} pixels`);
@@ -329,7 +358,10 @@ test('update: a new version waits for the user, and Reload brings it in', async 
     const newRev = 'release-2';
     writeFileSync(swPath, sw.replace(m[0], `{"revision":"${newRev}","url":"index.html"}`));
     const indexKeys = async () =>
-      (await cached(page)).map((e) => new URL(e.url)).filter((u) => u.pathname === '/index.html').map((u) => u.searchParams.get('__WB_REVISION__'));
+      (await cached(page))
+        .map((e) => new URL(e.url))
+        .filter((u) => u.pathname === '/index.html')
+        .map((u) => u.searchParams.get('__WB_REVISION__'));
     assert.deepEqual(await indexKeys(), [oldRev]);
 
     await page.evaluate(() => {
@@ -344,11 +376,22 @@ test('update: a new version waits for the user, and Reload brings it in', async 
       const reg = await navigator.serviceWorker.getRegistration();
       return { marker: /** @type {any} */ (window).__marker, waiting: Boolean(reg?.waiting) };
     });
-    assert.deepEqual(waiting, { marker: 1, waiting: true }, 'the page did not reload and the new worker waits');
+    assert.deepEqual(
+      waiting,
+      { marker: 1, waiting: true },
+      'the page did not reload and the new worker waits',
+    );
     assert.ok(await page.getByTestId('update-prompt').isVisible());
-    assert.deepEqual((await indexKeys()).sort(), [newRev, oldRev].sort(), 'both versions cached while waiting');
+    assert.deepEqual(
+      (await indexKeys()).sort(),
+      [newRev, oldRev].sort(),
+      'both versions cached while waiting',
+    );
 
-    await Promise.all([page.waitForEvent('load', { timeout: 20000 }), page.getByTestId('update-reload').click()]);
+    await Promise.all([
+      page.waitForEvent('load', { timeout: 20000 }),
+      page.getByTestId('update-reload').click(),
+    ]);
     await page.getByTestId('join').waitFor();
     const after = await page.evaluate(async () => {
       const reg = await navigator.serviceWorker.getRegistration();

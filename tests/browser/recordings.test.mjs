@@ -31,7 +31,7 @@ after(async () => {
 });
 
 /** The value of sample `k` of frame `f` in the seeded audio: exact in float32 (a multiple of 2^-10). */
-const sampleAt = (seed, f, c) => ((((f * 7 + c * 3 + seed) % 1024) + 1) - 512) / 1024;
+const sampleAt = (seed, f, c) => (((f * 7 + c * 3 + seed) % 1024) + 1 - 512) / 1024;
 
 /** Writes recordings and chunks into the app's database (which the app has opened by now). */
 function seed(page, recordings) {
@@ -48,8 +48,17 @@ function seed(page, recordings) {
         tx.objectStore('recordings').put(meta);
         for (const [track, index, startFrame, frames, channels, s] of chunks) {
           const d = new Float32Array(frames * channels);
-          for (let f = 0; f < frames; f++) for (let c = 0; c < channels; c++) d[f * channels + c] = sampleAt(s, startFrame + f, c);
-          tx.objectStore('chunks').put({ recordingId: meta.id, track, index, startFrame, frames, channels, data: d.buffer });
+          for (let f = 0; f < frames; f++)
+            for (let c = 0; c < channels; c++) d[f * channels + c] = sampleAt(s, startFrame + f, c);
+          tx.objectStore('chunks').put({
+            recordingId: meta.id,
+            track,
+            index,
+            startFrame,
+            frames,
+            channels,
+            data: d.buffer,
+          });
         }
       }
       await new Promise((resolve, reject) => {
@@ -70,13 +79,16 @@ function inDb(page, id) {
       req.onerror = () => reject(req.error);
     });
     const tx = db.transaction(['recordings', 'chunks']);
-    const meta = await new Promise((r) => (tx.objectStore('recordings').get(id).onsuccess = (e) => r(e.target.result)));
-    const chunks = await new Promise((r) => (tx.objectStore('chunks').index('recordingId').count(id).onsuccess = (e) => r(e.target.result)));
+    const meta = await new Promise(
+      (r) => (tx.objectStore('recordings').get(id).onsuccess = (e) => r(e.target.result)),
+    );
+    const chunks = await new Promise(
+      (r) => (tx.objectStore('chunks').index('recordingId').count(id).onsuccess = (e) => r(e.target.result)),
+    );
     db.close();
     return { meta: meta ?? null, chunks };
   }, id);
 }
-
 
 const track = (track, kind, name, channels) => ({ track, kind, name, channels, startFrame: 0 });
 
@@ -90,24 +102,48 @@ test('recovery banner, stems with gaps, zip, delete', { timeout: 90_000 }, async
   });
   await page.goto(server.url);
   await page.getByTestId('recordings-link').waitFor();
-  await page.waitForFunction(async () => (await indexedDB.databases()).some((d) => d.name === 'tutti' && (d.version ?? 0) >= 2));
+  await page.waitForFunction(async () =>
+    (await indexedDB.databases()).some((d) => d.name === 'tutti' && (d.version ?? 0) >= 2),
+  );
 
   const startedAt = new Date(2026, 10, 21, 19, 30).getTime();
   // "done": 3 s; the mix (stereo) throughout, a peer (mono) only from 1 s to 2 s.
   const done = {
     meta: {
-      id: 'rec-done', room: 'seeded', startedAt, endedAt: startedAt + 3000, state: 'complete', sampleRate: RATE,
-      tracks: [track(0, 'mix', 'Mix', 2), track(1, 'peer', 'Zoë (keys)', 1)], frames: 3 * RATE, bytes: 0,
+      id: 'rec-done',
+      room: 'seeded',
+      startedAt,
+      endedAt: startedAt + 3000,
+      state: 'complete',
+      sampleRate: RATE,
+      tracks: [track(0, 'mix', 'Mix', 2), track(1, 'peer', 'Zoë (keys)', 1)],
+      frames: 3 * RATE,
+      bytes: 0,
     },
-    chunks: [[0, 0, 0, RATE, 2, 1], [0, 1, RATE, RATE, 2, 1], [0, 2, 2 * RATE, RATE, 2, 1], [1, 0, RATE, RATE, 1, 5]],
+    chunks: [
+      [0, 0, 0, RATE, 2, 1],
+      [0, 1, RATE, RATE, 2, 1],
+      [0, 2, 2 * RATE, RATE, 2, 1],
+      [1, 0, RATE, RATE, 1, 5],
+    ],
   };
   // "lost": its page crashed; the meta still says 0 frames, the chunks hold 2.5 s.
   const lost = {
     meta: {
-      id: 'rec-lost', room: 'lost-room', startedAt: startedAt + 60_000, endedAt: null, state: 'recording', sampleRate: RATE,
-      tracks: [track(0, 'mix', 'Mix', 2)], frames: 0, bytes: 0,
+      id: 'rec-lost',
+      room: 'lost-room',
+      startedAt: startedAt + 60_000,
+      endedAt: null,
+      state: 'recording',
+      sampleRate: RATE,
+      tracks: [track(0, 'mix', 'Mix', 2)],
+      frames: 0,
+      bytes: 0,
     },
-    chunks: [[0, 0, 0, RATE, 2, 2], [0, 1, RATE, RATE + RATE / 2, 2, 2]],
+    chunks: [
+      [0, 0, 0, RATE, 2, 2],
+      [0, 1, RATE, RATE + RATE / 2, 2, 2],
+    ],
   };
   // "live": still recording in another tab, which holds its lock.
   const live = {
@@ -120,7 +156,9 @@ test('recovery banner, stems with gaps, zip, delete', { timeout: 90_000 }, async
   await other.evaluate(() => {
     void navigator.locks.request('tutti-recording:rec-live', () => new Promise(() => {}));
   });
-  await other.waitForFunction(async () => (await navigator.locks.query()).held?.some((l) => l.name === 'tutti-recording:rec-live'));
+  await other.waitForFunction(async () =>
+    (await navigator.locks.query()).held?.some((l) => l.name === 'tutti-recording:rec-live'),
+  );
   await seed(page, [done, lost, live]);
 
   // The next start: one banner, for the lost recording, with its length from its chunks.
@@ -129,7 +167,10 @@ test('recovery banner, stems with gaps, zip, delete', { timeout: 90_000 }, async
   await banner.first().waitFor();
   assert.equal(await banner.count(), 1);
   assert.equal(await banner.getAttribute('data-id'), 'rec-lost');
-  assert.match(await banner.innerText(), /A recording from lost-room \(0:02\) was interrupted\. It has been kept\./);
+  assert.match(
+    await banner.innerText(),
+    /A recording from lost-room \(0:02\) was interrupted\. It has been kept\./,
+  );
   const lostMeta = (await inDb(page, 'rec-lost')).meta;
   assert.equal(lostMeta.state, 'interrupted');
   assert.equal(lostMeta.frames, 2.5 * RATE);
@@ -184,11 +225,14 @@ test('recovery banner, stems with gaps, zip, delete', { timeout: 90_000 }, async
 
   // 24-bit: the mix's samples within half a step.
   await page.getByTestId('recording-format').selectOption('pcm24');
-  const mix24 = parseWav((await download(page, row.locator('[data-testid="recording-stem"][data-track="0"]'))).bytes);
+  const mix24 = parseWav(
+    (await download(page, row.locator('[data-testid="recording-stem"][data-track="0"]'))).bytes,
+  );
   assert.equal(mix24.bits, 24);
   let worst = 0;
   for (let f = 0; f < mix24.frames; f += 97) {
-    for (const c of [0, 1]) worst = Math.max(worst, Math.abs(mix24.data[c][f] * (8388608 / 8388607) - sampleAt(1, f, c)));
+    for (const c of [0, 1])
+      worst = Math.max(worst, Math.abs(mix24.data[c][f] * (8388608 / 8388607) - sampleAt(1, f, c)));
   }
   assert.ok(worst <= 0.5 / 8388607 + 1e-9, `24-bit error ${worst}`);
 

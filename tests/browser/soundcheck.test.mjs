@@ -26,11 +26,18 @@ test('sound check: a 440 Hz input comes back through the engine at 440 Hz and at
     const s = window.tutti.session;
     return { counters: s.counters(), view: s.view.participants[0] };
   });
-  console.log(`sound check: ${JSON.stringify({ state, tones: Object.fromEntries(Object.entries(report.tones).map(([f, t]) => [f, +t.db.toFixed(2)])), bufferMs: figures.view.bufferMs, format: figures.view.format })}`);
-  assert.ok(Math.abs(report.tones[TONE].db - EXPECTED_DB) <= LEVEL_TOL_DB,
-    `440 Hz back at ${report.tones[TONE].db.toFixed(2)} dBFS, expected ${EXPECTED_DB.toFixed(2)} ± ${LEVEL_TOL_DB}`);
+  console.log(
+    `sound check: ${JSON.stringify({ state, tones: Object.fromEntries(Object.entries(report.tones).map(([f, t]) => [f, +t.db.toFixed(2)])), bufferMs: figures.view.bufferMs, format: figures.view.format })}`,
+  );
+  assert.ok(
+    Math.abs(report.tones[TONE].db - EXPECTED_DB) <= LEVEL_TOL_DB,
+    `440 Hz back at ${report.tones[TONE].db.toFixed(2)} dBFS, expected ${EXPECTED_DB.toFixed(2)} ± ${LEVEL_TOL_DB}`,
+  );
   for (const f of [330, 550, 880]) {
-    assert.ok(report.tones[f].db < EXPECTED_DB - 50, `${f} Hz at ${report.tones[f].db.toFixed(1)} dBFS: the tone is not clean`);
+    assert.ok(
+      report.tones[f].db < EXPECTED_DB - 50,
+      `${f} Hz at ${report.tones[f].db.toFixed(1)} dBFS: the tone is not clean`,
+    );
   }
   assert.ok(figures.view.bufferMs > 0 && figures.view.bufferMs < 100, `buffer ${figures.view.bufferMs} ms`);
   const peer = Object.values(figures.counters.perPeer)[0];

@@ -24,15 +24,28 @@ function join(p, logs, audio = null) {
 /** RFC 4180 rows. */
 function parseCsv(text) {
   const rows = [];
-  let row = [], field = '', quoted = false;
+  let row = [],
+    field = '',
+    quoted = false;
   for (let i = 0; i < text.length; i++) {
     const c = text[i];
     if (quoted) {
-      if (c === '"' && text[i + 1] === '"') { field += '"'; i++; } else if (c === '"') quoted = false; else field += c;
+      if (c === '"' && text[i + 1] === '"') {
+        field += '"';
+        i++;
+      } else if (c === '"') quoted = false;
+      else field += c;
     } else if (c === '"') quoted = true;
-    else if (c === ',') { row.push(field); field = ''; }
-    else if (c === '\r' && text[i + 1] === '\n') { row.push(field); rows.push(row); row = []; field = ''; i++; }
-    else field += c;
+    else if (c === ',') {
+      row.push(field);
+      field = '';
+    } else if (c === '\r' && text[i + 1] === '\n') {
+      row.push(field);
+      rows.push(row);
+      row = [];
+      field = '';
+      i++;
+    } else field += c;
   }
   return rows;
 }
@@ -41,9 +54,16 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 12
   const logs = [];
   const pages = [];
   for (const p of PLAYERS) {
-    const fixed = pages.length === 0
-      ? { inputDeviceId: '', outputDeviceId: '', channels: 1, blockFrames: 128, buffer: { mode: 'fixed', packets: FIXED_PACKETS } }
-      : null;
+    const fixed =
+      pages.length === 0
+        ? {
+            inputDeviceId: '',
+            outputDeviceId: '',
+            channels: 1,
+            blockFrames: 128,
+            buffer: { mode: 'fixed', packets: FIXED_PACKETS },
+          }
+        : null;
     pages.push(await join(p, logs, fixed));
   }
   await waitForRoomOf(pages);
@@ -51,8 +71,11 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 12
   await page.getByTestId('stats-toggle').click();
   await page.getByTestId('stats-table').waitFor();
   await page.waitForTimeout(5000);
-  const rows = await page.locator('[data-testid="stats-row"]').evaluateAll((trs) =>
-    trs.map((tr) => [...tr.querySelectorAll('th,td')].map((c) => c.textContent.trim())));
+  const rows = await page
+    .locator('[data-testid="stats-row"]')
+    .evaluateAll((trs) =>
+      trs.map((tr) => [...tr.querySelectorAll('th,td')].map((c) => c.textContent.trim())),
+    );
   assert.equal(rows.length, 2, `rows: ${JSON.stringify(rows)}`);
   assert.deepEqual(rows.map((r) => r[0]).sort(), ['Bo', 'Cy']);
   for (const r of rows) {
@@ -70,22 +93,23 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 12
   // Start the histograms afresh once the room has settled, and let them fill. The wait check
   // holds for a window without underrun: a stall of this shared machine holds packets longer
   // than any depth (playout waits), so such a window is measured again, up to three times.
-  const readStages = () => page.evaluate(() => {
-    const s = window.tutti.session;
-    const st = s.latencyStages();
-    const c = s.counters();
-    const peers = {};
-    for (const p of s.view.participants) {
-      peers[p.name] = {
-        wait: st.peers[p.peer]?.jitterWait ?? null,
-        network: st.peers[p.peer]?.network ?? null,
-        bufferMs: c.perPeer[p.peer].bufferedMs,
-        targetMs: c.perPeer[p.peer].targetMs,
-        rttMs: p.rttMs,
-      };
-    }
-    return { peers, capture: st.local.capture ?? null };
-  });
+  const readStages = () =>
+    page.evaluate(() => {
+      const s = window.tutti.session;
+      const st = s.latencyStages();
+      const c = s.counters();
+      const peers = {};
+      for (const p of s.view.participants) {
+        peers[p.name] = {
+          wait: st.peers[p.peer]?.jitterWait ?? null,
+          network: st.peers[p.peer]?.network ?? null,
+          bufferMs: c.perPeer[p.peer].bufferedMs,
+          targetMs: c.perPeer[p.peer].targetMs,
+          rttMs: p.rttMs,
+        };
+      }
+      return { peers, capture: st.local.capture ?? null };
+    });
   let stages;
   for (let attempt = 1; attempt <= 3; attempt++) {
     const u0 = await page.evaluate(() => window.tutti.session.counters().underruns);
@@ -97,26 +121,47 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 12
     console.log(`stats: window ${attempt} of 3 had ${u} underruns; measuring again`);
   }
   assert.ok(stages, 'the stages were read');
-  const summary = Object.fromEntries(Object.entries(stages.peers).map(([n, v]) => [n, {
-    wait: v.wait && { count: v.wait.count, p50: +v.wait.p50.toFixed(2), mean: +v.wait.mean.toFixed(2), p99: +v.wait.p99.toFixed(2) },
-    network: v.network && { count: v.network.count, p50: +v.network.p50.toFixed(3) },
-    bufferMs: +v.bufferMs.toFixed(2), targetMs: +v.targetMs.toFixed(2), rttMs: v.rttMs,
-  }]));
-  console.log(`stages (fixed buffer ${FIXED_MS.toFixed(2)} ms): ${JSON.stringify(summary)}; capture p50 ${stages.capture?.p50} ms over ${stages.capture?.count}`);
+  const summary = Object.fromEntries(
+    Object.entries(stages.peers).map(([n, v]) => [
+      n,
+      {
+        wait: v.wait && {
+          count: v.wait.count,
+          p50: +v.wait.p50.toFixed(2),
+          mean: +v.wait.mean.toFixed(2),
+          p99: +v.wait.p99.toFixed(2),
+        },
+        network: v.network && { count: v.network.count, p50: +v.network.p50.toFixed(3) },
+        bufferMs: +v.bufferMs.toFixed(2),
+        targetMs: +v.targetMs.toFixed(2),
+        rttMs: v.rttMs,
+      },
+    ]),
+  );
+  console.log(
+    `stages (fixed buffer ${FIXED_MS.toFixed(2)} ms): ${JSON.stringify(summary)}; capture p50 ${stages.capture?.p50} ms over ${stages.capture?.count}`,
+  );
   assert.ok(stages.capture && stages.capture.count > 1000, 'the capture interval histogram fills');
   for (const [name, v] of Object.entries(stages.peers)) {
     assert.ok(v.wait && v.wait.count > 1000, `${name}: the jitter-wait histogram fills`);
-    assert.ok(v.wait.count < 6.5 * 375, `${name}: the histogram restarted at the reset (${v.wait.count} packets)`);
+    assert.ok(
+      v.wait.count < 6.5 * 375,
+      `${name}: the histogram restarted at the reset (${v.wait.count} packets)`,
+    );
     assert.ok(Math.abs(v.targetMs - FIXED_MS) < 0.01, `${name}: the fixed depth is ${v.targetMs} ms`);
     // The depth counts from the earliest arrivals: the earliest packets wait the whole depth,
     // later ones less (by their lateness). So the top of the wait distribution is the depth.
-    assert.ok(Math.abs(v.wait.p99 - v.targetMs) <= BLOCK_MS,
-      `${name}: jitter-buffer wait p99 ${v.wait.p99.toFixed(2)} ms, buffer target ${v.targetMs.toFixed(2)} ms (within one block, ${BLOCK_MS.toFixed(2)} ms)`);
+    assert.ok(
+      Math.abs(v.wait.p99 - v.targetMs) <= BLOCK_MS,
+      `${name}: jitter-buffer wait p99 ${v.wait.p99.toFixed(2)} ms, buffer target ${v.targetMs.toFixed(2)} ms (within one block, ${BLOCK_MS.toFixed(2)} ms)`,
+    );
     assert.ok(v.wait.mean <= v.targetMs + BLOCK_MS, `${name}: mean wait ${v.wait.mean.toFixed(2)} ms`);
   }
   await page.getByTestId('stage-histograms').waitFor();
 
-  const json = JSON.parse(Buffer.from((await download(page, page.getByTestId('stats-export-json'))).bytes).toString('utf8'));
+  const json = JSON.parse(
+    Buffer.from((await download(page, page.getByTestId('stats-export-json'))).bytes).toString('utf8'),
+  );
   assert.equal(json.format, 'tutti-stats');
   assert.equal(json.room, ROOM);
   assert.deepEqual(json.peers.map((p) => p.name).sort(), ['Bo', 'Cy']);
@@ -125,16 +170,24 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 12
     const last = p.samples.at(-1);
     assert.ok(last.received > 1000 && last.bufferMs > 0, JSON.stringify(last));
   }
-  const csv = parseCsv(Buffer.from((await download(page, page.getByTestId('stats-export-csv'))).bytes).toString('utf8'));
+  const csv = parseCsv(
+    Buffer.from((await download(page, page.getByTestId('stats-export-csv'))).bytes).toString('utf8'),
+  );
   const header = csv[0];
   assert.equal(header[0], 'record');
   const series = csv.filter((r) => r[0] === 'series');
   // The CSV was exported after the JSON: it has at least the JSON's samples of each peer.
   for (const p of json.peers) {
     const mine = series.filter((r) => r[header.indexOf('peer')] === p.peer);
-    assert.ok(mine.length >= p.samples.length, `${p.name}: ${mine.length} CSV rows, ${p.samples.length} JSON samples`);
+    assert.ok(
+      mine.length >= p.samples.length,
+      `${p.name}: ${mine.length} CSV rows, ${p.samples.length} JSON samples`,
+    );
     assert.equal(mine[0][header.indexOf('name')], p.name);
   }
-  assert.ok(csv.every((r) => r.length === header.length), 'every CSV row has every column');
+  assert.ok(
+    csv.every((r) => r.length === header.length),
+    'every CSV row has every column',
+  );
   assert.deepEqual(logs, []);
 });

@@ -45,9 +45,15 @@ export function pulseMicrophone({ label }) {
     const inputs = (await navigator.mediaDevices.enumerateDevices()).filter((d) => d.kind === 'audioinput');
     const device = inputs.find((d) => d.label === label);
     if (!device) {
-      throw new DOMException(`no input device "${label}" (inputs: ${inputs.map((d) => d.label).join(', ')})`, 'NotFoundError');
+      throw new DOMException(
+        `no input device "${label}" (inputs: ${inputs.map((d) => d.label).join(', ')})`,
+        'NotFoundError',
+      );
     }
-    return real({ ...constraints, audio: { ...(typeof audio === 'object' ? audio : {}), deviceId: { exact: device.deviceId } } });
+    return real({
+      ...constraints,
+      audio: { ...(typeof audio === 'object' ? audio : {}), deviceId: { exact: device.deviceId } },
+    });
   };
 }
 
@@ -84,13 +90,22 @@ export async function measureOutputTones(page, seconds, tones) {
  * fit of sine and cosine at that exact frequency.
  */
 export function toneDb(x, freq, rate, from = 0, len = x.length - from) {
-  let sc = 0, ss = 0, cc = 0, xs = 0, xc = 0;
+  let sc = 0,
+    ss = 0,
+    cc = 0,
+    xs = 0,
+    xc = 0;
   const w = (2 * Math.PI * freq) / rate;
   for (let i = 0; i < len; i++) {
     const h = 0.5 - 0.5 * Math.cos((2 * Math.PI * (i + 0.5)) / len);
     const n = from + i;
-    const s = Math.sin(w * n), c = Math.cos(w * n);
-    sc += h * s * c; ss += h * s * s; cc += h * c * c; xs += h * x[n] * s; xc += h * x[n] * c;
+    const s = Math.sin(w * n),
+      c = Math.cos(w * n);
+    sc += h * s * c;
+    ss += h * s * s;
+    cc += h * c * c;
+    xs += h * x[n] * s;
+    xc += h * x[n] * c;
   }
   const det = ss * cc - sc * sc;
   const a = (xs * cc - xc * sc) / det;

@@ -8,7 +8,14 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serveStatic } from './serve.mjs';
 
-export { AUDIO_BACKENDS, browserAudio, CHROMIUM, CHROMIUM_ARGS, isAudioBackend, launchChromium } from './chromium.mjs';
+export {
+  AUDIO_BACKENDS,
+  browserAudio,
+  CHROMIUM,
+  CHROMIUM_ARGS,
+  isAudioBackend,
+  launchChromium,
+} from './chromium.mjs';
 /** @typedef {import('./chromium.mjs').AudioBackend} AudioBackend */
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -39,9 +46,7 @@ export async function openPage(browser, url) {
   page.on('response', (r) => {
     if (r.status() >= 400) logs.push(`http ${r.status()}: ${r.url()}`);
   });
-  page.on('requestfailed', (r) =>
-    logs.push(`requestfailed: ${r.url()} ${r.failure()?.errorText ?? ''}`),
-  );
+  page.on('requestfailed', (r) => logs.push(`requestfailed: ${r.url()} ${r.failure()?.errorText ?? ''}`));
   await page.goto(url);
   return { page, logs };
 }

@@ -61,7 +61,9 @@ const audioOf = new WeakMap();
  * @returns {BrowserAudio}
  */
 export function browserAudio(browser) {
-  return audioOf.get(browser) ?? { backend: 'fake', callbackFrames: BACKEND_CALLBACK_FRAMES.fake, pulse: null };
+  return (
+    audioOf.get(browser) ?? { backend: 'fake', callbackFrames: BACKEND_CALLBACK_FRAMES.fake, pulse: null }
+  );
 }
 
 /**
@@ -94,7 +96,11 @@ export async function launchChromium(extraArgs = [], { backend = 'fake', pulse, 
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
-      args: [...CHROMIUM_ARGS, ...extraArgs.filter((a) => !FAKE_CAPTURE.test(a)), `--audio-buffer-size=${callbackFrames}`],
+      args: [
+        ...CHROMIUM_ARGS,
+        ...extraArgs.filter((a) => !FAKE_CAPTURE.test(a)),
+        `--audio-buffer-size=${callbackFrames}`,
+      ],
       ignoreDefaultArgs: ['--mute-audio'],
       env: { ...process.env, ...server.env },
     });

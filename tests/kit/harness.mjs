@@ -57,7 +57,9 @@ export async function toneContext(browser, tone, options = {}) {
   const { pulse } = browserAudio(browser);
   const source = pulse?.sources.find((s) => s.freq === tone.freq);
   if (pulse && !source) {
-    throw new Error(`the sound server has no tone of ${tone.freq} Hz (tones: ${pulse.sources.map((s) => s.freq).join(', ')}): start it with that tone`);
+    throw new Error(
+      `the sound server has no tone of ${tone.freq} Hz (tones: ${pulse.sources.map((s) => s.freq).join(', ')}): start it with that tone`,
+    );
   }
   const context = await browser.newContext(options);
   await context.grantPermissions(['microphone']);
@@ -107,11 +109,22 @@ export async function waitFor(what, fn, timeoutMs = 30000, everyMs = 200) {
  * @param {import('playwright-core').Page[]} pages
  */
 export function waitForRoomOf(pages, timeoutMs = 45000) {
-  return waitFor(`room of ${pages.length}`, async () => {
-    const n = await Promise.all(pages.map((page) => page.evaluate(() =>
-      window.tutti?.session?.view.participants.filter((p) => p.link === 'connected' && p.format).length ?? 0)));
-    return { ok: n.every((x) => x === pages.length - 1), n };
-  }, timeoutMs);
+  return waitFor(
+    `room of ${pages.length}`,
+    async () => {
+      const n = await Promise.all(
+        pages.map((page) =>
+          page.evaluate(
+            () =>
+              window.tutti?.session?.view.participants.filter((p) => p.link === 'connected' && p.format)
+                .length ?? 0,
+          ),
+        ),
+      );
+      return { ok: n.every((x) => x === pages.length - 1), n };
+    },
+    timeoutMs,
+  );
 }
 
 /** Clicks `locator` and returns the file it downloads: suggested name and bytes. */
@@ -126,7 +139,8 @@ export async function download(page, locator) {
  */
 export async function joinRoom(h, room, { name, tone }, logs, { audio = null, options = {} } = {}) {
   const context = await toneContext(h.browser, { freq: tone, amplitude: 0.1 }, options);
-  if (audio) await context.addInitScript((a) => localStorage.setItem('tutti.audio', JSON.stringify(a)), audio);
+  if (audio)
+    await context.addInitScript((a) => localStorage.setItem('tutti.audio', JSON.stringify(a)), audio);
   const page = await context.newPage();
   collectLogs(page, name, logs, { errorsOnly: true });
   await page.goto(`${h.server.url}r/${room}?ice=loopback`);
@@ -144,7 +158,14 @@ export async function runSoundCheck(page) {
     last = await page.evaluate(() => {
       const v = window.tutti?.session?.view;
       const p = v?.participants[0];
-      return v ? { error: v.error, format: p?.format ?? '', bufferMs: p?.bufferMs ?? 0, peak: p?.levels.peakL ?? -Infinity } : null;
+      return v
+        ? {
+            error: v.error,
+            format: p?.format ?? '',
+            bufferMs: p?.bufferMs ?? 0,
+            peak: p?.levels.peakL ?? -Infinity,
+          }
+        : null;
     });
     if (last?.error) throw new Error(`sound check failed: ${JSON.stringify(last.error)}`);
     if (last && last.format && last.peak > -40) return last;

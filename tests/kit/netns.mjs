@@ -104,7 +104,13 @@ export async function buildImpairer(opts = {}) {
   const { ROOT, run } = await import('../../scripts/lib/run.mjs');
   const { checkStale, markBuilt } = await import('../../scripts/lib/stale.mjs');
   const step = {
-    inputs: ['bench/impair/src', 'bench/impair/examples', 'bench/impair/Cargo.toml', 'Cargo.toml', 'Cargo.lock'],
+    inputs: [
+      'bench/impair/src',
+      'bench/impair/examples',
+      'bench/impair/Cargo.toml',
+      'Cargo.toml',
+      'Cargo.lock',
+    ],
     outputs: [BIN, PROBE_BIN],
     stamp: STAMP,
   };
@@ -112,10 +118,15 @@ export async function buildImpairer(opts = {}) {
   if (!check.stale) return;
   process.stderr.write(`netns: building tutti-impair (${check.reason})\n`);
   const started = Date.now();
-  const r = await run('cargo', ['build', '--release', '--locked', '-p', 'tutti-impair', '--bins', '--examples'], {
-    timeoutMs: opts.timeoutMs ?? 10 * 60_000,
-  });
-  if (r.code !== 0) throw new Error(`netns: building tutti-impair failed (${r.timedOut ? 'time limit' : `exit ${r.code}`})`);
+  const r = await run(
+    'cargo',
+    ['build', '--release', '--locked', '-p', 'tutti-impair', '--bins', '--examples'],
+    {
+      timeoutMs: opts.timeoutMs ?? 10 * 60_000,
+    },
+  );
+  if (r.code !== 0)
+    throw new Error(`netns: building tutti-impair failed (${r.timedOut ? 'time limit' : `exit ${r.code}`})`);
   markBuilt(ROOT, STAMP, started);
 }
 
@@ -154,8 +165,14 @@ const timeout = (ms) => new Promise((r) => setTimeout(() => r(null), ms).unref()
 async function iptables(args) {
   const { run } = await import('../../scripts/lib/run.mjs');
   const r = await run('iptables-legacy', ['-w', '5', ...args], { quiet: true, timeoutMs: 10_000 });
-  if (r.code === 127) throw new Error('netns: iptables-legacy not found (scripts/setup.sh installs the Debian package iptables)');
-  if (r.code !== 0) throw new Error(`netns: iptables-legacy ${args.join(' ')} failed: ${r.output.trim() || `exit ${r.code}`}`);
+  if (r.code === 127)
+    throw new Error(
+      'netns: iptables-legacy not found (scripts/setup.sh installs the Debian package iptables)',
+    );
+  if (r.code !== 0)
+    throw new Error(
+      `netns: iptables-legacy ${args.join(' ')} failed: ${r.output.trim() || `exit ${r.code}`}`,
+    );
 }
 
 /**
@@ -170,13 +187,16 @@ async function iptables(args) {
  */
 export async function startImpairer(opts) {
   if (!inPrivateNetns()) {
-    throw new Error("startImpairer: refusing outside a private network namespace (call reexecInNetns() first): the rule would impair this machine's loopback");
+    throw new Error(
+      "startImpairer: refusing outside a private network namespace (call reexecInNetns() first): the rule would impair this machine's loopback",
+    );
   }
   const { durationS, queue = 0, readyTimeoutMs = 10_000, stopTimeoutMs = 5_000 } = opts;
   if (!(Number.isFinite(durationS) && durationS > 0 && durationS <= 3600)) {
     throw new Error('startImpairer: durationS (0 < s <= 3600) is required');
   }
-  if (!(Number.isInteger(queue) && queue >= 0 && queue <= 65535)) throw new Error(`startImpairer: bad queue ${queue}`);
+  if (!(Number.isInteger(queue) && queue >= 0 && queue <= 65535))
+    throw new Error(`startImpairer: bad queue ${queue}`);
   const { ROOT } = await import('../../scripts/lib/run.mjs');
   await buildImpairer();
 
@@ -215,7 +235,10 @@ export async function startImpairer(opts) {
 
   try {
     await new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`startImpairer: tutti-impair not ready within ${readyTimeoutMs} ms`)), readyTimeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`startImpairer: tutti-impair not ready within ${readyTimeoutMs} ms`)),
+        readyTimeoutMs,
+      );
       child.stdout.on('data', (d) => {
         stdout += d;
         if (/^ready$/m.test(stdout)) {
@@ -229,10 +252,24 @@ export async function startImpairer(opts) {
       });
       exited.then(({ code }) => {
         clearTimeout(timer);
-        reject(new Error(`startImpairer: tutti-impair exited (${code}) before it was ready: ${stderr.trim()}`));
+        reject(
+          new Error(`startImpairer: tutti-impair exited (${code}) before it was ready: ${stderr.trim()}`),
+        );
       });
     });
-    await iptables(['-A', 'OUTPUT', '-o', 'lo', '-p', 'udp', '-j', 'NFQUEUE', '--queue-num', String(queue), '--queue-bypass']);
+    await iptables([
+      '-A',
+      'OUTPUT',
+      '-o',
+      'lo',
+      '-p',
+      'udp',
+      '-j',
+      'NFQUEUE',
+      '--queue-num',
+      String(queue),
+      '--queue-bypass',
+    ]);
   } catch (e) {
     child.kill('SIGTERM');
     await Promise.race([exited, timeout(stopTimeoutMs)]);
@@ -251,10 +288,24 @@ export async function startImpairer(opts) {
       if (done === null) {
         child.kill('SIGKILL');
         await Promise.race([exited, timeout(2000)]);
-        failure = new Error(`startImpairer: tutti-impair (pid ${child.pid}) did not stop within ${stopTimeoutMs} ms`);
+        failure = new Error(
+          `startImpairer: tutti-impair (pid ${child.pid}) did not stop within ${stopTimeoutMs} ms`,
+        );
       }
       try {
-        await iptables(['-D', 'OUTPUT', '-o', 'lo', '-p', 'udp', '-j', 'NFQUEUE', '--queue-num', String(queue), '--queue-bypass']);
+        await iptables([
+          '-D',
+          'OUTPUT',
+          '-o',
+          'lo',
+          '-p',
+          'udp',
+          '-j',
+          'NFQUEUE',
+          '--queue-num',
+          String(queue),
+          '--queue-bypass',
+        ]);
       } catch (e) {
         failure ??= /** @type {Error} */ (e);
       }
@@ -262,7 +313,9 @@ export async function startImpairer(opts) {
       try {
         return /** @type {ImpairStats} */ (JSON.parse(readFileSync(statsPath, 'utf8')));
       } catch {
-        throw new Error(`startImpairer: tutti-impair wrote no statistics (exit ${done?.code ?? done?.signal}): ${stderr.trim()}`);
+        throw new Error(
+          `startImpairer: tutti-impair wrote no statistics (exit ${done?.code ?? done?.signal}): ${stderr.trim()}`,
+        );
       }
     } finally {
       cleanup();
@@ -287,7 +340,7 @@ export async function startImpairer(opts) {
  */
 export async function dropUdpFrom(ports) {
   if (!inPrivateNetns()) {
-    throw new Error("dropUdpFrom: refusing outside a private network namespace (call reexecInNetns() first)");
+    throw new Error('dropUdpFrom: refusing outside a private network namespace (call reexecInNetns() first)');
   }
   const unique = [...new Set(ports)];
   if (unique.length === 0 || !unique.every((p) => Number.isInteger(p) && p > 0 && p < 65536)) {

@@ -116,9 +116,12 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
     });
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
-    throw new Error(`could not start pulseaudio (${String(err)}): install pulseaudio and pulseaudio-utils (scripts/setup.sh)`, {
-      cause: err,
-    });
+    throw new Error(
+      `could not start pulseaudio (${String(err)}): install pulseaudio and pulseaudio-utils (scripts/setup.sh)`,
+      {
+        cause: err,
+      },
+    );
   }
   let tail = '';
   proc.stderr.on('data', (chunk) => {
@@ -145,16 +148,22 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
     PULSE_COOKIE: join(dir, 'cookie'),
   };
   /** pactl against this server, bounded; resolves with its stdout, rejects with its stderr. */
-  const pactl = (pargs) => new Promise((resolve, reject) => {
-    execFile('pactl', [`--server=${server}`, '--', ...pargs], {
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...clientEnv, LANG: 'C' },
-      timeout: PACTL_TIMEOUT_MS,
-      killSignal: 'SIGKILL',
-    }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`pactl ${pargs.join(' ')}: ${stderr.trim() || err.message}`));
-      else resolve(stdout);
+  const pactl = (pargs) =>
+    new Promise((resolve, reject) => {
+      execFile(
+        'pactl',
+        [`--server=${server}`, '--', ...pargs],
+        {
+          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...clientEnv, LANG: 'C' },
+          timeout: PACTL_TIMEOUT_MS,
+          killSignal: 'SIGKILL',
+        },
+        (err, stdout, stderr) => {
+          if (err) reject(new Error(`pactl ${pargs.join(' ')}: ${stderr.trim() || err.message}`));
+          else resolve(stdout);
+        },
+      );
     });
-  });
 
   let stopped = false;
   /** Synchronous, for process exit: ends the daemon and removes its directory. */
@@ -179,7 +188,9 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
   };
   const fail = async (why) => {
     await stop();
-    const log = logs.filter((l) => !/not intended to be run as root|D-Bus|cookie|authentication key/i.test(l));
+    const log = logs.filter(
+      (l) => !/not intended to be run as root|D-Bus|cookie|authentication key/i.test(l),
+    );
     return new Error(`pulseaudio: ${why}${log.length ? `\n${log.join('\n')}` : ''}`);
   };
 
@@ -188,7 +199,11 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
   for (;;) {
     if (spawnError) {
       const missing = /** @type {NodeJS.ErrnoException} */ (spawnError).code === 'ENOENT';
-      throw await fail(missing ? 'not installed: install pulseaudio and pulseaudio-utils (scripts/setup.sh)' : String(spawnError));
+      throw await fail(
+        missing
+          ? 'not installed: install pulseaudio and pulseaudio-utils (scripts/setup.sh)'
+          : String(spawnError),
+      );
     }
     if (!running()) throw await fail(`exited (${proc.exitCode ?? proc.signalCode}) before it answered`);
     try {
@@ -199,7 +214,8 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
       if (/ENOENT/.test(why) && !/Connection/.test(why)) {
         throw await fail('pactl is missing: install pulseaudio-utils (scripts/setup.sh)');
       }
-      if (Date.now() > deadline) throw await fail(`no answer on ${socket} within ${START_TIMEOUT_MS / 1000} s (${why})`);
+      if (Date.now() > deadline)
+        throw await fail(`no answer on ${socket} within ${START_TIMEOUT_MS / 1000} s (${why})`);
     }
     await sleep(POLL_MS);
   }
@@ -216,7 +232,12 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
   async function setAmplitude(freq, amp) {
     const source = sources.find((s) => s.freq === freq);
     if (!source) throw new Error(`no tone of ${freq} Hz (tones: ${sources.map((s) => s.freq).join(', ')})`);
-    if (!(amp > 0 && amp <= SINE_AMPLITUDE)) throw new RangeError(`amplitude must be in (0, ${SINE_AMPLITUDE}]: ${amp}`);
-    await pactl(['set-source-volume', source.name, `${(20 * Math.log10(amp / SINE_AMPLITUDE)).toFixed(2)}dB`]);
+    if (!(amp > 0 && amp <= SINE_AMPLITUDE))
+      throw new RangeError(`amplitude must be in (0, ${SINE_AMPLITUDE}]: ${amp}`);
+    await pactl([
+      'set-source-volume',
+      source.name,
+      `${(20 * Math.log10(amp / SINE_AMPLITUDE)).toFixed(2)}dB`,
+    ]);
   }
 }

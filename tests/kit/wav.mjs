@@ -11,10 +11,11 @@ export function parseWav(bytes) {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const tag = (at) => String.fromCharCode(...bytes.subarray(at, at + 4));
   if (tag(0) !== 'RIFF' || tag(8) !== 'WAVE') throw new Error('not a RIFF/WAVE file');
-  if (view.getUint32(4, true) !== bytes.length - 8) throw new Error(`RIFF size ${view.getUint32(4, true)} != file size - 8 (${bytes.length - 8})`);
+  if (view.getUint32(4, true) !== bytes.length - 8)
+    throw new Error(`RIFF size ${view.getUint32(4, true)} != file size - 8 (${bytes.length - 8})`);
   let fmt = null;
   let data = null;
-  for (let at = 12; at + 8 <= bytes.length; ) {
+  for (let at = 12; at + 8 <= bytes.length;) {
     const id = tag(at);
     const size = view.getUint32(at + 4, true);
     const body = at + 8;
@@ -38,7 +39,8 @@ export function parseWav(bytes) {
   }
   if (!fmt || !data) throw new Error('no fmt or data chunk');
   const { format, channels, bits, blockAlign } = fmt;
-  if (blockAlign !== channels * (bits / 8)) throw new Error(`block align ${blockAlign} for ${channels} × ${bits} bits`);
+  if (blockAlign !== channels * (bits / 8))
+    throw new Error(`block align ${blockAlign} for ${channels} × ${bits} bits`);
   if (fmt.byteRate !== fmt.sampleRate * blockAlign) throw new Error('byte rate does not match');
   const frames = data.size / blockAlign;
   if (!Number.isInteger(frames)) throw new Error('data is not a whole number of frames');
@@ -49,7 +51,8 @@ export function parseWav(bytes) {
       let v;
       if (format === 3 && bits === 32) v = view.getFloat32(p, true);
       else if (format === 1 && bits === 16) v = view.getInt16(p, true) / 32768;
-      else if (format === 1 && bits === 24) v = ((view.getUint8(p) | (view.getUint8(p + 1) << 8) | (view.getInt8(p + 2) << 16))) / 8388608;
+      else if (format === 1 && bits === 24)
+        v = (view.getUint8(p) | (view.getUint8(p + 1) << 8) | (view.getInt8(p + 2) << 16)) / 8388608;
       else throw new Error(`unsupported WAV format ${format} with ${bits} bits`);
       out[c][i] = v;
     }

@@ -44,7 +44,10 @@ describe('buffer policy', () => {
 
   it('a partial or hostile message gets defaults and bounds', () => {
     expect(sanitizePolicy({ mode: 'fixed' })).toEqual({ mode: 'fixed', packets: FIXED_PACKETS_DEFAULT });
-    expect(sanitizePolicy({ mode: 'fixed', packets: NaN })).toEqual({ mode: 'fixed', packets: FIXED_PACKETS_DEFAULT });
+    expect(sanitizePolicy({ mode: 'fixed', packets: NaN })).toEqual({
+      mode: 'fixed',
+      packets: FIXED_PACKETS_DEFAULT,
+    });
     expect(sanitizePolicy({ mode: 'fixed', packets: 0 })).toEqual({ mode: 'fixed', packets: 1 });
     expect(sanitizePolicy({ mode: 'fixed', packets: 1e9 })).toEqual({ mode: 'fixed', packets: 4096 });
     expect(sanitizePolicy({ mode: 'fixed', packets: 3.9 })).toEqual({ mode: 'fixed', packets: 3 });

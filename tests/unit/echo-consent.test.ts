@@ -1,7 +1,14 @@
 // The round-trip consent policy on virtual time: nothing echoes unasked, one prompt per asker,
 // denials and silence cool the asker down, one echo at a time, and a renewal asks again.
 import { describe, expect, it } from 'vitest';
-import { ANSWER_TIMEOUT_MS, COOLDOWN_MS, Cancel, EchoConsent, Outcome, Verdict } from '../../app/src/net/echo-consent';
+import {
+  ANSWER_TIMEOUT_MS,
+  COOLDOWN_MS,
+  Cancel,
+  EchoConsent,
+  Outcome,
+  Verdict,
+} from '../../app/src/net/echo-consent';
 
 describe('echo consent', () => {
   it('asks, and echoes only once the user allows it, for the time asked', () => {

@@ -55,7 +55,15 @@ describe('WasmEngineCore with the real WASM', () => {
     for (let q = 0; q < quanta; q++) {
       const block = sineBlock(q, 440, 0.4);
       const len = encodePacket(
-        { timestamp: q * 128, seq: q & 0xffff, frames: 128, rateCode: 3, bits: 16, channelsIn: 2, channelsOut: 2 },
+        {
+          timestamp: q * 128,
+          seq: q & 0xffff,
+          frames: 128,
+          rateCode: 3,
+          bits: 16,
+          channelsIn: 2,
+          channelsOut: 2,
+        },
         null,
         [block, block],
         packet,
@@ -135,7 +143,15 @@ describe('WasmEngineCore with the real WASM', () => {
         const block = sineBlock(q, 440, 0.2);
         const ts = sentAt(q);
         const len = encodePacket(
-          { timestamp: BigInt(ts), seq: q & 0xffff, frames: 128, rateCode: 3, bits: 16, channelsIn: 2, channelsOut: 2 },
+          {
+            timestamp: BigInt(ts),
+            seq: q & 0xffff,
+            frames: 128,
+            rateCode: 3,
+            bits: 16,
+            channelsIn: 2,
+            channelsOut: 2,
+          },
           null,
           [block, block],
           packet,

@@ -20,14 +20,24 @@ afterEach(async () => {
   await closeDB();
 });
 
-
 function view(participants: ParticipantView[]): RoomView {
   return roomView(participants);
 }
 
 /** A histogram's summary figures (the bins do not matter to the history). */
 function hist(p50: number, p95: number, count: number, min = 0): StageHistogram {
-  return { edgesMs: [], counts: [], p50, p95, p99: p95 + 1, max: p95 + 2, min, mean: p50, count, rejected: 0 };
+  return {
+    edgesMs: [],
+    counts: [],
+    p50,
+    p95,
+    p99: p95 + 1,
+    max: p95 + 2,
+    min,
+    mean: p50,
+    count,
+    rejected: 0,
+  };
 }
 
 /** What the record keeps of `hist(p50, p95, count)`. */
@@ -46,7 +56,11 @@ async function putRaw(value: unknown): Promise<void> {
 
 /** Ends a one-participant session whose peer p1 ("Bea") was seen from 1 s to `untilMs`, with
  * `stages` observed once, and returns Bea's summary as read back. */
-async function oneSession(stages: Record<string, StageHistogram>, f: Partial<ParticipantView> = {}, untilMs = 61_000) {
+async function oneSession(
+  stages: Record<string, StageHistogram>,
+  f: Partial<ParticipantView> = {},
+  untilMs = 61_000,
+) {
   const log = new SessionLog('band');
   log.observe(view([participant('p1', 'Bea', f)]), 1000);
   log.observe(view([participant('p1', 'Bea', f)]), untilMs);
@@ -61,13 +75,19 @@ describe('history latency stages', () => {
   it('keeps the latest figures per peer and stage; empty stages and absent peers keep theirs', async () => {
     const log = new SessionLog('band');
     log.observe(view([participant('p1', 'Bea'), participant('p2', 'Cy')]), 1000);
-    log.observeLatency({ p1: { jitterWait: hist(8, 12, 100), network: hist(5, 7, 90) }, p2: { jitterWait: hist(3, 4, 50) } });
+    log.observeLatency({
+      p1: { jitterWait: hist(8, 12, 100), network: hist(5, 7, 90) },
+      p2: { jitterWait: hist(3, 4, 50) },
+    });
     // A second later: p1's histograms have grown; its network stage reads empty (e.g. after a
     // reset) and must not erase what was measured; p2 is not listed (it left).
     log.observeLatency({ p1: { jitterWait: hist(9, 14, 200), network: hist(0, 0, 0) } });
     await log.end(2000);
     const [rec] = await recentSessions(5, 3000);
-    expect(rec.summary.participants.Bea.stages).toEqual({ jitterWait: kept(9, 14, 200), network: kept(5, 7, 90) });
+    expect(rec.summary.participants.Bea.stages).toEqual({
+      jitterWait: kept(9, 14, 200),
+      network: kept(5, 7, 90),
+    });
     expect(rec.summary.participants.Cy.stages).toEqual({ jitterWait: kept(3, 4, 50) });
   });
 
@@ -90,7 +110,9 @@ describe('history latency stages', () => {
     await log.end(4000);
     const [rec] = await recentSessions(5, 5000);
     const bea = rec.summary.participants.Bea;
-    expect(bea.stages).toEqual(Object.fromEntries(Object.entries(stages).map(([k, h]) => [k, kept(h.p50, h.p95, h.count)])));
+    expect(bea.stages).toEqual(
+      Object.fromEntries(Object.entries(stages).map(([k, h]) => [k, kept(h.p50, h.p95, h.count)])),
+    );
     expect(bea.rttMs).toBe(12);
     // A peer never seen in a view has no name: nothing is kept for it.
     expect(Object.keys(rec.summary.participants)).toEqual(['Bea']);
@@ -154,7 +176,13 @@ describe('history verdict', () => {
     await log.end(2000);
     // Both sessions started at the same time: pick this one by its id.
     const rec = (await recentSessions(5, 3000)).find((r) => r.id === log.id)!;
-    expect(rec.summary.participants.Cy).toEqual({ underruns: 0, lossPct: 0, avgBufferMs: 0, maxBufferMs: 0, meanLatencyMs: null });
+    expect(rec.summary.participants.Cy).toEqual({
+      underruns: 0,
+      lossPct: 0,
+      avgBufferMs: 0,
+      maxBufferMs: 0,
+      meanLatencyMs: null,
+    });
   });
 });
 
@@ -193,7 +221,11 @@ describe('history validation of the later fields', () => {
     await putRaw({ ...base, id: 'bad', summary: { participants, engineUnderruns: 0 } });
     const [rec] = await recentSessions(5, 3000);
     const { Bea, Cy, Dan, Eve } = rec.summary.participants;
-    const names = ['jitterWait', 'z'.repeat(STAGE_NAME_MAX), ...Array.from({ length: STAGES_MAX - 2 }, (_, i) => `s${i}`)];
+    const names = [
+      'jitterWait',
+      'z'.repeat(STAGE_NAME_MAX),
+      ...Array.from({ length: STAGES_MAX - 2 }, (_, i) => `s${i}`),
+    ];
     expect(Object.keys(Bea.stages ?? {})).toEqual(names);
     expect(Bea.stages?.jitterWait).toEqual(good);
     expect('verdict' in Bea).toBe(false);

@@ -6,7 +6,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import SessionHistory from '../../app/src/ui/components/SessionHistory.svelte';
 import type { ParticipantSummary, SessionRecord, StageSummary } from '../../app/src/store/schema';
 
-const base: ParticipantSummary = { underruns: 0, lossPct: 0, avgBufferMs: 20, maxBufferMs: 30, meanLatencyMs: 25 };
+const base: ParticipantSummary = {
+  underruns: 0,
+  lossPct: 0,
+  avgBufferMs: 20,
+  maxBufferMs: 30,
+  meanLatencyMs: 25,
+};
 const stage = (p50: number, p95: number): StageSummary => ({ p50, p95, p99: p95, max: p95, count: 100 });
 
 function session(participants: Record<string, ParticipantSummary>): SessionRecord {
@@ -41,7 +47,11 @@ describe('session history card', () => {
   it('shows mouth to ear first, else buffer + network medians, and the verdict badge', () => {
     const el = render(
       session({
-        Bea: { ...base, stages: { network: stage(6, 9), mouthToEar: stage(24.4, 31.6), jitterWait: stage(8, 12) }, verdict: 'good' },
+        Bea: {
+          ...base,
+          stages: { network: stage(6, 9), mouthToEar: stage(24.4, 31.6), jitterWait: stage(8, 12) },
+          verdict: 'good',
+        },
         Cy: { ...base, stages: { jitterWait: stage(8, 12), network: stage(6.5, 9) }, verdict: 'poor' },
         Dan: { ...base, stages: { jitterWait: stage(3.25, 4) }, verdict: null },
         Eve: base,
@@ -53,10 +63,9 @@ describe('session history card', () => {
       'Cy 15 ms buffer + network Poor',
       'Dan 3.3 ms buffer',
     ]);
-    expect([...el.querySelectorAll('[data-testid="history-verdict"]')].map((b) => b.getAttribute('data-grade'))).toEqual([
-      'good',
-      'poor',
-    ]);
+    expect(
+      [...el.querySelectorAll('[data-testid="history-verdict"]')].map((b) => b.getAttribute('data-grade')),
+    ).toEqual(['good', 'poor']);
     expect(el.querySelector('.who')?.textContent).toBe('with Bea, Cy, Dan, Eve');
   });
 

@@ -454,7 +454,13 @@ describe('Feeder', () => {
       const tag = bytes[at + 2];
       expect(len).toBe(PACKET_BYTES);
       expect(parsePacket(bytes, at + 8, len, info)).toBe(0);
-      expect([info.seq, info.frames, info.rateHz, info.bits, info.channels]).toEqual([0, FRAMES, 48000, 16, 2]);
+      expect([info.seq, info.frames, info.rateHz, info.bits, info.channels]).toEqual([
+        0,
+        FRAMES,
+        48000,
+        16,
+        2,
+      ]);
       const view = new DataView(ring, at + 8 + 16);
       const w = (2 * Math.PI * peerFrequency(tag)) / 48000;
       for (let i = 0; i < FRAMES; i += 17) {
@@ -518,7 +524,9 @@ describe('JsEngineCore beside the WASM engine', () => {
     ];
     for (let k = 0; k < peers; k++) {
       for (const field of counters) {
-        expect(js.stats[S.peerIndex(k, field)], `peer ${k} field ${field}`).toBe(wasm.stats[S.peerIndex(k, field)]);
+        expect(js.stats[S.peerIndex(k, field)], `peer ${k} field ${field}`).toBe(
+          wasm.stats[S.peerIndex(k, field)],
+        );
       }
       expect(js.stats[S.peerIndex(k, S.P_TARGET_FRAMES)]).toBe(wasm.stats[S.peerIndex(k, S.P_TARGET_FRAMES)]);
       // The drift loop's offset estimate, ppm.

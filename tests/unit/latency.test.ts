@@ -37,7 +37,16 @@ describe('bin edges', () => {
 function writeRecord(
   block: Float64Array,
   at: number,
-  r: { count: number; mean: number; min: number; max: number; p50: number; p95: number; p99: number; rejected: number },
+  r: {
+    count: number;
+    mean: number;
+    min: number;
+    max: number;
+    p50: number;
+    p95: number;
+    p99: number;
+    rejected: number;
+  },
   bins: Record<number, number>,
 ): void {
   block[at + L.H_COUNT] = r.count;

@@ -46,29 +46,83 @@ import { ANSWER_TIMEOUT_MS } from '../../app/src/net/echo-consent';
 
 describe('signaling protocol', () => {
   it('accepts the server messages it knows', () => {
-    expect(parseServerMessage('{"type":"welcome","room":"r","peer":"p","peers":[{"peer":"q","name":"Q"}],"cap":16}')).toEqual({
-      type: 'welcome', room: 'r', peer: 'p', peers: [{ peer: 'q', name: 'Q' }], cap: 16,
-      owner: null, isOwner: false, locked: false, protected: false,
+    expect(
+      parseServerMessage(
+        '{"type":"welcome","room":"r","peer":"p","peers":[{"peer":"q","name":"Q"}],"cap":16}',
+      ),
+    ).toEqual({
+      type: 'welcome',
+      room: 'r',
+      peer: 'p',
+      peers: [{ peer: 'q', name: 'Q' }],
+      cap: 16,
+      owner: null,
+      isOwner: false,
+      locked: false,
+      protected: false,
     });
-    expect(parseServerMessage('{"type":"peer-left","peer":"q","reason":"timeout"}')).toEqual({ type: 'peer-left', peer: 'q', reason: 'timeout' });
-    expect(parseServerMessage('{"type":"error","code":"room-full","message":"Full."}')).toEqual({ type: 'error', code: 'room-full', message: 'Full.' });
+    expect(parseServerMessage('{"type":"peer-left","peer":"q","reason":"timeout"}')).toEqual({
+      type: 'peer-left',
+      peer: 'q',
+      reason: 'timeout',
+    });
+    expect(parseServerMessage('{"type":"error","code":"room-full","message":"Full."}')).toEqual({
+      type: 'error',
+      code: 'room-full',
+      message: 'Full.',
+    });
     expect(parseServerMessage('{"type":"pong","t":5}')).toEqual({ type: 'pong', t: 5 });
   });
 
   it('refuses malformed or unknown messages with null, never throwing', () => {
-    for (const bad of ['', 'nope', '[]', 'null', '{"type":1}', '{"type":"welcome","peers":"x"}',
-      '{"type":"welcome","room":"r","peer":"p","peers":[{"peer":1}],"cap":1}', '{"type":"peer-joined","peer":"p"}',
-      '{"type":"signal"}', '{"type":"error"}', '{"type":"surprise"}']) {
+    for (const bad of [
+      '',
+      'nope',
+      '[]',
+      'null',
+      '{"type":1}',
+      '{"type":"welcome","peers":"x"}',
+      '{"type":"welcome","room":"r","peer":"p","peers":[{"peer":1}],"cap":1}',
+      '{"type":"peer-joined","peer":"p"}',
+      '{"type":"signal"}',
+      '{"type":"error"}',
+      '{"type":"surprise"}',
+    ]) {
       expect(parseServerMessage(bad)).toBeNull();
     }
   });
 
   it('checks peer signals field by field', () => {
-    expect(parsePeerSignal({ kind: 'offer', sdp: 'v=0', epoch: 2 })).toEqual({ kind: 'offer', sdp: 'v=0', epoch: 2 });
-    expect(parsePeerSignal({ kind: 'candidate', epoch: 1, candidate: { candidate: 'candidate:1 1 udp 1 127.0.0.1 5 typ host', sdpMid: '0', sdpMLineIndex: 0, extra: 'x' } }))
-      .toEqual({ kind: 'candidate', epoch: 1, candidate: { candidate: 'candidate:1 1 udp 1 127.0.0.1 5 typ host', sdpMid: '0', sdpMLineIndex: 0 } });
-    for (const bad of [null, 'x', {}, { kind: 'offer', sdp: 1, epoch: 1 }, { kind: 'offer', sdp: 'v', epoch: 1.5 },
-      { kind: 'candidate', epoch: 1, candidate: { candidate: 5 } }, { kind: 'rollback', epoch: 1 }]) {
+    expect(parsePeerSignal({ kind: 'offer', sdp: 'v=0', epoch: 2 })).toEqual({
+      kind: 'offer',
+      sdp: 'v=0',
+      epoch: 2,
+    });
+    expect(
+      parsePeerSignal({
+        kind: 'candidate',
+        epoch: 1,
+        candidate: {
+          candidate: 'candidate:1 1 udp 1 127.0.0.1 5 typ host',
+          sdpMid: '0',
+          sdpMLineIndex: 0,
+          extra: 'x',
+        },
+      }),
+    ).toEqual({
+      kind: 'candidate',
+      epoch: 1,
+      candidate: { candidate: 'candidate:1 1 udp 1 127.0.0.1 5 typ host', sdpMid: '0', sdpMLineIndex: 0 },
+    });
+    for (const bad of [
+      null,
+      'x',
+      {},
+      { kind: 'offer', sdp: 1, epoch: 1 },
+      { kind: 'offer', sdp: 'v', epoch: 1.5 },
+      { kind: 'candidate', epoch: 1, candidate: { candidate: 5 } },
+      { kind: 'rollback', epoch: 1 },
+    ]) {
       expect(parsePeerSignal(bad)).toBeNull();
     }
   });
@@ -107,7 +161,13 @@ function setup(maxPeers = 4) {
   const netStats = new SharedArrayBuffer(netStatsBytes(maxPeers));
   const events: EchoEvent[] = [];
   const pump = new PacketPump(inbound, outbound, netStats, maxPeers, 'main', (ev) => events.push(ev));
-  return { pump, events, in: new RingReader(inbound), out: new RingWriter(outbound), stats: new Float64Array(netStats) };
+  return {
+    pump,
+    events,
+    in: new RingReader(inbound),
+    out: new RingWriter(outbound),
+    stats: new Float64Array(netStats),
+  };
 }
 
 /** The control messages `ch` was sent, parsed. */
@@ -138,8 +198,13 @@ describe('packet pump', () => {
     a.deliver(pa.slice().buffer);
     b.deliver(pb.slice().buffer);
     const got: [number, number[]][] = [];
-    while (t.in.pop((buf, off, len, tag) => got.push([tag, [...buf.subarray(off, off + len)]]))) { /* drain */ }
-    expect(got).toEqual([[1, [...pa]], [3, [...pb]]]);
+    while (t.in.pop((buf, off, len, tag) => got.push([tag, [...buf.subarray(off, off + len)]]))) {
+      /* drain */
+    }
+    expect(got).toEqual([
+      [1, [...pa]],
+      [3, [...pb]],
+    ]);
     expect(t.stats[netPeerIndex(1, NP_RX_PACKETS)]).toBe(1);
     expect(t.stats[N_IN_PACKETS]).toBe(2);
   });
@@ -205,11 +270,14 @@ describe('packet pump', () => {
 function audioPacket(fill: number): Uint8Array {
   const b = new Uint8Array(16 + 128 * 2 * 2).fill(fill);
   for (let i = 0; i < 8; i++) b[i] = 0xee; // the engine's own timestamp: must be overwritten
-  b[8] = 1; b[9] = 0; // seq
-  b[10] = 128; b[11] = 0; // frames
+  b[8] = 1;
+  b[9] = 0; // seq
+  b[10] = 128;
+  b[11] = 0; // frames
   b[12] = 3; // 48 kHz
   b[13] = 16;
-  b[14] = 2; b[15] = 2;
+  b[14] = 2;
+  b[15] = 2;
   return b;
 }
 
@@ -234,7 +302,9 @@ describe('packet pump times and clock', () => {
     a.deliver(audioPacket(1).buffer);
     const wall = Math.round((performance.timeOrigin + 1234.5678) * 1000);
     let time = -1;
-    t.in.pop((_b, _o, _l, _tag, tm) => { time = tm; });
+    t.in.pop((_b, _o, _l, _tag, tm) => {
+      time = tm;
+    });
     expect(wall).toBeGreaterThan(2 ** 50); // really absolute: not relative to the time origin
     expect(time).toBe(wall % 2 ** 32);
   });
@@ -363,7 +433,10 @@ describe('packet pump times and clock', () => {
     // The asker takes its request back: the prompt goes.
     ask(links[1], 5000);
     ask(links[1], 0);
-    expect(t.events.slice(-2)).toEqual([{ type: 'echo-request', slot: 2, ms: 5000 }, { type: 'echo-withdrawn', slot: 2 }]);
+    expect(t.events.slice(-2)).toEqual([
+      { type: 'echo-request', slot: 2, ms: 5000 },
+      { type: 'echo-withdrawn', slot: 2 },
+    ]);
     t.pump.answerEcho(2, true);
     expect(t.in.peek()).toBe(false);
     // "Allow without asking": the next one is applied at once (after the cooldowns).
@@ -394,7 +467,9 @@ describe('packet pump times and clock', () => {
     now += 1;
     t.pump.tickClock(now);
     expect(t.events.at(-1)).toEqual({ type: 'echo-withdrawn', slot: 3 });
-    expect(controls(ctl).filter((c) => c.type === CTL_ECHO_REPLY)).toMatchObject([{ answer: ECHO_UNANSWERED }]);
+    expect(controls(ctl).filter((c) => c.type === CTL_ECHO_REPLY)).toMatchObject([
+      { answer: ECHO_UNANSWERED },
+    ]);
     // A late answer changes nothing.
     t.pump.answerEcho(3, true);
     expect(t.in.peek()).toBe(false);
@@ -483,7 +558,9 @@ describe('packet pump times and clock', () => {
     t.out.push(0xffff, 0, p);
     t.pump.drainOutbound();
     let got: number[] = [];
-    t.in.pop((b, o, l) => { got = [...b.subarray(o, o + l)]; });
+    t.in.pop((b, o, l) => {
+      got = [...b.subarray(o, o + l)];
+    });
     expect(got.slice(8)).toEqual([...p.subarray(8)]);
   });
 });

@@ -89,16 +89,19 @@ function sine(n: number, cycles: number, amp: number, phase: number): Float32Arr
   return Float32Array.from({ length: n }, (_, k) => amp * Math.sin((2 * Math.PI * cycles * k) / n + phase));
 }
 
-function build(
-  frames: number,
-  bits: number,
-  channels: number,
-  ext: boolean,
-): Uint8Array {
+function build(frames: number, bits: number, channels: number, ext: boolean): Uint8Array {
   const tone = sine(frames, 1, 0.5, 0);
   const out = new Uint8Array(MAX_PACKET_LEN);
   const len = encodePacket(
-    { timestamp: 0x0102030405060708n, seq: 0xa55a, frames, rateCode: 3, bits, channelsIn: channels, channelsOut: 0 },
+    {
+      timestamp: 0x0102030405060708n,
+      seq: 0xa55a,
+      frames,
+      rateCode: 3,
+      bits,
+      channelsIn: channels,
+      channelsOut: 0,
+    },
     ext ? { streamId: 9, codec: 0 } : null,
     channels === 1 ? [tone] : [tone, tone],
     out,
@@ -149,7 +152,14 @@ describe('golden vectors (shared with the Rust tests)', () => {
           const info = newPacketInfo();
           expect(parsePacket(src, shift, bytes.length, info)).toBe(0);
           expect(packetTimestamp(info)).toBe(BigInt(v.header.timestamp));
-          expect([info.seq, info.frames, info.rateCode, info.bits, info.channelsIn, info.channelsOut]).toEqual([
+          expect([
+            info.seq,
+            info.frames,
+            info.rateCode,
+            info.bits,
+            info.channelsIn,
+            info.channelsOut,
+          ]).toEqual([
             v.header.seq,
             v.header.frames,
             v.header.rate_code,
@@ -182,7 +192,12 @@ describe('golden vectors (shared with the Rust tests)', () => {
         }
         // Plain number arrays (doubles) are rounded to f32 first, as the Rust side sees them.
         const out = new Uint8Array(MAX_PACKET_LEN);
-        const len = encodePacket(headerOf(v), ext, v.input.map((ch) => ch.map(num)), out);
+        const len = encodePacket(
+          headerOf(v),
+          ext,
+          v.input.map((ch) => ch.map(num)),
+          out,
+        );
         expect(hex(out.subarray(0, len))).toBe(v.hex);
       }
     });
@@ -245,7 +260,10 @@ describe('malformed input', () => {
     for (let cin = 0; cin < 256; cin++) {
       for (let cout = 0; cout < 256; cout++) {
         const ch = cout === 0 ? cin : cout;
-        for (const [base, have] of [[mono, 1], [stereo, 2]] as const) {
+        for (const [base, have] of [
+          [mono, 1],
+          [stereo, 2],
+        ] as const) {
           const b = base.slice();
           b[14] = cin;
           b[15] = cout;
@@ -340,7 +358,8 @@ describe('malformed input', () => {
         }
       }
       const code = parsePacket(b, 0, b.length, info);
-      if (packetErrorName(code) !== oracle(b)) expect([hex(b), packetErrorName(code)]).toEqual([hex(b), oracle(b)]);
+      if (packetErrorName(code) !== oracle(b))
+        expect([hex(b), packetErrorName(code)]).toEqual([hex(b), oracle(b)]);
       if (code === 0) ok++;
     }
     expect(ok).toBeGreaterThan(2000);
@@ -363,7 +382,8 @@ describe('malformed input', () => {
       if (code === 0) {
         decodeStereo(buf, info, l, r);
         for (let k = 0; k < info.frames; k++) {
-          if (!(Math.abs(l[k]) <= 1 && Math.abs(r[k]) <= 1)) expect([l[k], r[k]]).toEqual('finite in [-1, 1]');
+          if (!(Math.abs(l[k]) <= 1 && Math.abs(r[k]) <= 1))
+            expect([l[k], r[k]]).toEqual('finite in [-1, 1]');
         }
       }
     }
@@ -436,8 +456,15 @@ describe('encode errors', () => {
     for (const frames of [0, 16, 100, 512]) {
       expect(encodePacket({ ...h, frames }, null, [tone, tone], out)).toBe(-PacketError.BadFrames);
     }
-    for (const [channelsIn, channelsOut] of [[0, 0], [3, 0], [1, 255], [2, 7]]) {
-      expect(encodePacket({ ...h, channelsIn, channelsOut }, null, [tone, tone], out)).toBe(-PacketError.BadChannels);
+    for (const [channelsIn, channelsOut] of [
+      [0, 0],
+      [3, 0],
+      [1, 255],
+      [2, 7],
+    ]) {
+      expect(encodePacket({ ...h, channelsIn, channelsOut }, null, [tone, tone], out)).toBe(
+        -PacketError.BadChannels,
+      );
     }
     expect(encodePacket({ ...h, rateCode: 7 }, null, [tone, tone], out)).toBe(-PacketError.BadRate);
     expect(encodePacket({ ...h, bits: 8 }, null, [tone, tone], out)).toBe(-PacketError.BadBits);

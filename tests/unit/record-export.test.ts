@@ -93,7 +93,7 @@ describe('WAV header and samples', () => {
       let worst = 0;
       for (let i = 0; i < x.length; i++) {
         // The reader divides by 2^(bits-1); the writer scaled by 2^(bits-1) - 1.
-        const back = step === 0 ? w.samples[i]! : (w.samples[i]! * (1 / step + 1)) * step;
+        const back = step === 0 ? w.samples[i]! : w.samples[i]! * (1 / step + 1) * step;
         worst = Math.max(worst, Math.abs(back - x[i]!));
       }
       if (step === 0) expect(worst).toBe(0);
@@ -111,7 +111,13 @@ describe('CRC-32', () => {
     const data = new Uint8Array(1003);
     for (let i = 0; i < data.length; i++) data[i] = (i * 7919 + 13) & 0xff;
     let s = crc32Init();
-    for (const cut of [[0, 1], [1, 6], [6, 500], [500, 1003]]) s = crc32Update(s, data.subarray(cut[0], cut[1]));
+    for (const cut of [
+      [0, 1],
+      [1, 6],
+      [6, 500],
+      [500, 1003],
+    ])
+      s = crc32Update(s, data.subarray(cut[0], cut[1]));
     expect(crc32Final(s)).toBe(crcBitwise(data));
     expect(crc32(data)).toBe(crcBitwise(data));
   });
@@ -175,9 +181,12 @@ describe('zip', () => {
   }
 
   it('refuses duplicate and empty names', async () => {
-    await expect(zipBlob([{ name: 'a', data: new Blob([]) }, { name: 'a', data: new Blob([]) }])).rejects.toThrow(
-      /two zip entries/,
-    );
+    await expect(
+      zipBlob([
+        { name: 'a', data: new Blob([]) },
+        { name: 'a', data: new Blob([]) },
+      ]),
+    ).rejects.toThrow(/two zip entries/);
     await expect(zipBlob([{ name: '', data: new Blob([]) }])).rejects.toThrow(RangeError);
   });
 

@@ -30,7 +30,8 @@ const ascii = (b: Uint8Array, at: number): string => String.fromCharCode(...b.su
 export function readWav(b: Uint8Array): ParsedWav {
   const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
   if (ascii(b, 0) !== 'RIFF' || ascii(b, 8) !== 'WAVE') throw new Error('not RIFF/WAVE');
-  if (v.getUint32(4, true) !== b.length - 8) throw new Error(`RIFF size ${v.getUint32(4, true)} for ${b.length} bytes`);
+  if (v.getUint32(4, true) !== b.length - 8)
+    throw new Error(`RIFF size ${v.getUint32(4, true)} for ${b.length} bytes`);
   let at = 12;
   const ids: string[] = [];
   let fmt: DataView | null = null;

@@ -51,7 +51,11 @@ beforeEach(async () => {
   held = [];
   Object.defineProperty(globalThis, 'navigator', {
     configurable: true,
-    value: { locks: { query: async () => ({ held: held.map((name) => ({ name, mode: 'exclusive' })), pending: [] }) } },
+    value: {
+      locks: {
+        query: async () => ({ held: held.map((name) => ({ name, mode: 'exclusive' })), pending: [] }),
+      },
+    },
   });
 });
 
@@ -60,12 +64,17 @@ afterEach(async () => {
 });
 
 async function chunkCount(): Promise<number> {
-  return (await (await db())!.count('chunks'));
+  return await (await db())!.count('chunks');
 }
 
 describe('recording store', () => {
   it('appends in one transaction with the meta, reads a track back in index order', async () => {
-    const m = await createRecording({ room: 'band', startedAt: 1_000, sampleRate: RATE, tracks: TRACKS.slice(0, 1) });
+    const m = await createRecording({
+      room: 'band',
+      startedAt: 1_000,
+      sampleRate: RATE,
+      tracks: TRACKS.slice(0, 1),
+    });
     expect(m.state).toBe('recording');
     expect(m.id).toMatch(/^[0-9a-f-]{36}$/);
     // 20 chunks of 100 frames on track 1 (more than one read batch), appended out of order.
@@ -98,8 +107,12 @@ describe('recording store', () => {
   it('refuses malformed chunks (nothing stored) and appends to a deleted recording', async () => {
     const m = await createRecording({ room: 'band', startedAt: 1, sampleRate: RATE, tracks: TRACKS });
     const bad = { ...chunk(m.id, 0, 0, 0, 10, 2), frames: 11 };
-    await expect(appendChunks(m.id, [chunk(m.id, 0, 1, 10, 10, 2), bad], { frames: 20 })).rejects.toThrow(RangeError);
-    await expect(appendChunks(m.id, [chunk('other', 0, 0, 0, 10, 2)], { frames: 10 })).rejects.toThrow(RangeError);
+    await expect(appendChunks(m.id, [chunk(m.id, 0, 1, 10, 10, 2), bad], { frames: 20 })).rejects.toThrow(
+      RangeError,
+    );
+    await expect(appendChunks(m.id, [chunk('other', 0, 0, 0, 10, 2)], { frames: 10 })).rejects.toThrow(
+      RangeError,
+    );
     expect(await chunkCount()).toBe(0);
     expect((await getRecording(m.id))!.bytes).toBe(0);
     await deleteRecording(m.id);
@@ -115,7 +128,9 @@ describe('recording store', () => {
     const c = await createRecording({ room: 'c', startedAt: 200, sampleRate: RATE, tracks: TRACKS });
     for (const r of [a, b, c]) {
       for (let t = 0; t < 3; t++) {
-        await appendChunks(r.id, [chunk(r.id, t, 0, 0, 50, 1), chunk(r.id, t, 1, 50, 50, 1)], { frames: 100 });
+        await appendChunks(r.id, [chunk(r.id, t, 0, 0, 50, 1), chunk(r.id, t, 1, 50, 50, 1)], {
+          frames: 100,
+        });
       }
     }
     expect((await listRecordings()).map((r) => r.room)).toEqual(['b', 'c', 'a']);
@@ -131,7 +146,12 @@ describe('recording store', () => {
 
 describe('stem export', () => {
   it('fills gaps with silence, starts at frame 0 and lasts the recording', async () => {
-    const m = await createRecording({ room: 'Late Night', startedAt: new Date(2026, 10, 21, 20, 5).getTime(), sampleRate: RATE, tracks: TRACKS });
+    const m = await createRecording({
+      room: 'Late Night',
+      startedAt: new Date(2026, 10, 21, 20, 5).getTime(),
+      sampleRate: RATE,
+      tracks: TRACKS,
+    });
     const id = m.id;
     // Mix: continuous 0..400. Input: 0..100 then 300..400 (absent in between). Peer: joins at 250,
     // stereo chunks on a mono track (averaged), and one chunk running past the end (cut).

@@ -102,7 +102,18 @@ const STARTS = [0, 2 ** 32 - 4, 2 ** 32 - 20000, 0x80000004];
 describe('ring records', () => {
   it('writes the documented bytes for one record', () => {
     const data = new Uint8Array(MIN_CAPACITY).fill(0x55);
-    const next = writeRecord(data, 0, MIN_CAPACITY, 0, 0, 0x0102, 0x03040506, Uint8Array.of(0xaa, 0xbb, 0xcc), 0, 3);
+    const next = writeRecord(
+      data,
+      0,
+      MIN_CAPACITY,
+      0,
+      0,
+      0x0102,
+      0x03040506,
+      Uint8Array.of(0xaa, 0xbb, 0xcc),
+      0,
+      3,
+    );
     expect(next).toBe(12);
     expect([...data.subarray(0, 13)]).toEqual([3, 0, 2, 1, 6, 5, 4, 3, 0xaa, 0xbb, 0xcc, 0, 0x55]);
     const view = newRecordView();
@@ -126,7 +137,11 @@ describe('ring records', () => {
       for (let step = 0; step < 20000; step++) {
         const pushPercent = Math.floor(step / 700) % 2 === 0 ? 75 : 35;
         if (rng.below(100) < pushPercent) {
-          const entry = { tag: rng.below(65536), time: rng.nextU32(), bytes: payload(rng.nextU32(), rng.payloadLen()) };
+          const entry = {
+            tag: rng.below(65536),
+            time: rng.nextU32(),
+            bytes: payload(rng.nextU32(), rng.payloadLen()),
+          };
           const ok = writer.push(entry.tag, entry.time, entry.bytes);
           const fits = oracle.push(entry);
           if (ok !== fits) expect(ok).toBe(fits);
@@ -164,7 +179,9 @@ describe('ring records', () => {
     const c = readCounters(sab);
     expect([c.write, c.read]).toEqual([324, 324]);
     const bytes = new Uint8Array(sab);
-    expect([...bytes.subarray(DATA_OFFSET + MIN_CAPACITY - 8, DATA_OFFSET + MIN_CAPACITY - 4)]).toEqual([255, 255, 0, 0]);
+    expect([...bytes.subarray(DATA_OFFSET + MIN_CAPACITY - 8, DATA_OFFSET + MIN_CAPACITY - 4)]).toEqual([
+      255, 255, 0, 0,
+    ]);
     expect([...bytes.subarray(DATA_OFFSET, DATA_OFFSET + 4)]).toEqual([100, 0, 0, 0]);
   });
 
@@ -206,7 +223,12 @@ describe('ring records', () => {
     expect(() => createRing(MIN_CAPACITY, 2)).toThrow(RangeError);
     const data = new Uint8Array(MIN_CAPACITY);
     const view = newRecordView();
-    for (const [read, write] of [[2, 2], [0, 6], [0, MIN_CAPACITY + 4], [8, 4]]) {
+    for (const [read, write] of [
+      [2, 2],
+      [0, 6],
+      [0, MIN_CAPACITY + 4],
+      [8, 4],
+    ]) {
       expect(readRecord(data, 0, MIN_CAPACITY, read, write, view)).toBe(RingStatus.BadIndices);
       expect(writeRecord(data, 0, MIN_CAPACITY, write, read, 0, 0, data, 0, 0)).toBe(RingStatus.BadIndices);
     }
@@ -247,11 +269,15 @@ describe('ring records', () => {
       const read = rng.below(4) === 0 ? rng.nextU32() : (rng.nextU32() & ~3) >>> 0;
       const pick = rng.below(5);
       const write =
-        pick === 0 ? rng.nextU32()
-        : pick === 1 ? (read + (rng.below(MIN_CAPACITY + 1) & ~3)) >>> 0
-        : pick === 2 ? (read + 4 * rng.below(64)) >>> 0
-        : pick === 3 ? (read + MIN_CAPACITY) >>> 0
-        : read;
+        pick === 0
+          ? rng.nextU32()
+          : pick === 1
+            ? (read + (rng.below(MIN_CAPACITY + 1) & ~3)) >>> 0
+            : pick === 2
+              ? (read + 4 * rng.below(64)) >>> 0
+              : pick === 3
+                ? (read + MIN_CAPACITY) >>> 0
+                : read;
       if (rng.below(2) === 0) {
         const pos = read & (MIN_CAPACITY - 1) & ~3;
         const len = [0xffff, rng.below(MAX_PAYLOAD + 1), rng.below(64), rng.below(65536)][rng.below(4)];
@@ -303,7 +329,11 @@ describe('ring mirror', () => {
     let received = 0;
     for (let quantum = 0; quantum < 3000; quantum++) {
       for (let n = rng.below(6); n > 0; n--) {
-        const entry = { tag: rng.below(65536), time: rng.nextU32(), bytes: payload(rng.nextU32(), rng.payloadLen()) };
+        const entry = {
+          tag: rng.below(65536),
+          time: rng.nextU32(),
+          bytes: payload(rng.nextU32(), rng.payloadLen()),
+        };
         const ok = writer.push(entry.tag, entry.time, entry.bytes);
         const fits = oracle.push(entry);
         if (ok !== fits) expect(ok).toBe(fits);
@@ -329,7 +359,10 @@ describe('ring mirror', () => {
           expect(status).toBe(RingStatus.Empty);
           break;
         }
-        expectEntry({ tag: view.tag, time: view.time, bytes: m.subarray(view.offset, view.offset + view.length) }, oracle.pop());
+        expectEntry(
+          { tag: view.tag, time: view.time, bytes: m.subarray(view.offset, view.offset + view.length) },
+          oracle.pop(),
+        );
         read = view.next;
         records++;
       }
@@ -359,8 +392,23 @@ describe('ring mirror', () => {
       let next = write;
       let dropped = 0;
       for (let n = rng.below(5); n > 0; n--) {
-        const entry = { tag: rng.below(65536), time: rng.nextU32(), bytes: payload(rng.nextU32(), rng.payloadLen()) };
-        const result = writeRecord(m, 0, MIN_CAPACITY, next, read, entry.tag, entry.time, entry.bytes, 0, entry.bytes.length);
+        const entry = {
+          tag: rng.below(65536),
+          time: rng.nextU32(),
+          bytes: payload(rng.nextU32(), rng.payloadLen()),
+        };
+        const result = writeRecord(
+          m,
+          0,
+          MIN_CAPACITY,
+          next,
+          read,
+          entry.tag,
+          entry.time,
+          entry.bytes,
+          0,
+          entry.bytes.length,
+        );
         const fits = oracle.push(entry);
         if (result >= 0 !== fits) expect(result >= 0).toBe(fits);
         if (result >= 0) next = result;
@@ -396,7 +444,9 @@ interface Golden {
   counters: Record<string, number>;
 }
 
-const golden: Golden = JSON.parse(readFileSync(new URL('../vectors/ring-golden.json', import.meta.url), 'utf8'));
+const golden: Golden = JSON.parse(
+  readFileSync(new URL('../vectors/ring-golden.json', import.meta.url), 'utf8'),
+);
 const goldenImage = new Uint8Array(readFileSync(new URL('../vectors/ring-golden.bin', import.meta.url)));
 
 function expectedRecord(r: NonNullable<GoldenOp['record']>): Entry {
@@ -420,7 +470,12 @@ describe('ring golden image (written by core/src/ring.rs)', () => {
     const c = readCounters(sab);
     const g = golden.counters;
     expect([c.write, c.read, c.droppedRecords, c.droppedBytes, c.recordsRead, c.resyncs]).toEqual([
-      g.write, g.read, g.dropped_records, g.dropped_bytes, g.records_read, g.resyncs,
+      g.write,
+      g.read,
+      g.dropped_records,
+      g.dropped_bytes,
+      g.records_read,
+      g.resyncs,
     ]);
   });
 
@@ -435,7 +490,18 @@ describe('ring golden image (written by core/src/ring.rs)', () => {
       if (op.op === 'push') {
         const write = mirror.loadWrite();
         const bytes = payload(op.seed!, op.len!);
-        const next = writeRecord(region.view(), 0, golden.capacity, write, mirror.loadRead(), op.tag!, op.time!, bytes, 0, bytes.length);
+        const next = writeRecord(
+          region.view(),
+          0,
+          golden.capacity,
+          write,
+          mirror.loadRead(),
+          op.tag!,
+          op.time!,
+          bytes,
+          0,
+          bytes.length,
+        );
         expect(next >= 0).toBe(op.ok);
         if (next >= 0) mirror.publish(write, next);
         else mirror.addDropped(1, bytes.length);
@@ -477,7 +543,11 @@ describe('ring golden image (written by core/src/ring.rs)', () => {
     const m = region.view();
     const fromMirror: Entry[] = [];
     while (readRecord(m, 0, golden.capacity, read, write, view) === RingStatus.Record) {
-      fromMirror.push({ tag: view.tag, time: view.time, bytes: m.slice(view.offset, view.offset + view.length) });
+      fromMirror.push({
+        tag: view.tag,
+        time: view.time,
+        bytes: m.slice(view.offset, view.offset + view.length),
+      });
       read = view.next;
     }
     expect(fromMirror).toEqual(unread);

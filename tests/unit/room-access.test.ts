@@ -18,12 +18,26 @@ import {
   SUFFIX_CHARS,
   type RandomFill,
 } from '../../app/src/ui/names';
-import { isValidRoomName, keyFromHash, parseRoomLink, parseRoute, ROOM_KEY, roomPath, shareLink } from '../../app/src/ui/route';
+import {
+  isValidRoomName,
+  keyFromHash,
+  parseRoomLink,
+  parseRoute,
+  ROOM_KEY,
+  roomPath,
+  shareLink,
+} from '../../app/src/ui/route';
 import { FATAL_JOIN_ERRORS, joinMessage, parseServerMessage } from '../../app/src/net/protocol';
 import { SignalingClient, type SignalingEvents } from '../../app/src/net/signaling';
 import { describeError, noticeFor, waitText } from '../../app/src/room/errors';
 import { checkDisplayName, NAME_MAX_CHARS } from '../../app/src/room/display-name';
-import { OWNER_MAX, OWNER_PREFIX, ownerMemory, ownerStorageKey, type OwnerStorage } from '../../app/src/room/owner-memory';
+import {
+  OWNER_MAX,
+  OWNER_PREFIX,
+  ownerMemory,
+  ownerStorageKey,
+  type OwnerStorage,
+} from '../../app/src/room/owner-memory';
 import { CandidateQueue, MAX_PENDING_CANDIDATES } from '../../app/src/net/mesh';
 
 /** A fill that hands out `bytes` in order (then fails: a test must give enough). */
@@ -47,7 +61,9 @@ describe('generated room names', () => {
     expect(SUFFIX_BITS).toBeGreaterThanOrEqual(64);
     // 20 adjectives × 20 instruments × 32^13 suffixes.
     expect(ROOM_NAME_BITS).toBeCloseTo(Math.log2(400) + 65, 12);
-    console.log(`generated room names: ${SUFFIX_BITS} bits in the suffix, ${ROOM_NAME_BITS.toFixed(2)} bits in all`);
+    console.log(
+      `generated room names: ${SUFFIX_BITS} bits in the suffix, ${ROOM_NAME_BITS.toFixed(2)} bits in all`,
+    );
   });
 
   it('are readable, valid room names, all different', () => {
@@ -67,12 +83,15 @@ describe('generated room names', () => {
   it('give known names for known bytes, drawing again rather than favouring a word', () => {
     const suffix = [...Array(13).keys()];
     expect(randomRoomName(scripted([0, 0, ...suffix]))).toBe('warm-cello-0123456789abc');
-    expect(randomRoomName(scripted([19, 39, ...suffix.map((b) => b + 19)]))).toBe('little-marimba-kmnpqrstvwxyz');
+    expect(randomRoomName(scripted([19, 39, ...suffix.map((b) => b + 19)]))).toBe(
+      'little-marimba-kmnpqrstvwxyz',
+    );
     // 240 and above are not a multiple of 20 below 256: drawn again.
     expect(randomRoomName(scripted([240, 255, 21, 250, 2, ...suffix]))).toBe('bright-violin-0123456789abc');
     // The suffix keeps the low five bits of each byte: every character equally likely.
     const counts = new Map<string, number>();
-    for (const c of randomSuffix(256, scripted([...Array(256).keys()]))) counts.set(c, (counts.get(c) ?? 0) + 1);
+    for (const c of randomSuffix(256, scripted([...Array(256).keys()])))
+      counts.set(c, (counts.get(c) ?? 0) + 1);
     expect([...counts.values()]).toEqual(Array(32).fill(8));
   });
 
@@ -108,7 +127,15 @@ describe('private room keys and links', () => {
     expect(keys.size).toBe(500);
     // RFC 4648 test vectors, and the two characters base64url changes.
     const text = (s: string) => base64url(new TextEncoder().encode(s));
-    expect(['', 'f', 'fo', 'foo', 'foob', 'fooba', 'foobar'].map(text)).toEqual(['', 'Zg', 'Zm8', 'Zm9v', 'Zm9vYg', 'Zm9vYmE', 'Zm9vYmFy']);
+    expect(['', 'f', 'fo', 'foo', 'foob', 'fooba', 'foobar'].map(text)).toEqual([
+      '',
+      'Zg',
+      'Zm8',
+      'Zm9v',
+      'Zm9vYg',
+      'Zm9vYmE',
+      'Zm9vYmFy',
+    ]);
     expect(base64url(new Uint8Array([0xfb, 0xff, 0xbf]))).toBe('-_-_');
     expect(randomRoomKey(scripted(Array(16).fill(0)))).toBe('A'.repeat(22));
   });
@@ -129,7 +156,10 @@ describe('private room keys and links', () => {
     expect(keyFromHash(`#k=${key}`)).toBe(key);
     expect(keyFromHash('')).toBeNull();
     expect(keyFromHash('#k=bad key with spaces....')).toBeUndefined();
-    expect(parseRoomLink(`https://tutti.example/r/band?ice=loopback#k=${key}`)).toEqual({ room: 'band', key });
+    expect(parseRoomLink(`https://tutti.example/r/band?ice=loopback#k=${key}`)).toEqual({
+      room: 'band',
+      key,
+    });
     expect(parseRoomLink('https://tutti.example/r/band')).toEqual({ room: 'band', key: null });
     expect(parseRoomLink('band')).toBeNull();
     expect(parseRoomLink('https://tutti.example/recordings')).toBeNull();
@@ -144,14 +174,34 @@ describe('join message', () => {
     expect(joinMessage({ ...base, password: '', key: null, owner: null })).toEqual({ type: 'join', ...base });
     const key = 'k'.repeat(22);
     const owner = 'c'.repeat(32);
-    expect(joinMessage({ ...base, password: 'pw', key, owner })).toEqual({ type: 'join', ...base, password: 'pw', key, owner });
-    expect(Object.keys(joinMessage({ ...base, key }))).toEqual(['type', 'room', 'name', 'peer', 'token', 'key']);
+    expect(joinMessage({ ...base, password: 'pw', key, owner })).toEqual({
+      type: 'join',
+      ...base,
+      password: 'pw',
+      key,
+      owner,
+    });
+    expect(Object.keys(joinMessage({ ...base, key }))).toEqual([
+      'type',
+      'room',
+      'name',
+      'peer',
+      'token',
+      'key',
+    ]);
   });
 
   it('goes to a socket URL that has no fragment or query', () => {
-    const loc = { protocol: 'https:', host: 'tutti.example:8443', hash: '#k=' + 'k'.repeat(22), search: '?x=1' } as Location;
+    const loc = {
+      protocol: 'https:',
+      host: 'tutti.example:8443',
+      hash: '#k=' + 'k'.repeat(22),
+      search: '?x=1',
+    } as Location;
     expect(SignalingClient.urlFor(loc)).toBe('wss://tutti.example:8443/ws');
-    expect(SignalingClient.urlFor({ ...loc, protocol: 'http:' } as Location)).toBe('ws://tutti.example:8443/ws');
+    expect(SignalingClient.urlFor({ ...loc, protocol: 'http:' } as Location)).toBe(
+      'ws://tutti.example:8443/ws',
+    );
   });
 });
 
@@ -160,35 +210,77 @@ describe('welcome, room and error messages', () => {
 
   it('read the owner secret, the owner flag, the lock and the password flag', () => {
     const owner = '0123456789abcdef0123456789abcdef';
-    expect(parseServerMessage(JSON.stringify({ ...welcome, owner, isOwner: true, locked: false, protected: true }))).toEqual({
-      ...welcome, owner, isOwner: true, locked: false, protected: true,
+    expect(
+      parseServerMessage(
+        JSON.stringify({ ...welcome, owner, isOwner: true, locked: false, protected: true }),
+      ),
+    ).toEqual({
+      ...welcome,
+      owner,
+      isOwner: true,
+      locked: false,
+      protected: true,
     });
     // Fields missing (an older server) or malformed read as "not": no owner, not locked.
-    expect(parseServerMessage(JSON.stringify(welcome))).toEqual({ ...welcome, owner: null, isOwner: false, locked: false, protected: false });
-    expect(parseServerMessage(JSON.stringify({ ...welcome, owner: 'NOT-HEX', isOwner: 'yes', locked: 1 }))).toMatchObject({
-      owner: null, isOwner: false, locked: false,
+    expect(parseServerMessage(JSON.stringify(welcome))).toEqual({
+      ...welcome,
+      owner: null,
+      isOwner: false,
+      locked: false,
+      protected: false,
+    });
+    expect(
+      parseServerMessage(JSON.stringify({ ...welcome, owner: 'NOT-HEX', isOwner: 'yes', locked: 1 })),
+    ).toMatchObject({
+      owner: null,
+      isOwner: false,
+      locked: false,
     });
     expect(parseServerMessage('{"type":"room","locked":true}')).toEqual({ type: 'room', locked: true });
     expect(parseServerMessage('{"type":"room","locked":"yes"}')).toBeNull();
-    expect(parseServerMessage('{"type":"peer-left","peer":"q","reason":"removed"}')).toEqual({ type: 'peer-left', peer: 'q', reason: 'removed' });
+    expect(parseServerMessage('{"type":"peer-left","peer":"q","reason":"removed"}')).toEqual({
+      type: 'peer-left',
+      peer: 'q',
+      reason: 'removed',
+    });
   });
 
   it('read how long to wait, and only a sane wait', () => {
-    expect(parseServerMessage('{"type":"error","code":"too-many-attempts","message":"Wait.","retryAfterMs":42000}')).toEqual({
-      type: 'error', code: 'too-many-attempts', message: 'Wait.', retryAfterMs: 42000,
+    expect(
+      parseServerMessage(
+        '{"type":"error","code":"too-many-attempts","message":"Wait.","retryAfterMs":42000}',
+      ),
+    ).toEqual({
+      type: 'error',
+      code: 'too-many-attempts',
+      message: 'Wait.',
+      retryAfterMs: 42000,
     });
     for (const bad of ['-1', '"soon"', 'null', '1e999']) {
-      expect(parseServerMessage(`{"type":"error","code":"too-many-attempts","message":"m","retryAfterMs":${bad}}`)).toEqual({
-        type: 'error', code: 'too-many-attempts', message: 'm',
+      expect(
+        parseServerMessage(`{"type":"error","code":"too-many-attempts","message":"m","retryAfterMs":${bad}}`),
+      ).toEqual({
+        type: 'error',
+        code: 'too-many-attempts',
+        message: 'm',
       });
     }
   });
 
   it('treat every refusal a rejoin would meet again as final', () => {
-    for (const code of ['wrong-password', 'no-password', 'too-many-attempts', 'room-locked', 'removed', 'room-full', 'bad-name']) {
+    for (const code of [
+      'wrong-password',
+      'no-password',
+      'too-many-attempts',
+      'room-locked',
+      'removed',
+      'room-full',
+      'bad-name',
+    ]) {
       expect(FATAL_JOIN_ERRORS.has(code), code).toBe(true);
     }
-    for (const code of ['rate-limited', 'shutting-down', 'not-owner', 'replaced']) expect(FATAL_JOIN_ERRORS.has(code), code).toBe(false);
+    for (const code of ['rate-limited', 'shutting-down', 'not-owner', 'replaced'])
+      expect(FATAL_JOIN_ERRORS.has(code), code).toBe(false);
   });
 });
 
@@ -196,7 +288,8 @@ describe('what each refusal tells the user', () => {
   const now = 1_000_000;
 
   it('says what happened and offers the one useful action', () => {
-    const d = (code: string, extra: object = {}) => describeError({ code, message: `server says ${code}`, ...extra }, now);
+    const d = (code: string, extra: object = {}) =>
+      describeError({ code, message: `server says ${code}`, ...extra }, now);
     expect(d('wrong-password')).toMatchObject({ title: 'Wrong password', action: 'password', waitMs: 0 });
     expect(d('no-password')).toEqual({
       title: 'This room has no password',
@@ -208,22 +301,34 @@ describe('what each refusal tells the user', () => {
     expect(d('room-locked').message).toMatch(/nobody new can join/);
     expect(d('removed')).toMatchObject({ title: 'You were removed from this room', action: 'none' });
     expect(d('room-full')).toMatchObject({ title: 'This room is full', message: 'server says room-full' });
-    expect(d('something-new')).toMatchObject({ title: 'Could not join', message: 'server says something-new', action: 'none' });
+    expect(d('something-new')).toMatchObject({
+      title: 'Could not join',
+      message: 'server says something-new',
+      action: 'none',
+    });
     expect(noticeFor('not-owner', 'x')).toBe('Only the room’s owner can do that.');
   });
 
   it('says when a limited password may be tried again, and offers it only then', () => {
     const wait = describeError({ code: 'too-many-attempts', message: 'm', retryAt: now + 42_000 }, now);
     expect(wait).toMatchObject({ title: 'Too many password attempts', action: 'password', waitMs: 42_000 });
-    expect(wait.message).toBe('Too many wrong passwords were tried for this room. You can try again in 42 s.');
-    const later = describeError({ code: 'too-many-attempts', message: 'm', retryAt: now + 42_000 }, now + 41_001);
+    expect(wait.message).toBe(
+      'Too many wrong passwords were tried for this room. You can try again in 42 s.',
+    );
+    const later = describeError(
+      { code: 'too-many-attempts', message: 'm', retryAt: now + 42_000 },
+      now + 41_001,
+    );
     expect(later.message).toMatch(/in 1 s\.$/);
-    const over = describeError({ code: 'too-many-attempts', message: 'm', retryAt: now + 42_000 }, now + 42_000);
+    const over = describeError(
+      { code: 'too-many-attempts', message: 'm', retryAt: now + 42_000 },
+      now + 42_000,
+    );
     expect(over.waitMs).toBe(0);
     expect(over.message).toMatch(/try again now/);
-    expect([1, 999, 1000, 1001, 89_000, 90_000, 150_000, 5_340_000, 5_400_000, 7_200_001].map(waitText)).toEqual([
-      '1 s', '1 s', '1 s', '2 s', '89 s', '2 min', '3 min', '89 min', '2 h', '3 h',
-    ]);
+    expect(
+      [1, 999, 1000, 1001, 89_000, 90_000, 150_000, 5_340_000, 5_400_000, 7_200_001].map(waitText),
+    ).toEqual(['1 s', '1 s', '1 s', '2 s', '89 s', '2 min', '3 min', '89 min', '2 h', '3 h']);
   });
 });
 
@@ -249,7 +354,8 @@ describe('display-name rule', () => {
     };
     expect(v.accepted.length).toBeGreaterThanOrEqual(10);
     expect(v.refused.length).toBeGreaterThanOrEqual(20);
-    for (const [raw, name] of v.accepted) expect(checkDisplayName(raw), JSON.stringify(raw)).toEqual({ ok: true, name });
+    for (const [raw, name] of v.accepted)
+      expect(checkDisplayName(raw), JSON.stringify(raw)).toEqual({ ok: true, name });
     for (const raw of v.refused) expect(checkDisplayName(raw).ok, JSON.stringify(raw)).toBe(false);
   });
 
@@ -264,12 +370,33 @@ describe('display-name rule', () => {
     expect(problem('a\u0000')).toMatch(/control characters/);
     expect(problem('a\u0085b')).toMatch(/control characters/);
     for (const c of [0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069]) {
-      expect(problem(`Ana${String.fromCodePoint(c)}gpj.exe`), c.toString(16)).toMatch(/direction of the text/);
+      expect(problem(`Ana${String.fromCodePoint(c)}gpj.exe`), c.toString(16)).toMatch(
+        /direction of the text/,
+      );
     }
-    for (const invisible of ['\u200b', '\u200b\u200c\u200d', '\u2060\ufeff', '\u3164', '\u115f\u1160', '\ufe0f', '\u0301', '\u00ad', '\u{e0041}', '\u2800\u2800', '\u061c', '\u17b4', '\u180e', '\ufff9', '\u{1bca0}', '\u{1d173}']) {
+    for (const invisible of [
+      '\u200b',
+      '\u200b\u200c\u200d',
+      '\u2060\ufeff',
+      '\u3164',
+      '\u115f\u1160',
+      '\ufe0f',
+      '\u0301',
+      '\u00ad',
+      '\u{e0041}',
+      '\u2800\u2800',
+      '\u061c',
+      '\u17b4',
+      '\u180e',
+      '\ufff9',
+      '\u{1bca0}',
+      '\u{1d173}',
+    ]) {
       expect(problem(invisible), JSON.stringify(invisible)).toMatch(/visible character/);
     }
-    expect(problem('x'.repeat(NAME_MAX_CHARS + 1))).toBe(`A name is at most ${NAME_MAX_CHARS} characters (this one has 41).`);
+    expect(problem('x'.repeat(NAME_MAX_CHARS + 1))).toBe(
+      `A name is at most ${NAME_MAX_CHARS} characters (this one has 41).`,
+    );
     // Right-to-left text is fine; only the overrides and isolates are refused.
     expect(checkDisplayName('שלום\u200f')).toEqual({ ok: true, name: 'שלום\u200f' });
   });
@@ -318,7 +445,12 @@ describe('owner secrets', () => {
     expect(ownerMemory('room-0', null, st).get()).toBeNull();
     expect(ownerMemory(`room-${OWNER_MAX + 9}`, null, st).get()).toBe(secret(OWNER_MAX + 9));
     expect(st.map.get('tutti.audio')).toBe('{}');
-    const broken = { ...memoryStorage(), setItem: () => { throw new Error('quota'); } };
+    const broken = {
+      ...memoryStorage(),
+      setItem: () => {
+        throw new Error('quota');
+      },
+    };
     const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
     expect(() => ownerMemory('x', null, broken).set(secret(1))).not.toThrow();
     warn.mockRestore();
@@ -329,7 +461,11 @@ describe('owner secrets', () => {
 describe('early ICE candidates', () => {
   it(`are held to ${MAX_PENDING_CANDIDATES} per link, the excess counted and dropped`, () => {
     const q = new CandidateQueue();
-    const cand = (i: number) => ({ candidate: `candidate:${i} 1 udp 1 127.0.0.1 ${1000 + i} typ host`, sdpMid: '0', sdpMLineIndex: 0 });
+    const cand = (i: number) => ({
+      candidate: `candidate:${i} 1 udp 1 127.0.0.1 ${1000 + i} typ host`,
+      sdpMid: '0',
+      sdpMLineIndex: 0,
+    });
     const kept = Array.from({ length: 1000 }, (_, i) => q.push(cand(i))).filter(Boolean).length;
     expect(kept).toBe(MAX_PENDING_CANDIDATES);
     expect(q.length).toBe(64);
@@ -383,7 +519,14 @@ describe('signaling client after a refusal', () => {
     signal: () => {},
     error: (code, message, fatal, retryAfterMs) => void events.push(['error', code, fatal, retryAfterMs]),
   };
-  const params = { room: 'band', name: 'Ana', peer: 'a'.repeat(32), token: 'b'.repeat(32), key: 'K'.repeat(22), password: 'pw' };
+  const params = {
+    room: 'band',
+    name: 'Ana',
+    peer: 'a'.repeat(32),
+    token: 'b'.repeat(32),
+    key: 'K'.repeat(22),
+    password: 'pw',
+  };
   const welcome = { type: 'welcome', room: 'band', peer: 'a'.repeat(32), peers: [], cap: 16 };
 
   beforeEach(() => {
@@ -403,7 +546,17 @@ describe('signaling client after a refusal', () => {
     const ws = FakeSocket.all[0]!;
     expect(ws.url).toBe('ws://x/ws');
     ws.open();
-    expect(ws.sent).toEqual([{ type: 'join', room: 'band', name: 'Ana', peer: params.peer, token: params.token, password: 'pw', key: params.key }]);
+    expect(ws.sent).toEqual([
+      {
+        type: 'join',
+        room: 'band',
+        name: 'Ana',
+        peer: params.peer,
+        token: params.token,
+        password: 'pw',
+        key: params.key,
+      },
+    ]);
     const owner = 'c'.repeat(32);
     ws.receive({ ...welcome, owner, isOwner: true, locked: false, protected: true });
     expect(events).toContainEqual(['welcome', { isOwner: true, owner, locked: false, protected: true }]);
@@ -417,7 +570,10 @@ describe('signaling client after a refusal', () => {
     const ws2 = FakeSocket.all[1]!;
     ws2.open();
     expect(ws2.sent[0]).toMatchObject({ type: 'join', key: params.key, owner });
-    expect(ws.sent.slice(1)).toEqual([{ type: 'lock', locked: true }, { type: 'remove', peer: 'd'.repeat(32) }]);
+    expect(ws.sent.slice(1)).toEqual([
+      { type: 'lock', locked: true },
+      { type: 'remove', peer: 'd'.repeat(32) },
+    ]);
     c.close();
   });
 
@@ -425,7 +581,12 @@ describe('signaling client after a refusal', () => {
     it(`stops on ${code} and joins again only when asked`, () => {
       const c = new SignalingClient('ws://x/ws', params, on);
       FakeSocket.all[0]!.open();
-      FakeSocket.all[0]!.receive({ type: 'error', code, message: 'no', ...(code === 'too-many-attempts' ? { retryAfterMs: 30000 } : {}) });
+      FakeSocket.all[0]!.receive({
+        type: 'error',
+        code,
+        message: 'no',
+        ...(code === 'too-many-attempts' ? { retryAfterMs: 30000 } : {}),
+      });
       expect(events).toContainEqual(['error', code, true, code === 'too-many-attempts' ? 30000 : undefined]);
       expect(FakeSocket.all[0]!.readyState).toBe(3);
       vi.advanceTimersByTime(120_000);

@@ -24,7 +24,13 @@ const RATE = 48000;
 const req: JoinRequest = {
   room: 'jam',
   name: 'Ann',
-  audio: { inputDeviceId: '', outputDeviceId: '', channels: 1, blockFrames: 128, buffer: { mode: 'adaptive' } },
+  audio: {
+    inputDeviceId: '',
+    outputDeviceId: '',
+    channels: 1,
+    blockFrames: 128,
+    buffer: { mode: 'adaptive' },
+  },
 };
 const strip = { gainDb: 0, pan: 0, mute: false, solo: false };
 const noEcho = { requests: [], echoing: null, autoAllow: false };
@@ -90,7 +96,11 @@ describe('room view', () => {
     // One block (2.667 ms) + half the round trip + the buffer + the output.
     expect(p.latencyMs).toBeCloseTo(128 / 48 + 15 + 10 + 10, 9);
     expect(p.format).toBe('PCM16 stereo 128');
-    expect(v.master).toEqual({ gainDb: 0, levels: { peakL: 0, peakR: -Infinity, rmsL: -Infinity, rmsR: -20 }, limiterDb: -1.5 });
+    expect(v.master).toEqual({
+      gainDb: 0,
+      levels: { peakL: 0, peakR: -Infinity, rmsL: -Infinity, rmsR: -20 },
+      limiterDb: -1.5,
+    });
     expect(v.input.levels).toEqual({ peakL: -20, peakR: -20, rmsL: -Infinity, rmsR: -Infinity });
     expect(v.input.channels).toBe(1);
     expect(v.engine).toEqual({ underruns: 3, peers: 1, sampleRate: RATE, blockFrames: 128 });
@@ -98,9 +108,14 @@ describe('room view', () => {
 
   it('has no latency without a round trip, and no format before a packet', () => {
     const empty = new Float64Array(S.BLOCK_LEN);
-    const v = buildView(initialView(req, 'me', RATE), frame(empty, {
-      participants: [{ peer: 'bea', name: 'Bea', link: 'connecting', strip, stats: readPeer(empty, 2), rttMs: null }],
-    }));
+    const v = buildView(
+      initialView(req, 'me', RATE),
+      frame(empty, {
+        participants: [
+          { peer: 'bea', name: 'Bea', link: 'connecting', strip, stats: readPeer(empty, 2), rttMs: null },
+        ],
+      }),
+    );
     expect(v.participants[0].latencyMs).toBeNull();
     expect(v.participants[0].lossPct).toBe(0);
     expect(v.participants[0].format).toBe('');
@@ -113,10 +128,22 @@ describe('room view', () => {
     later[S.peerIndex(2, S.P_LOST)] = 500;
     later[S.peerIndex(2, S.P_PEAK_L)] = 1;
     const muted = { ...strip, mute: true };
-    const v = buildView(first, frame(later, {
-      figuresDue: false,
-      participants: [{ peer: 'bea', name: 'Bea B', link: 'reconnecting', strip: muted, stats: readPeer(later, 2), rttMs: 80 }],
-    }));
+    const v = buildView(
+      first,
+      frame(later, {
+        figuresDue: false,
+        participants: [
+          {
+            peer: 'bea',
+            name: 'Bea B',
+            link: 'reconnecting',
+            strip: muted,
+            stats: readPeer(later, 2),
+            rttMs: 80,
+          },
+        ],
+      }),
+    );
     const p = v.participants[0];
     expect(p.lossPct).toBe(1);
     expect(p.rttMs).toBe(30);
@@ -125,15 +152,23 @@ describe('room view', () => {
     expect(p.link).toBe('reconnecting');
     expect(p.strip).toEqual(muted);
     // A newcomer gets its figures at once.
-    const withCy = buildView(first, frame(later, {
-      figuresDue: false,
-      participants: [{ peer: 'cy', name: 'Cy', link: 'connected', strip, stats: readPeer(later, 2), rttMs: 80 }],
-    }));
-    expect(withCy.participants[0].lossPct).toBeCloseTo(100 * 500 / 1490, 9);
+    const withCy = buildView(
+      first,
+      frame(later, {
+        figuresDue: false,
+        participants: [
+          { peer: 'cy', name: 'Cy', link: 'connected', strip, stats: readPeer(later, 2), rttMs: 80 },
+        ],
+      }),
+    );
+    expect(withCy.participants[0].lossPct).toBeCloseTo((100 * 500) / 1490, 9);
   });
 
   it('keeps the master fader, the session fields and the echo part given', () => {
-    const start: RoomView = { ...initialView(req, 'me', RATE), master: { gainDb: -3, levels: initialView(req, 'me', RATE).master.levels, limiterDb: 0 } };
+    const start: RoomView = {
+      ...initialView(req, 'me', RATE),
+      master: { gainDb: -3, levels: initialView(req, 'me', RATE).master.levels, limiterDb: 0 },
+    };
     const echo = { requests: [{ peer: 'bea', name: 'Bea', seconds: 8 }], echoing: null, autoAllow: true };
     const v = buildView(start, frame(block(), { echo }));
     expect(v.master.gainDb).toBe(-3);
@@ -158,9 +193,16 @@ describe('room view', () => {
 
   it('lists echo requests of participants still here, rounding seconds up', () => {
     const names: Record<string, string> = { bea: 'Bea', cy: 'Cy' };
-    const requests: [string, { ms: number }][] = [['cy', { ms: 8000 }], ['gone', { ms: 1000 }], ['bea', { ms: 1500 }]];
+    const requests: [string, { ms: number }][] = [
+      ['cy', { ms: 8000 }],
+      ['gone', { ms: 1000 }],
+      ['bea', { ms: 1500 }],
+    ];
     expect(buildEchoView(requests, (p) => names[p], 'bea', false)).toEqual({
-      requests: [{ peer: 'cy', name: 'Cy', seconds: 8 }, { peer: 'bea', name: 'Bea', seconds: 2 }],
+      requests: [
+        { peer: 'cy', name: 'Cy', seconds: 8 },
+        { peer: 'bea', name: 'Bea', seconds: 2 },
+      ],
       echoing: { peer: 'bea', name: 'Bea' },
       autoAllow: false,
     });
@@ -197,7 +239,8 @@ describe('session counters', () => {
 
   it('without a pump reads its counts as 0 and its clock as unknown', () => {
     const b = block();
-    const p = buildCounters(readGlobals(b), [{ peer: 'bea', slot: 2, stats: readPeer(b, 2) }], null, RATE).perPeer.bea;
+    const p = buildCounters(readGlobals(b), [{ peer: 'bea', slot: 2, stats: readPeer(b, 2) }], null, RATE)
+      .perPeer.bea;
     expect(p.gapMaxMs).toBe(0);
     expect(p.clockExchanges).toBe(0);
     expect(p.rttMs).toBeNaN();
@@ -246,7 +289,10 @@ describe('probe result', () => {
 
   it('is asking, running with nothing yet, or refused before the engine shows it', () => {
     expect(probeResultOf(run({ asking: true }), done(), 0).state).toBe('asking');
-    expect(probeResultOf(run({ seenRunning: false }), done(), PROBE_START_GRACE_MS - 1)).toMatchObject({ state: 'running', sent: 0 });
+    expect(probeResultOf(run({ seenRunning: false }), done(), PROBE_START_GRACE_MS - 1)).toMatchObject({
+      state: 'running',
+      sent: 0,
+    });
     expect(probeResultOf(run({ seenRunning: false, refusal: 'Bea declined.' }), done(), 0)).toMatchObject({
       state: 'refused',
       message: 'Bea declined.',

@@ -15,10 +15,7 @@ import { Prng } from '../../app/src/selftest/prng';
 const FS = 48000;
 const db = (x: number) => 20 * Math.log10(x);
 
-function sines(
-  len: number,
-  parts: { bin: number; n: number; amp: number; phase: number }[],
-): Float32Array {
+function sines(len: number, parts: { bin: number; n: number; amp: number; phase: number }[]): Float32Array {
   const x = new Float32Array(len);
   for (let i = 0; i < len; i++) {
     let v = 0;
@@ -134,8 +131,7 @@ describe('sample scan', () => {
     // All three cross zero upwards half a sample after t = 0: their steps there add up exactly.
     const x = new Float64Array(4800);
     for (let i = 0; i < x.length; i++) {
-      for (const t of tones)
-        x[i] += t.expected * Math.sin((2 * Math.PI * t.hz * (i - 1000.5)) / FS);
+      for (const t of tones) x[i] += t.expected * Math.sin((2 * Math.PI * t.hz * (i - 1000.5)) / FS);
     }
     const s = scanSamples(x);
     expect(s.maxStep).toBeLessThanOrEqual(bound * (1 + 1e-12));

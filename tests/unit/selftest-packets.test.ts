@@ -31,8 +31,7 @@ describe('PeerSynth', () => {
       decodeStereo(bytes, info, left, right);
       for (let i = 0; i < 128; i++) {
         const n = index * 128 + i;
-        const want =
-          peer.amplitude * Math.sin((2 * Math.PI * (peer.phase + peer.bin * n)) / FFT_LEN);
+        const want = peer.amplitude * Math.sin((2 * Math.PI * (peer.phase + peer.bin * n)) / FFT_LEN);
         // Encode rounds x * 32767, decode divides by 32768: error below 1/32768 + |x|/32768.
         expect(Math.abs(left[i] - want)).toBeLessThan(2 / 32768);
         expect(right[i]).toBe(left[i]);

@@ -15,9 +15,7 @@ import { BAD_INPUT, NETWORK, expectedLevels } from '../../app/src/selftest/scena
 /** Recounts a peer's ledger from the events alone, with the engine's definitions. */
 function recount(spec: ScenarioSpec, slot: number) {
   const peer = spec.peers.find((p) => p.slot === slot)!;
-  const events = buildSchedule(spec).events.filter(
-    (e) => e.kind !== EventKind.Bad && e.slot === slot,
-  );
+  const events = buildSchedule(spec).events.filter((e) => e.kind !== EventKind.Bad && e.slot === slot);
   const seen = new Set<number>();
   let duplicates = 0;
   let late = 0;
@@ -27,9 +25,7 @@ function recount(spec: ScenarioSpec, slot: number) {
     if (e.kind === EventKind.Late) {
       late++;
       // Far beyond the buffer: at least lateDelayMs after the packet was due.
-      expect(e.at - (peer.offsetMs + e.index * BLOCK_MS)).toBeGreaterThanOrEqual(
-        spec.net.lateDelayMs,
-      );
+      expect(e.at - (peer.offsetMs + e.index * BLOCK_MS)).toBeGreaterThanOrEqual(spec.net.lateDelayMs);
     }
   }
   const indices = [...seen];
@@ -91,9 +87,7 @@ describe('buildSchedule', () => {
     // 0-10 ms jitter on a 2.67 ms spacing reorders a large share of packets.
     expect(reordered / total).toBeGreaterThan(0.2);
     // Late sends all happen before the last regular packet.
-    const lastRegular = Math.max(
-      ...s.events.filter((e) => e.kind === EventKind.Packet).map((e) => e.at),
-    );
+    const lastRegular = Math.max(...s.events.filter((e) => e.kind === EventKind.Packet).map((e) => e.at));
     for (const e of s.events) if (e.kind === EventKind.Late) expect(e.at).toBeLessThan(lastRegular);
   });
 

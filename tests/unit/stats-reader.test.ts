@@ -2,7 +2,13 @@
 // each figure at its index in the layout (audio/stats.ts), read back under its name.
 import { describe, expect, it } from 'vitest';
 import * as S from '../../app/src/audio/stats';
-import { readEchoSlot, readGlobals, readPeer, readProbe, StatsReader } from '../../app/src/audio/stats-reader';
+import {
+  readEchoSlot,
+  readGlobals,
+  readPeer,
+  readProbe,
+  StatsReader,
+} from '../../app/src/audio/stats-reader';
 
 /** A block with the global figures numbered 100 + index, and peer slot 3's 1000 + field. */
 function handBuilt(): Float64Array {
@@ -79,7 +85,15 @@ describe('stats reader', () => {
     b[S.G_ECHO_SLOT] = -1;
     b.set([12.5, NaN, 14, 99], S.G_PROBE_RESULTS_AT);
     const p = readProbe(b);
-    expect(p).toEqual({ state: 2, slot: 5, clicks: 4, sent: 3, heard: 2, echoSlot: -1, roundTripsMs: [12.5, NaN, 14] });
+    expect(p).toEqual({
+      state: 2,
+      slot: 5,
+      clicks: 4,
+      sent: 3,
+      heard: 2,
+      echoSlot: -1,
+      roundTripsMs: [12.5, NaN, 14],
+    });
     expect(readEchoSlot(b)).toBe(-1);
     // Never more than the block holds.
     b[S.G_PROBE_SENT] = 40;

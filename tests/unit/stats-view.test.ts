@@ -7,12 +7,21 @@ import { verdict, THRESHOLDS } from '../../app/src/stats/verdict';
 import { StatsTimeline } from '../../app/src/stats/timeline';
 import { buildExport, CSV_HEADER, toCsv, toJson, type StageHistogram } from '../../app/src/stats/export';
 
-const base = { oneWayMs: 20, jitterMs: 2, lossPct: 0, underrunsPerMinute: 0, blockFrames: 128, bufferMode: 'adaptive' as const };
+const base = {
+  oneWayMs: 20,
+  jitterMs: 2,
+  lossPct: 0,
+  underrunsPerMinute: 0,
+  blockFrames: 128,
+  bufferMode: 'adaptive' as const,
+};
 
 describe('verdict', () => {
   it('is good inside every threshold and says nothing', () => {
     expect(verdict(base)).toEqual({ grade: 'good', reasons: [], hints: [] });
-    expect(verdict({ ...base, oneWayMs: THRESHOLDS.oneWayMs.good, jitterMs: THRESHOLDS.jitterMs.good }).grade).toBe('good');
+    expect(
+      verdict({ ...base, oneWayMs: THRESHOLDS.oneWayMs.good, jitterMs: THRESHOLDS.jitterMs.good }).grade,
+    ).toBe('good');
   });
   it('takes the worst figure and gives its reason and fix', () => {
     const v = verdict({ ...base, oneWayMs: 40, lossPct: 3 });
@@ -27,20 +36,24 @@ describe('verdict', () => {
     ]);
     expect(verdict({ ...base, oneWayMs: null }).grade).toBe('good');
   });
-  it('names the measured cause: jitter the network stage does not show is this computer\'s', () => {
+  it("names the measured cause: jitter the network stage does not show is this computer's", () => {
     // A loopback room: 12 ms of jitter in the buffer, 0.4 ms of it in the network one-way stage.
     const local = verdict({ ...base, jitterMs: 12, networkJitterMs: 0.4 });
     expect(local.grade).toBe('fair');
-    expect(local.reasons).toEqual(['jitter 12.0 ms, mostly from this computer (the network\'s: 0.4 ms)']);
+    expect(local.reasons).toEqual(["jitter 12.0 ms, mostly from this computer (the network's: 0.4 ms)"]);
     expect(local.hints.some((h) => h.startsWith('Use a wired'))).toBe(false);
     expect(local.hints.some((h) => h.startsWith('Close other programs and browser tabs'))).toBe(true);
     // The same jitter measured on the path: the network's.
     const path = verdict({ ...base, jitterMs: 12, networkJitterMs: 9 });
     expect(path.hints.some((h) => h.startsWith('Use a wired'))).toBe(true);
     // Not measured: the path is the usual suspect.
-    expect(verdict({ ...base, jitterMs: 12, networkJitterMs: null }).hints.some((h) => h.startsWith('Use a wired'))).toBe(true);
+    expect(
+      verdict({ ...base, jitterMs: 12, networkJitterMs: null }).hints.some((h) =>
+        h.startsWith('Use a wired'),
+      ),
+    ).toBe(true);
   });
-  it('splits dropouts by cause and counts a participant\'s device gaps as dropouts', () => {
+  it("splits dropouts by cause and counts a participant's device gaps as dropouts", () => {
     // Five underruns here: three waited for late packets (two of them after gaps of their
     // device), one ended with a stall of this machine, one ran dry while packets were lost.
     const v = verdict({
@@ -64,11 +77,22 @@ describe('verdict', () => {
 
 describe('StatsTimeline', () => {
   const sample = (received: number, lost: number, underruns: number) => ({
-    bufferMs: 10, targetMs: 10, latencyMs: NaN, rttMs: 1, received, lost, late: 0, concealed: lost, discarded: 0, underruns, driftPpm: 2,
+    bufferMs: 10,
+    targetMs: 10,
+    latencyMs: NaN,
+    rttMs: 1,
+    received,
+    lost,
+    late: 0,
+    concealed: lost,
+    discarded: 0,
+    underruns,
+    driftPpm: 2,
   });
   it('computes loss and underruns over the recent window and keeps at most maxSamples', () => {
     const h = new StatsTimeline(0, 100);
-    for (let s = 0; s <= 120; s++) h.add('p', 'Ana', s * 1000, sample(s * 375, s >= 100 ? (s - 100) * 4 : 0, s >= 115 ? 1 : 0));
+    for (let s = 0; s <= 120; s++)
+      h.add('p', 'Ana', s * 1000, sample(s * 375, s >= 100 ? (s - 100) * 4 : 0, s >= 115 ? 1 : 0));
     const ser = h.get('p')!;
     expect(ser.samples).toHaveLength(100);
     expect(ser.samples[0].t).toBe(21);
@@ -76,7 +100,11 @@ describe('StatsTimeline', () => {
     const r = h.recent('p', 10);
     expect(r.lossPct).toBeCloseTo((100 * 40) / (3750 + 40), 9);
     expect(r.underruns).toBe(1);
-    expect(h.recent('nobody')).toEqual({ lossPct: 0, underruns: 0, causes: { late: 0, stall: 0, senderGaps: 0, ownGaps: 0 } });
+    expect(h.recent('nobody')).toEqual({
+      lossPct: 0,
+      underruns: 0,
+      causes: { late: 0, stall: 0, senderGaps: 0, ownGaps: 0 },
+    });
   });
 });
 
@@ -92,8 +120,7 @@ function parseCsv(text: string): string[][] {
       if (c === '"' && text[i + 1] === '"') {
         field += '"';
         i++;
-      }
-      else if (c === '"') quoted = false;
+      } else if (c === '"') quoted = false;
       else field += c;
     } else if (c === '"') quoted = true;
     else if (c === ',') {
@@ -111,14 +138,41 @@ function parseCsv(text: string): string[][] {
 }
 
 describe('export', () => {
-  const hist: StageHistogram = { edgesMs: [1, 2, 4, 8], counts: [0, 5, 1], p50: 2.8, p95: 4.5, p99: 4.9, max: 5, min: 1.5, mean: 3, count: 6, rejected: 0 };
+  const hist: StageHistogram = {
+    edgesMs: [1, 2, 4, 8],
+    counts: [0, 5, 1],
+    p50: 2.8,
+    p95: 4.5,
+    p99: 4.9,
+    max: 5,
+    min: 1.5,
+    mean: 3,
+    count: 6,
+    rejected: 0,
+  };
   const h = new StatsTimeline(Date.UTC(2026, 10, 21, 18, 0, 0));
   h.add('p1', 'Bo, "the drummer"', Date.UTC(2026, 10, 21, 18, 0, 1), {
-    bufferMs: 12.5, targetMs: 13, latencyMs: NaN, rttMs: 0.8, received: 375, lost: 1, late: 0, concealed: 1, discarded: 0, underruns: 0, driftPpm: -3.5,
+    bufferMs: 12.5,
+    targetMs: 13,
+    latencyMs: NaN,
+    rttMs: 0.8,
+    received: 375,
+    lost: 1,
+    late: 0,
+    concealed: 1,
+    discarded: 0,
+    underruns: 0,
+    driftPpm: -3.5,
   });
   const e = buildExport({
-    room: 'band', startedAt: h.startedAt, now: h.startedAt + 2000, sampleRate: 48000, blockFrames: 128,
-    series: h.peers(), stages: () => ({ jitterWait: hist }), local: { capture: hist },
+    room: 'band',
+    startedAt: h.startedAt,
+    now: h.startedAt + 2000,
+    sampleRate: 48000,
+    blockFrames: 128,
+    series: h.peers(),
+    stages: () => ({ jitterWait: hist }),
+    local: { capture: hist },
   });
   it('JSON holds the series and histograms, unmeasured figures as null', () => {
     const j = JSON.parse(toJson(e));
@@ -129,30 +183,71 @@ describe('export', () => {
     expect(j.local.capture.p95).toBe(4.5);
   });
   it('carries every stage by name and the devices, in JSON and CSV', () => {
-    const m2e: StageHistogram = { edgesMs: [0, 16, 32, 64], counts: [0, 300, 100], p50: 24.5, p95: 40.25, p99: 55, max: 60, min: 17, mean: 28, count: 400, rejected: 2 };
-    const empty: StageHistogram = { edgesMs: [0, 1, 2], counts: [0, 0], p50: 0, p95: 0, p99: 0, max: 0, min: 0, mean: 0, count: 0, rejected: 0 };
+    const m2e: StageHistogram = {
+      edgesMs: [0, 16, 32, 64],
+      counts: [0, 300, 100],
+      p50: 24.5,
+      p95: 40.25,
+      p99: 55,
+      max: 60,
+      min: 17,
+      mean: 28,
+      count: 400,
+      rejected: 2,
+    };
+    const empty: StageHistogram = {
+      edgesMs: [0, 1, 2],
+      counts: [0, 0],
+      p50: 0,
+      p95: 0,
+      p99: 0,
+      max: 0,
+      min: 0,
+      mean: 0,
+      count: 0,
+      rejected: 0,
+    };
     const x = buildExport({
-      room: 'band', startedAt: h.startedAt, now: h.startedAt + 2000, sampleRate: 48000, blockFrames: 128,
-      series: h.peers(), stages: () => ({ mouthToEar: m2e, network: empty }), local: { capture: hist },
+      room: 'band',
+      startedAt: h.startedAt,
+      now: h.startedAt + 2000,
+      sampleRate: 48000,
+      blockFrames: 128,
+      series: h.peers(),
+      stages: () => ({ mouthToEar: m2e, network: empty }),
+      local: { capture: hist },
       devices: { outputMs: 10.5, inputMs: NaN },
     });
     const j = JSON.parse(toJson(x));
     expect(j.devices).toEqual({ outputMs: 10.5, inputMs: null });
-    expect(j.peers[0].stages.mouthToEar).toMatchObject({ p50: 24.5, p95: 40.25, p99: 55, max: 60, count: 400, counts: [0, 300, 100] });
+    expect(j.peers[0].stages.mouthToEar).toMatchObject({
+      p50: 24.5,
+      p95: 40.25,
+      p99: 55,
+      max: 60,
+      count: 400,
+      counts: [0, 300, 100],
+    });
     expect(j.peers[0].stages.network.count).toBe(0);
 
     const rows = parseCsv(toCsv(x));
     expect(rows.every((r) => r.length === CSV_HEADER.length)).toBe(true);
     const col = (r: string[], name: string) => r[CSV_HEADER.indexOf(name)];
     const pick = (record: string, ...names: string[]) =>
-      rows.filter((r) => r[0] === record).map((r) => [col(r, 'peer'), col(r, 'stage'), ...names.map((n) => col(r, n))]);
+      rows
+        .filter((r) => r[0] === record)
+        .map((r) => [col(r, 'peer'), col(r, 'stage'), ...names.map((n) => col(r, n))]);
     // A summary per stage, the empty one too (its quantiles blank: nothing measured).
-    expect(pick('stage', 'count', 'p50_ms', 'p95_ms', 'p99_ms', 'max_ms', 'min_ms', 'mean_ms', 'rejected')).toEqual([
+    expect(
+      pick('stage', 'count', 'p50_ms', 'p95_ms', 'p99_ms', 'max_ms', 'min_ms', 'mean_ms', 'rejected'),
+    ).toEqual([
       ['p1', 'mouthToEar', '400', '24.5', '40.25', '55', '60', '17', '28', '2'],
       ['p1', 'network', '0', '', '', '', '', '', '', '0'],
       ['local', 'capture', '6', '2.8', '4.5', '4.9', '5', '1.5', '3', '0'],
     ]);
-    expect(pick('histogram', 'bin_from_ms', 'bin_to_ms', 'count').filter((r) => r[1] === 'mouthToEar')).toEqual([
+    expect(
+      pick('histogram', 'bin_from_ms', 'bin_to_ms', 'count').filter((r) => r[1] === 'mouthToEar'),
+    ).toEqual([
       ['p1', 'mouthToEar', '16', '32', '300'],
       ['p1', 'mouthToEar', '32', '64', '100'],
     ]);
@@ -175,7 +270,15 @@ describe('export', () => {
     expect(col(series[0], 'buffer_ms')).toBe('12.5');
     expect(col(series[0], 'latency_ms')).toBe('');
     const hrows = rows.filter((r) => r[0] === 'histogram');
-    expect(hrows.map((r) => [col(r, 'peer'), col(r, 'stage'), col(r, 'bin_from_ms'), col(r, 'bin_to_ms'), col(r, 'count')])).toEqual([
+    expect(
+      hrows.map((r) => [
+        col(r, 'peer'),
+        col(r, 'stage'),
+        col(r, 'bin_from_ms'),
+        col(r, 'bin_to_ms'),
+        col(r, 'count'),
+      ]),
+    ).toEqual([
       ['p1', 'jitterWait', '2', '4', '5'],
       ['p1', 'jitterWait', '4', '8', '1'],
       ['local', 'capture', '2', '4', '5'],
@@ -192,7 +295,22 @@ describe('StatsCollector', async () => {
       underruns: 0,
       quanta: 0,
       perPeer: {
-        p1: { received: 990, lost: 10, late: 5, duplicates: 0, discarded: 2, concealed: 12, underruns: 1, resets: 0, bufferedMs: 10, targetMs: 12, jitterMs: 3, driftPpm: -4, gapMaxMs: 0, gapsOver20Ms: 0 },
+        p1: {
+          received: 990,
+          lost: 10,
+          late: 5,
+          duplicates: 0,
+          discarded: 2,
+          concealed: 12,
+          underruns: 1,
+          resets: 0,
+          bufferedMs: 10,
+          targetMs: 12,
+          jitterMs: 3,
+          driftPpm: -4,
+          gapMaxMs: 0,
+          gapsOver20Ms: 0,
+        },
       },
     };
     const view = {
@@ -205,7 +323,19 @@ describe('StatsCollector', async () => {
     counters.perPeer.p1.bufferedMs = 20;
     c.sample();
     const [row] = c.current;
-    expect(row).toMatchObject({ name: 'Ana', received: 990, lost: 10, lostPct: 1, latePct: 0.5, concealedPct: 1.2, discardedPct: 0.2, bufferMs: 20, bufferAvgMs: 15, rttMs: 1.5, driftPpm: -4 });
+    expect(row).toMatchObject({
+      name: 'Ana',
+      received: 990,
+      lost: 10,
+      lostPct: 1,
+      latePct: 0.5,
+      concealedPct: 1.2,
+      discardedPct: 0.2,
+      bufferMs: 20,
+      bufferAvgMs: 15,
+      rttMs: 1.5,
+      driftPpm: -4,
+    });
     // No loss and no underrun between the two samples: the recent window is clean.
     expect(row.verdict.grade).toBe('good');
     const e = c.export();
@@ -215,7 +345,18 @@ describe('StatsCollector', async () => {
 
 /** A histogram with only the summary the view reads (one bin). */
 function stage(p50: number, p95: number, count = 100, max = p95 + 1): StageHistogram {
-  return { edgesMs: [0, 1000], counts: [count], p50, p95, p99: p95 + 0.5, max, min: p50 / 2, mean: p50, count, rejected: 0 };
+  return {
+    edgesMs: [0, 1000],
+    counts: [count],
+    p50,
+    p95,
+    p99: p95 + 0.5,
+    max,
+    min: p50 / 2,
+    mean: p50,
+    count,
+    rejected: 0,
+  };
 }
 
 describe('StatsCollector with the engine stages', async () => {
@@ -224,7 +365,22 @@ describe('StatsCollector with the engine stages', async () => {
     underruns: 0,
     quanta: 0,
     perPeer: {
-      p1: { received: 1000, lost: 0, late: 0, duplicates: 0, discarded: 0, concealed: 0, underruns: 0, resets: 0, bufferedMs: 10, targetMs: 10, jitterMs: 2, driftPpm: 0, gapMaxMs: 0, gapsOver20Ms: 0 },
+      p1: {
+        received: 1000,
+        lost: 0,
+        late: 0,
+        duplicates: 0,
+        discarded: 0,
+        concealed: 0,
+        underruns: 0,
+        resets: 0,
+        bufferedMs: 10,
+        targetMs: 10,
+        jitterMs: 2,
+        driftPpm: 0,
+        gapMaxMs: 0,
+        gapsOver20Ms: 0,
+      },
     },
   };
   const view = {
@@ -233,11 +389,18 @@ describe('StatsCollector with the engine stages', async () => {
     // The view's own estimate says 22 ms: good.
     participants: [{ peer: 'p1', name: 'Ana', format: 'PCM16 mono 256', latencyMs: 22, rttMs: 1.5 }],
   };
-  it('samples and grades the mouthToEar p50 when the engine has one, else the view\'s estimate', () => {
+  it("samples and grades the mouthToEar p50 when the engine has one, else the view's estimate", () => {
     let m2e = stage(40, 47, 0);
-    const stages = () => ({ peers: { p1: { mouthToEar: m2e, transit: stage(12, 14) } }, local: {}, devices: { outputMs: 8, inputMs: NaN } });
+    const stages = () => ({
+      peers: { p1: { mouthToEar: m2e, transit: stage(12, 14) } },
+      local: {},
+      devices: { outputMs: 8, inputMs: NaN },
+    });
     let t = 0;
-    const c = new StatsCollector({ view: view as never, counters: () => counters, latencyStages: stages }, () => (t += 1000));
+    const c = new StatsCollector(
+      { view: view as never, counters: () => counters, latencyStages: stages },
+      () => (t += 1000),
+    );
     // Nothing recorded yet in mouthToEar: the view's estimate.
     c.sample();
     expect(c.current[0]).toMatchObject({ latencyMs: 22, latencyFrom: 'estimate' });
@@ -274,7 +437,8 @@ describe('StatsCollector with the engine stages', async () => {
 });
 
 describe('latency path', async () => {
-  const { blockMsOf, inStageOrder, stageTable, splitRoundTrip, STAGE_NAMES } = await import('../../app/src/stats/collector');
+  const { blockMsOf, inStageOrder, stageTable, splitRoundTrip, STAGE_NAMES } =
+    await import('../../app/src/stats/collector');
   it('reads the block from the format', () => {
     expect(blockMsOf('PCM16 mono 128', 48000)).toBeCloseTo(2.6666667, 6);
     expect(blockMsOf('float32 stereo 64', 48000)).toBeCloseTo(1.3333333, 6);
@@ -282,7 +446,14 @@ describe('latency path', async () => {
   });
   it('lists the stages in path order, fixed figures in every column, and the per-packet sum last', () => {
     const lines = stageTable({
-      stages: { sendQueue: stage(0.5, 2), network: stage(6, 9), delivery: stage(1, 3), jitterWait: stage(8, 12), transit: stage(15.5, 22), mouthToEar: stage(29, 36) },
+      stages: {
+        sendQueue: stage(0.5, 2),
+        network: stage(6, 9),
+        delivery: stage(1, 3),
+        jitterWait: stage(8, 12),
+        transit: stage(15.5, 22),
+        mouthToEar: stage(29, 36),
+      },
       local: { capture: stage(2.7, 3) },
       devices: { outputMs: 10.7, inputMs: NaN },
       blockMs: 2.5,
@@ -306,7 +477,13 @@ describe('latency path', async () => {
     expect(by.output).toMatchObject({ p50: 10.7, max: 10.7 });
     expect(by.input.p50).toBeNaN();
     expect(by.input.note).toBe('not reported (counted as 0)');
-    expect(by.mouthToEar).toMatchObject({ label: 'Mouth to ear (estimated)', p50: 29, p95: 36, p99: 36.5, max: 37 });
+    expect(by.mouthToEar).toMatchObject({
+      label: 'Mouth to ear (estimated)',
+      p50: 29,
+      p95: 36,
+      p99: 36.5,
+      max: 37,
+    });
   });
   it('shows an empty stage as not measured', () => {
     const lines = stageTable({ stages: { network: stage(0, 0, 0) }, blockMs: NaN, rttMs: null });
@@ -317,23 +494,51 @@ describe('latency path', async () => {
     expect(lines.find((l) => l.key === 'mouthToEar')!.count).toBe(0);
   });
   it('splits a round trip into our send queue, the way back (transit here) and the way there', () => {
-    expect(splitRoundTrip({ sendQueue: stage(0.5, 1), transit: stage(15.5, 20) }, 40)).toEqual({ sendMs: 0.5, backMs: 15.5, toThemMs: 24 });
+    expect(splitRoundTrip({ sendQueue: stage(0.5, 1), transit: stage(15.5, 20) }, 40)).toEqual({
+      sendMs: 0.5,
+      backMs: 15.5,
+      toThemMs: 24,
+    });
     expect(splitRoundTrip({ transit: stage(15.5, 20) }, 40).toThemMs).toBeNaN();
     expect(splitRoundTrip({ sendQueue: stage(0.5, 1), transit: stage(0, 0, 0) }, 40).backMs).toBeNaN();
     expect(splitRoundTrip(undefined, 40).sendMs).toBeNaN();
   });
   it('orders the histograms mouth to ear first and names them', () => {
-    const order = inStageOrder(['jitterWait', 'network', 'delivery', 'sendQueue', 'transit', 'mouthToEar', 'newStage', 'capture'].map((k) => [k, 0]));
-    expect(order.map(([k]) => k)).toEqual(['mouthToEar', 'transit', 'sendQueue', 'network', 'delivery', 'jitterWait', 'capture', 'newStage']);
-    for (const k of ['mouthToEar', 'transit', 'delivery', 'sendQueue', 'network', 'jitterWait', 'capture']) expect(STAGE_NAMES[k]).toBeTruthy();
+    const order = inStageOrder(
+      ['jitterWait', 'network', 'delivery', 'sendQueue', 'transit', 'mouthToEar', 'newStage', 'capture'].map(
+        (k) => [k, 0],
+      ),
+    );
+    expect(order.map(([k]) => k)).toEqual([
+      'mouthToEar',
+      'transit',
+      'sendQueue',
+      'network',
+      'delivery',
+      'jitterWait',
+      'capture',
+      'newStage',
+    ]);
+    for (const k of ['mouthToEar', 'transit', 'delivery', 'sendQueue', 'network', 'jitterWait', 'capture'])
+      expect(STAGE_NAMES[k]).toBeTruthy();
   });
 });
 
 describe('round-trip probe', async () => {
-  const { ProbeWatch, PROBE_START_GRACE_MS, probeControls, roundTripText, selfLoop } = await import('../../app/src/stats/collector');
+  const { ProbeWatch, PROBE_START_GRACE_MS, probeControls, roundTripText, selfLoop } =
+    await import('../../app/src/stats/collector');
   type Result = NonNullable<ReturnType<import('../../app/src/stats/collector').ProbeControls['probeResult']>>;
   const result = (over: Partial<Result>): Result => ({
-    peer: 'p1', state: 'done', clicks: 10, sent: 10, heard: 10, roundTripsMs: [], medianMs: 31.25, minMs: 30, maxMs: 33.5, ...over,
+    peer: 'p1',
+    state: 'done',
+    clicks: 10,
+    sent: 10,
+    heard: 10,
+    roundTripsMs: [],
+    medianMs: 31.25,
+    minMs: 30,
+    maxMs: 33.5,
+    ...over,
   });
   function fakeProbe(first: Result | null) {
     const calls: unknown[][] = [];
@@ -347,7 +552,7 @@ describe('round-trip probe', async () => {
       echoing: () => null,
     };
   }
-  it('ignores the previous probe\'s result until the new one runs, then follows it to done', () => {
+  it("ignores the previous probe's result until the new one runs, then follows it to done", () => {
     let now = 0;
     // The stats block still shows an earlier probe of the same peer, done.
     const p = fakeProbe(result({ medianMs: 99 }));
@@ -421,7 +626,15 @@ describe('round-trip probe', async () => {
     const refused = new ProbeWatch(p, 'p1', undefined, () => now);
     p.set(result({ state: 'asking', sent: 0, heard: 0 }));
     expect(refused.poll()).toBe('asking');
-    p.set(result({ state: 'refused', sent: 0, heard: 0, medianMs: NaN, message: 'Bea declined the round-trip measurement.' }));
+    p.set(
+      result({
+        state: 'refused',
+        sent: 0,
+        heard: 0,
+        medianMs: NaN,
+        message: 'Bea declined the round-trip measurement.',
+      }),
+    );
     expect(refused.poll()).toBe('refused');
     expect(refused.finished).toBe(true);
     expect(refused.result?.message).toBe('Bea declined the round-trip measurement.');
@@ -431,13 +644,17 @@ describe('round-trip probe', async () => {
     expect(probeControls({ startProbe() {} })).toBeNull();
   });
   it('words a peer round trip, lost clicks and a peer that did not echo', () => {
-    expect(roundTripText(result({}), 'Ana')).toBe('Round trip: median 31.3 ms (min–max 30.0–33.5 ms over 10 clicks)');
-    expect(roundTripText(result({ heard: 9 }), 'Ana')).toBe('Round trip: median 31.3 ms (min–max 30.0–33.5 ms over 9 clicks); 1 of 10 lost');
+    expect(roundTripText(result({}), 'Ana')).toBe(
+      'Round trip: median 31.3 ms (min–max 30.0–33.5 ms over 10 clicks)',
+    );
+    expect(roundTripText(result({ heard: 9 }), 'Ana')).toBe(
+      'Round trip: median 31.3 ms (min–max 30.0–33.5 ms over 9 clicks); 1 of 10 lost',
+    );
     expect(roundTripText(result({ heard: 0, medianMs: NaN, minMs: NaN, maxMs: NaN }), 'Ana')).toBe(
       'No click came back: Ana did not echo (an older version of Tutti, or muted).',
     );
   });
-  it('adds the devices to the sound check\'s engine round trip when they report it', () => {
+  it("adds the devices to the sound check's engine round trip when they report it", () => {
     const r = result({ medianMs: 8, minMs: 7.9, maxMs: 8.4 });
     const both = selfLoop(r, { outputMs: 10.5, inputMs: 3 });
     expect(both).toMatchObject({ engineMs: 8, totalMs: 21.5 });
@@ -447,7 +664,9 @@ describe('round-trip probe', async () => {
     const noInput = selfLoop(r, { outputMs: 10.5, inputMs: NaN });
     expect(noInput.totalMs).toBe(18.5);
     expect(noInput.devices).toBe('Devices: output 10.5 ms, input not reported');
-    expect(noInput.total).toBe('Total local I/O + engine: 18.5 ms (engine + output; the input device does not report its latency, so it is not included)');
+    expect(noInput.total).toBe(
+      'Total local I/O + engine: 18.5 ms (engine + output; the input device does not report its latency, so it is not included)',
+    );
     expect(selfLoop(r, { outputMs: NaN, inputMs: NaN }).total).toBe(
       'Total local I/O + engine: 8.0 ms (engine; neither device reports its latency, so neither is included)',
     );

@@ -4,7 +4,15 @@
 import 'fake-indexeddb/auto';
 import { IDBFactory } from 'fake-indexeddb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { closeDB, db, LEGACY_KEYS, openLimits, openTutti, storageNote, type LegacyStore } from '../../app/src/store/db';
+import {
+  closeDB,
+  db,
+  LEGACY_KEYS,
+  openLimits,
+  openTutti,
+  storageNote,
+  type LegacyStore,
+} from '../../app/src/store/db';
 import { closeDangling, recentSessions, SessionLog, STALE_AFTER_MS } from '../../app/src/store/history';
 import { loadMix, mixMemory, recentRooms, resetRoomsMemory, touchRoom } from '../../app/src/store/rooms';
 import { DB_NAME, DB_VERSION } from '../../app/src/store/schema';
@@ -95,7 +103,11 @@ describe('settings', () => {
 
   it('reads malformed stored values as defaults', async () => {
     await putRaw('settings', 42, 'name');
-    await putRaw('settings', { inputDeviceId: 7, channels: 3, blockFrames: 100, buffer: { mode: 'fixed', packets: 40 } }, 'audio');
+    await putRaw(
+      'settings',
+      { inputDeviceId: 7, channels: 3, blockFrames: 100, buffer: { mode: 'fixed', packets: 40 } },
+      'audio',
+    );
     expect(await loadSettings()).toEqual({ name: '', audio: DEFAULT_AUDIO });
     await putRaw('settings', 'x'.repeat(100), 'name');
     await putRaw('settings', null, 'audio');
@@ -167,7 +179,6 @@ describe('rooms', () => {
   });
 });
 
-
 function view(joined: boolean, participants: ParticipantView[], engineUnderruns = 0): RoomView {
   return roomView(participants, { joined, engineUnderruns });
 }
@@ -178,9 +189,22 @@ describe('history', () => {
     log.observe(view(false, []), 1000); // not accepted yet: no record
     expect(await recentSessions(5, 1000)).toEqual([]);
     log.observe(view(true, [participant('p1', 'Bea', { bufferMs: 10, latencyMs: 20, lossPct: 1 })]), 2000);
-    log.observe(view(true, [participant('p1', 'Bea', { bufferMs: 30, latencyMs: 40, lossPct: 2, underruns: 3 })]), 3000);
+    log.observe(
+      view(true, [participant('p1', 'Bea', { bufferMs: 30, latencyMs: 40, lossPct: 2, underruns: 3 })]),
+      3000,
+    );
     // Cy's link never connects: named, but no buffer figures.
-    log.observe(view(true, [participant('p1', 'Bea', { bufferMs: 20, underruns: 4, lossPct: 2 }), participant('p2', 'Cy', { link: 'connecting' })], 7), 4000);
+    log.observe(
+      view(
+        true,
+        [
+          participant('p1', 'Bea', { bufferMs: 20, underruns: 4, lossPct: 2 }),
+          participant('p2', 'Cy', { link: 'connecting' }),
+        ],
+        7,
+      ),
+      4000,
+    );
     // Bea rejoins with a new peer id: her counters start again and add up.
     log.observe(view(true, [participant('p3', 'Bea', { bufferMs: 40, underruns: 1, lossPct: 0 })], 7), 5000);
     await log.end(65_000);
@@ -260,8 +284,18 @@ describe('schema upgrade', () => {
     );
     const conn = await openTutti({ legacy: null });
     expect(conn.version).toBe(DB_VERSION);
-    expect([...conn.objectStoreNames].sort()).toEqual(['chunks', 'recordings', 'rooms', 'sessions', 'settings']);
-    expect(await conn.get('rooms', 'quartet')).toEqual({ name: 'quartet', lastJoined: 1700000000000, mix: {} });
+    expect([...conn.objectStoreNames].sort()).toEqual([
+      'chunks',
+      'recordings',
+      'rooms',
+      'sessions',
+      'settings',
+    ]);
+    expect(await conn.get('rooms', 'quartet')).toEqual({
+      name: 'quartet',
+      lastJoined: 1700000000000,
+      mix: {},
+    });
     expect(await conn.get('rooms', 'duo')).toEqual({ name: 'duo', lastJoined: 1600000000000, mix: {} });
     expect(await conn.count('rooms')).toBe(2); // the record that was not a room is dropped
     expect(await conn.get('settings', 'name')).toBe('Ada');
@@ -274,7 +308,10 @@ describe('schema upgrade', () => {
     expect(tx.objectStore('chunks').keyPath).toEqual(['recordingId', 'track', 'index']);
     conn.close();
     // Through the app's own reads: the version 1 audio settings gain the adaptive buffer.
-    expect(await loadSettings()).toEqual({ name: 'Ada', audio: { ...audioV1, buffer: { mode: 'adaptive' } } });
+    expect(await loadSettings()).toEqual({
+      name: 'Ada',
+      audio: { ...audioV1, buffer: { mode: 'adaptive' } },
+    });
     expect(await recentRooms()).toEqual([
       { name: 'quartet', lastJoined: 1700000000000 },
       { name: 'duo', lastJoined: 1600000000000 },
@@ -294,7 +331,12 @@ describe('import from localStorage', () => {
     const legacy = legacyStore({
       [LEGACY_KEYS.name]: JSON.stringify('Bea'),
       [LEGACY_KEYS.recent]: JSON.stringify(['newest', 42, 'bad name', 'newest', 'older']),
-      [LEGACY_KEYS.audio]: JSON.stringify({ inputDeviceId: 'm', outputDeviceId: 'o', channels: 2, blockFrames: 64 }),
+      [LEGACY_KEYS.audio]: JSON.stringify({
+        inputDeviceId: 'm',
+        outputDeviceId: 'o',
+        channels: 2,
+        blockFrames: 64,
+      }),
       'other.key': 'kept',
     });
     const conn = await openTutti({ legacy });

@@ -12,7 +12,9 @@ const ISOLATION = {
 
 describe('withIsolation', () => {
   it('adds the isolation headers and the CSP to a bare response, keeping status and body', async () => {
-    const r = withIsolation(new Response('<p>hi</p>', { status: 200, statusText: 'OK', headers: { 'content-type': 'text/html' } }));
+    const r = withIsolation(
+      new Response('<p>hi</p>', { status: 200, statusText: 'OK', headers: { 'content-type': 'text/html' } }),
+    );
     for (const [name, value] of Object.entries(ISOLATION)) expect(r.headers.get(name)).toBe(value);
     expect(r.headers.get('content-security-policy')).toBe(SECURITY_HEADERS['Content-Security-Policy']);
     expect(r.headers.get('content-type')).toBe('text/html');
@@ -27,7 +29,11 @@ describe('withIsolation', () => {
   });
 
   it('overrides a wrong isolation value but keeps the CSP the server sent', () => {
-    const headers = { ...SECURITY_HEADERS, 'Cross-Origin-Embedder-Policy': 'unsafe-none', 'Content-Security-Policy': "default-src 'self'" };
+    const headers = {
+      ...SECURITY_HEADERS,
+      'Cross-Origin-Embedder-Policy': 'unsafe-none',
+      'Content-Security-Policy': "default-src 'self'",
+    };
     const r = withIsolation(new Response('x', { headers }));
     expect(r.headers.get('cross-origin-embedder-policy')).toBe('require-corp');
     expect(r.headers.get('content-security-policy')).toBe("default-src 'self'");

@@ -15,7 +15,10 @@ import { participant, roomView } from './views';
 let mounted: ReturnType<typeof mount> | null = null;
 
 /** Mounts one of the components (each has its own props type) with `props`. */
-function render<Props extends Record<string, unknown>>(component: Component<Props>, props: Props): HTMLElement {
+function render<Props extends Record<string, unknown>>(
+  component: Component<Props>,
+  props: Props,
+): HTMLElement {
   const target = document.createElement('div');
   document.body.replaceChildren(target);
   mounted = mount(component, { target, props });
@@ -76,7 +79,9 @@ describe('error banner', () => {
     );
     expect(button.disabled).toBe(true);
     button.click();
-    q(target, 'retry-password')!.closest('form')!.dispatchEvent(new Event('submit', { cancelable: true }));
+    q(target, 'retry-password')!
+      .closest('form')!
+      .dispatchEvent(new Event('submit', { cancelable: true }));
     expect(calls).toEqual([]);
     vi.advanceTimersByTime(3_000);
     flushSync();
@@ -106,14 +111,22 @@ describe('error banner', () => {
 
 describe('room header', () => {
   const access = (over: Partial<RoomAccess> = {}): RoomAccess => ({
-    isOwner: false, locked: false, protected: false, private: false, ...over,
+    isOwner: false,
+    locked: false,
+    protected: false,
+    private: false,
+    ...over,
   });
 
   it('shows whether the room has a password, is private or locked, and shares the key', () => {
     const key = 'AbCdEfGhIjKlMnOpQrSt_-';
     const target = render(RoomHeader, {
-      room: 'band', roomKey: key, signaling: 'open', joined: true,
-      access: access({ protected: true, private: true, locked: true }), onleave: () => {},
+      room: 'band',
+      roomKey: key,
+      signaling: 'open',
+      joined: true,
+      access: access({ protected: true, private: true, locked: true }),
+      onleave: () => {},
     });
     expect(q(target, 'share-link')!.textContent).toBe(`${location.origin}/r/band#k=${key}`);
     expect(q(target, 'room-protected')!.dataset.protected).toBe('true');
@@ -126,8 +139,12 @@ describe('room header', () => {
   it('gives the owner a lock that follows the server', () => {
     const locks: boolean[] = [];
     const target = render(RoomHeader, {
-      room: 'band', signaling: 'open', joined: true, access: access({ isOwner: true }),
-      onleave: () => {}, onlock: (l: boolean) => locks.push(l),
+      room: 'band',
+      signaling: 'open',
+      joined: true,
+      access: access({ isOwner: true }),
+      onleave: () => {},
+      onlock: (l: boolean) => locks.push(l),
     });
     expect(q(target, 'room-protected')!.textContent).toContain('No password');
     const lock = q(target, 'lock-room')!;
@@ -140,10 +157,19 @@ describe('room header', () => {
 
 describe('participant strip', () => {
   const p: ParticipantView = {
-    peer: 'p1', name: 'Bo', link: 'connected',
+    peer: 'p1',
+    name: 'Bo',
+    link: 'connected',
     levels: { peakL: -12, peakR: -12, rmsL: -20, rmsR: -20 },
     strip: { gainDb: 0, pan: 0, mute: false, solo: false },
-    latencyMs: null, rttMs: null, bufferMs: 0, targetMs: 0, lossPct: 0, underruns: 0, senderGaps: 0, format: '',
+    latencyMs: null,
+    rttMs: null,
+    bufferMs: 0,
+    targetMs: 0,
+    lossPct: 0,
+    underruns: 0,
+    senderGaps: 0,
+    format: '',
   };
 
   it('lets the owner remove a participant after confirming', () => {
@@ -171,7 +197,12 @@ describe('participant strip', () => {
 describe('name field', () => {
   it('refuses in place what the server would refuse, and joins with the trimmed name', () => {
     const joins: string[] = [];
-    const target = render(JoinCard, { room: 'band', privateRoom: true, knownName: '', onjoin: (n: string) => joins.push(n) });
+    const target = render(JoinCard, {
+      room: 'band',
+      privateRoom: true,
+      knownName: '',
+      onjoin: (n: string) => joins.push(n),
+    });
     expect(q(target, 'join-private')).not.toBeNull();
     const submit = () => {
       q(target, 'join')!.click();
@@ -195,7 +226,10 @@ describe('name field', () => {
 describe('room view for the owner', () => {
   function session(view: RoomView) {
     const calls: unknown[][] = [];
-    const record = (name: string) => (...args: unknown[]) => void calls.push([name, ...args]);
+    const record =
+      (name: string) =>
+      (...args: unknown[]) =>
+        void calls.push([name, ...args]);
     const s = {
       view,
       subscribe: (fn: (v: RoomView) => void) => (fn(view), () => {}),
@@ -214,14 +248,21 @@ describe('room view for the owner', () => {
 
   it('reaches the session with the lock and a confirmed removal, and shows a refusal as a notice', () => {
     const view = roomView([participant('p1', 'Bo')]);
-    const owned: RoomView = { ...view, access: { ...view.access, isOwner: true }, notice: 'Only the room’s owner can do that.' };
+    const owned: RoomView = {
+      ...view,
+      access: { ...view.access, isOwner: true },
+      notice: 'Only the room’s owner can do that.',
+    };
     const { s, calls } = session(owned);
     const target = render(Room, { session: s, onleave: () => {}, onhome: () => {} });
     q(target, 'lock-room')!.click();
     q(target, 'strip-remove')!.click();
     flushSync();
     q(target, 'strip-remove-confirm')!.click();
-    expect(calls).toEqual([['setLocked', true], ['removePeer', 'p1']]);
+    expect(calls).toEqual([
+      ['setLocked', true],
+      ['removePeer', 'p1'],
+    ]);
     expect(q(target, 'room-notice')!.textContent).toBe('Only the room’s owner can do that.');
   });
 

@@ -126,7 +126,10 @@ describe('engine support check', () => {
     expect(insecure.title).toMatch(/secure context/);
     const notIsolated = checkEngineSupport({ ...ok, crossOriginIsolated: false } as typeof globalThis);
     expect(notIsolated.title).toMatch(/crossOriginIsolated/);
-    const noWorklet = checkEngineSupport({ ...ok, AudioWorkletNode: undefined } as unknown as typeof globalThis);
+    const noWorklet = checkEngineSupport({
+      ...ok,
+      AudioWorkletNode: undefined,
+    } as unknown as typeof globalThis);
     expect(noWorklet.title).toMatch(/AudioWorklet/);
   });
 });

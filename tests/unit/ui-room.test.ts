@@ -127,7 +127,12 @@ describe('Room view', () => {
     expect(q(target, 'share-link')!.textContent).toBe(`${location.origin}/r/warm-cello-42`);
     expect(q(target, 'signaling-state')!.getAttribute('data-state')).toBe('open');
 
-    s.push(fixture({ signaling: 'reconnecting', participants: [participant('p1', 'Bo'), participant('p2', 'Cy')] }));
+    s.push(
+      fixture({
+        signaling: 'reconnecting',
+        participants: [participant('p1', 'Bo'), participant('p2', 'Cy')],
+      }),
+    );
     flushSync();
     expect(target.textContent).not.toContain('Waiting for others');
     expect(qa(target, 'strip').map((e) => e.getAttribute('data-name'))).toEqual(['Bo', 'Cy']);
@@ -191,10 +196,19 @@ describe('Room view', () => {
     const target = render(s);
     expect(q(target, 'echo-request')).toBeNull();
     expect(q(target, 'echo-notice')).toBeNull();
-    s.push(fixture({
-      participants: [participant('p1', evil), participant('p2', 'Bea')],
-      echo: { requests: [{ peer: 'p1', name: evil, seconds: 8 }, { peer: 'p2', name: 'Bea', seconds: 8 }], echoing: null, autoAllow: false },
-    }));
+    s.push(
+      fixture({
+        participants: [participant('p1', evil), participant('p2', 'Bea')],
+        echo: {
+          requests: [
+            { peer: 'p1', name: evil, seconds: 8 },
+            { peer: 'p2', name: 'Bea', seconds: 8 },
+          ],
+          echoing: null,
+          autoAllow: false,
+        },
+      }),
+    );
     flushSync();
     const prompts = qa(target, 'echo-request');
     expect(prompts.map((p) => p.getAttribute('data-peer'))).toEqual(['p1', 'p2']);
@@ -208,13 +222,23 @@ describe('Room view', () => {
     const auto = q(target, 'echo-auto') as HTMLInputElement;
     expect(auto.checked).toBe(false);
     auto.click();
-    s.push(fixture({ participants: [participant('p2', 'Bea')], echo: { requests: [], echoing: { peer: 'p2', name: 'Bea' }, autoAllow: true } }));
+    s.push(
+      fixture({
+        participants: [participant('p2', 'Bea')],
+        echo: { requests: [], echoing: { peer: 'p2', name: 'Bea' }, autoAllow: true },
+      }),
+    );
     flushSync();
     expect(q(target, 'echo-request')).toBeNull();
     expect(q(target, 'echo-notice')!.textContent).toContain('Bea');
     expect((q(target, 'echo-auto') as HTMLInputElement).checked).toBe(true);
     (q(target, 'echo-stop') as HTMLButtonElement).click();
-    expect(s.calls).toEqual([['answerEcho', 'p1', false], ['answerEcho', 'p2', true], ['setEchoAutoAllow', true], ['stopEcho']]);
+    expect(s.calls).toEqual([
+      ['answerEcho', 'p1', false],
+      ['answerEcho', 'p2', true],
+      ['setEchoAutoAllow', true],
+      ['stopEcho'],
+    ]);
   });
 
   it('unsubscribes when it goes away', () => {

@@ -24,7 +24,10 @@ export function participant(peer: string, name: string, f: Partial<ParticipantVi
 }
 
 /** Room 'band' as the user 'me' sees it, joined or not yet. */
-export function roomView(participants: ParticipantView[], { joined = true, engineUnderruns = 0 } = {}): RoomView {
+export function roomView(
+  participants: ParticipantView[],
+  { joined = true, engineUnderruns = 0 } = {},
+): RoomView {
   return {
     room: 'band',
     key: null,

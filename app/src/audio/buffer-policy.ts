@@ -24,8 +24,7 @@ export const FIXED_PACKETS_DEFAULT = 8;
 
 /** What an engine runs. */
 export type BufferPolicy =
-  | { mode: 'adaptive'; floorFrames: number; ceilingFrames: number }
-  | { mode: 'fixed'; packets: number };
+  { mode: 'adaptive'; floorFrames: number; ceilingFrames: number } | { mode: 'fixed'; packets: number };
 
 /** What the user chooses and the settings keep. */
 export type BufferSetting = { mode: 'adaptive' } | { mode: 'fixed'; packets: number };
@@ -40,7 +39,9 @@ export const DEFAULT_BUFFER_SETTING: BufferSetting = { mode: 'adaptive' };
 
 /** The policy an engine runs for the user's choice. */
 export function policyOf(setting: BufferSetting): BufferPolicy {
-  return setting.mode === 'fixed' ? { mode: 'fixed', packets: setting.packets } : { ...DEFAULT_BUFFER_POLICY };
+  return setting.mode === 'fixed'
+    ? { mode: 'fixed', packets: setting.packets }
+    : { ...DEFAULT_BUFFER_POLICY };
 }
 
 /**
@@ -58,7 +59,8 @@ export function sanitizePolicy(p: {
     const n = Number.isFinite(p.packets) ? Math.floor(p.packets as number) : FIXED_PACKETS_DEFAULT;
     return { mode: 'fixed', packets: Math.max(1, Math.min(n || 1, 4096)) };
   }
-  const frames = (v: number | undefined, dflt: number) => (Number.isFinite(v) ? Math.max(0, Math.floor(v as number)) : dflt);
+  const frames = (v: number | undefined, dflt: number) =>
+    Number.isFinite(v) ? Math.max(0, Math.floor(v as number)) : dflt;
   return {
     mode: 'adaptive',
     floorFrames: frames(p.floorFrames, BUFFER_FLOOR_FRAMES),

@@ -124,9 +124,7 @@ export const TRACK_PEER_BASE = 2;
 export const RECORD_TRACK_SAMPLES = 2 * QUANTUM;
 
 /** Allocates the shared buffers an engine needs. */
-export function createBuffers(
-  opts: { inboundBytes?: number; outboundBytes?: number } = {},
-): EngineBuffers {
+export function createBuffers(opts: { inboundBytes?: number; outboundBytes?: number } = {}): EngineBuffers {
   return {
     inbound: new SharedArrayBuffer(DATA_OFFSET + (opts.inboundBytes ?? INBOUND_BYTES)),
     outbound: new SharedArrayBuffer(DATA_OFFSET + (opts.outboundBytes ?? OUTBOUND_BYTES)),
@@ -164,14 +162,7 @@ export interface TuttiExports {
   tutti_set_device_latency(h: number, outputUs: number, inputUs: number): void;
   tutti_add_peer(h: number, slot: number): number;
   tutti_remove_peer(h: number, slot: number): number;
-  tutti_set_strip(
-    h: number,
-    slot: number,
-    gain: number,
-    pan: number,
-    mute: number,
-    solo: number,
-  ): number;
+  tutti_set_strip(h: number, slot: number, gain: number, pan: number, mute: number, solo: number): number;
   tutti_set_master(h: number, gain: number): void;
   tutti_set_recording(h: number, on: number): void;
   tutti_stem_ptr(h: number, slot: number, channel: number): number;
@@ -270,10 +261,7 @@ export class WasmEngineCore implements EngineCore {
         ? new Float64Array(buffers.histograms, 0, histogramsLen)
         : null;
     this.inboundMirror = new RingMirror(buffers.inbound, this.memoryView(e.tutti_inbound_ptr, inCap));
-    this.outboundMirror = new RingMirror(
-      buffers.outbound,
-      this.memoryView(e.tutti_outbound_ptr, outCap),
-    );
+    this.outboundMirror = new RingMirror(buffers.outbound, this.memoryView(e.tutti_outbound_ptr, outCap));
     // The outbound mirror must start equal to the ring's data area.
     this.outboundMirror.syncMirror();
     this.bind();
@@ -299,11 +287,7 @@ export class WasmEngineCore implements EngineCore {
     this.outLView = new Float32Array(buf, e.tutti_output_ptr(h, 0), QUANTUM);
     this.outRView = new Float32Array(buf, e.tutti_output_ptr(h, 1), QUANTUM);
     this.statsView = new Float64Array(buf, e.tutti_stats_ptr(h), e.tutti_stats_len(h));
-    this.histogramsView = new Float64Array(
-      buf,
-      e.tutti_histograms_ptr(h),
-      e.tutti_histograms_len(h),
-    );
+    this.histogramsView = new Float64Array(buf, e.tutti_histograms_ptr(h), e.tutti_histograms_len(h));
     this.stemL = [];
     this.stemR = [];
     for (let i = 0; i < this.slots.length; i++) {

@@ -124,11 +124,7 @@ export interface LatencySnapshot {
  * Copies a consistent snapshot of the shared histogram block into `into`. Returns false when the
  * engine kept writing during every attempt; the caller retries later.
  */
-export function readHistogramBlock(
-  shared: Float64Array,
-  into: Float64Array,
-  attempts = 4,
-): boolean {
+export function readHistogramBlock(shared: Float64Array, into: Float64Array, attempts = 4): boolean {
   for (let i = 0; i < attempts; i++) {
     const before = shared[HB_SEQUENCE];
     if (before % 2 !== 0) continue;

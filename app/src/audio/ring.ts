@@ -303,7 +303,16 @@ export class RingWriter {
     const write = Atomics.load(this.words, WRITE_WORD);
     const read = Atomics.load(this.words, READ_WORD);
     const next = writeRecord(
-      this.bytes, DATA_OFFSET, this.capacity, write, read, tag, time >>> 0, src, offset, length,
+      this.bytes,
+      DATA_OFFSET,
+      this.capacity,
+      write,
+      read,
+      tag,
+      time >>> 0,
+      src,
+      offset,
+      length,
     );
     if (next < 0) {
       this.lastError = next;

@@ -120,7 +120,8 @@ export function readGlobals(block: Float64Array): EngineGlobals {
 export function readProbe(block: Float64Array): ProbeStats {
   const sent = block[S.G_PROBE_SENT];
   const roundTripsMs: number[] = [];
-  for (let i = 0; i < Math.min(sent, S.PROBE_MAX_CLICKS); i++) roundTripsMs.push(block[S.G_PROBE_RESULTS_AT + i]);
+  for (let i = 0; i < Math.min(sent, S.PROBE_MAX_CLICKS); i++)
+    roundTripsMs.push(block[S.G_PROBE_RESULTS_AT + i]);
   return {
     state: block[S.G_PROBE_STATE],
     slot: block[S.G_PROBE_SLOT],

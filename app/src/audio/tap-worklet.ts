@@ -6,15 +6,7 @@
 //
 // processorOptions: { shared: SharedArrayBuffer } from createTapBuffer().
 
-import {
-  TAP_ARMED,
-  TAP_FULL,
-  TAP_SILENT,
-  TAP_START,
-  TAP_WRITTEN,
-  tapViews,
-  type TapViews,
-} from './tap';
+import { TAP_ARMED, TAP_FULL, TAP_SILENT, TAP_START, TAP_WRITTEN, tapViews, type TapViews } from './tap';
 
 class TapProcessor extends AudioWorkletProcessor {
   private readonly views: TapViews;

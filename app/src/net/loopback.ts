@@ -17,7 +17,8 @@ export class LoopbackChannel {
   delivered = 0;
 
   send(data: ArrayBufferView | ArrayBuffer): void {
-    if (this.readyState !== 'open') throw new DOMException('the loopback channel is closed', 'InvalidStateError');
+    if (this.readyState !== 'open')
+      throw new DOMException('the loopback channel is closed', 'InvalidStateError');
     const bytes =
       data instanceof ArrayBuffer
         ? data.slice(0)

@@ -284,7 +284,9 @@ export class Mesh {
     if (link.pending.push(c)) return;
     this.droppedCandidates++;
     if (link.pending.dropped === 1) {
-      console.warn(`mesh: more than ${link.pending.limit} early candidates from ${link.peer.slice(0, 8)}: dropping the rest`);
+      console.warn(
+        `mesh: more than ${link.pending.limit} early candidates from ${link.peer.slice(0, 8)}: dropping the rest`,
+      );
     }
   }
 
@@ -306,11 +308,18 @@ export class Mesh {
       try {
         const report = await link.pc.getStats();
         let rtt: number | null = null;
-        report.forEach((s: { type: string; state?: string; nominated?: boolean; currentRoundTripTime?: number }) => {
-          if (s.type === 'candidate-pair' && s.state === 'succeeded' && s.nominated && typeof s.currentRoundTripTime === 'number') {
-            rtt = s.currentRoundTripTime * 1000;
-          }
-        });
+        report.forEach(
+          (s: { type: string; state?: string; nominated?: boolean; currentRoundTripTime?: number }) => {
+            if (
+              s.type === 'candidate-pair' &&
+              s.state === 'succeeded' &&
+              s.nominated &&
+              typeof s.currentRoundTripTime === 'number'
+            ) {
+              rtt = s.currentRoundTripTime * 1000;
+            }
+          },
+        );
         link.rttMs = rtt;
       } catch {
         // The connection closed while we asked.

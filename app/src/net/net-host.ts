@@ -64,7 +64,11 @@ export function createPumpHost(
     worker.onmessage = (ev: MessageEvent<{ type: string; message?: string } | EchoEvent>) => {
       const data = ev.data;
       if (data?.type === 'error') console.error(`net worker: ${(data as { message?: string }).message}`);
-      else if (data?.type === 'echo-request' || data?.type === 'echo-withdrawn' || data?.type === 'echo-reply') {
+      else if (
+        data?.type === 'echo-request' ||
+        data?.type === 'echo-withdrawn' ||
+        data?.type === 'echo-reply'
+      ) {
         onEcho(data as EchoEvent);
       }
     };

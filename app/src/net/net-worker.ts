@@ -47,8 +47,13 @@ scope.onmessage = (ev: MessageEvent<NetWorkerMessage>) => {
     switch (msg.type) {
       case 'init':
         pump?.stop();
-        pump = new PacketPump(msg.inbound, msg.outbound, msg.netStats, msg.maxPeers, 'worker', (ev: EchoEvent) =>
-          scope.postMessage(ev),
+        pump = new PacketPump(
+          msg.inbound,
+          msg.outbound,
+          msg.netStats,
+          msg.maxPeers,
+          'worker',
+          (ev: EchoEvent) => scope.postMessage(ev),
         );
         pump.start();
         break;

@@ -101,7 +101,13 @@ export interface JoinFields {
 /** What a client sends to join, optional fields only when set. The key and owner secret travel
  * only here, never in a URL. */
 export function joinMessage(p: JoinFields): Record<string, string> {
-  const msg: Record<string, string> = { type: 'join', room: p.room, name: p.name, peer: p.peer, token: p.token };
+  const msg: Record<string, string> = {
+    type: 'join',
+    room: p.room,
+    name: p.name,
+    peer: p.peer,
+    token: p.token,
+  };
   if (p.password) msg.password = p.password;
   if (p.key) msg.key = p.key;
   if (p.owner) msg.owner = p.owner;
@@ -156,7 +162,9 @@ export function parseServerMessage(text: string): ServerMessage | null {
     case 'peer-joined':
       return typeof v.peer === 'string' && typeof v.name === 'string' ? (v as ServerMessage) : null;
     case 'peer-left':
-      return typeof v.peer === 'string' ? { type: 'peer-left', peer: v.peer, reason: String(v.reason ?? 'left') } : null;
+      return typeof v.peer === 'string'
+        ? { type: 'peer-left', peer: v.peer, reason: String(v.reason ?? 'left') }
+        : null;
     case 'signal':
       return typeof v.from === 'string' ? (v as ServerMessage) : null;
     case 'pong':

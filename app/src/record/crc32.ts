@@ -32,11 +32,7 @@ export function crc32Update(state: number, bytes: Uint8Array): number {
   const end4 = n - (n % 4);
   for (; i < end4; i += 4) {
     c ^= bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24);
-    c =
-      t[768 + (c & 0xff)]! ^
-      t[512 + ((c >>> 8) & 0xff)]! ^
-      t[256 + ((c >>> 16) & 0xff)]! ^
-      t[c >>> 24]!;
+    c = t[768 + (c & 0xff)]! ^ t[512 + ((c >>> 8) & 0xff)]! ^ t[256 + ((c >>> 16) & 0xff)]! ^ t[c >>> 24]!;
   }
   for (; i < n; i++) c = t[(c ^ bytes[i]!) & 0xff]! ^ (c >>> 8);
   return c >>> 0;

@@ -12,7 +12,14 @@ import { appendChunks, createRecording, finishRecording } from './store';
 import type { RecordingMeta } from '../store/schema';
 
 export type RecorderWorkerMessage =
-  | { type: 'start'; id: string; room: string; sampleRate: number; startedAt: number; ring: SharedArrayBuffer }
+  | {
+      type: 'start';
+      id: string;
+      room: string;
+      sampleRate: number;
+      startedAt: number;
+      ring: SharedArrayBuffer;
+    }
   | { type: 'track'; tag: number; info: TrackInfo }
   | { type: 'stop' };
 

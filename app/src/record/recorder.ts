@@ -99,7 +99,14 @@ export class SessionRecorder {
         (err) => (started ? opts.onError?.(err) : reject(err)),
       );
       for (const [tag, info] of opts.tracks) rec.setTrack(tag, info);
-      rec.post({ type: 'start', id: rec.id, room: opts.room, sampleRate: opts.sampleRate, startedAt: Date.now(), ring });
+      rec.post({
+        type: 'start',
+        id: rec.id,
+        room: opts.room,
+        sampleRate: opts.sampleRate,
+        startedAt: Date.now(),
+        ring,
+      });
     });
     opts.engine.control({ type: 'record', on: true, ring });
     return rec;

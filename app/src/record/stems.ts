@@ -48,7 +48,11 @@ function baseName(meta: RecordingMeta): string {
 
 /** `<room>-<yyyy-mm-dd-hhmm>-<nn>-<track name>.wav`, nn = the track's position from 01. */
 export function stemFileName(meta: RecordingMeta, track: TrackMeta): string {
-  const pos = Math.max(0, meta.tracks.findIndex((t) => t.track === track.track)) + 1;
+  const pos =
+    Math.max(
+      0,
+      meta.tracks.findIndex((t) => t.track === track.track),
+    ) + 1;
   return `${baseName(meta)}-${pad2(pos)}-${safeName(track.name, track.kind)}.wav`;
 }
 
@@ -111,7 +115,11 @@ function samplesOf(ch: Chunk, skip: number, frames: number, channels: 1 | 2): Fl
  * gaps are silence; a chunk overlapping what is already written loses its overlap, frames past
  * `meta.frames` are cut, malformed chunks are dropped (all counted in `dropped`).
  */
-export async function exportStem(meta: RecordingMeta, track: TrackMeta, format: WavFormat = 'f32'): Promise<Stem> {
+export async function exportStem(
+  meta: RecordingMeta,
+  track: TrackMeta,
+  format: WavFormat = 'f32',
+): Promise<Stem> {
   const channels = track.channels;
   const total = meta.frames;
   const frameBytes = channels * bytesPerSample(format);

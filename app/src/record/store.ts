@@ -54,11 +54,15 @@ function validTrack(v: unknown): TrackMeta | null {
     kind: o.kind,
     name: typeof o.name === 'string' ? o.name : '',
     channels: o.channels,
-    startFrame: typeof o.startFrame === 'number' && Number.isInteger(o.startFrame) && o.startFrame >= 0 ? o.startFrame : 0,
+    startFrame:
+      typeof o.startFrame === 'number' && Number.isInteger(o.startFrame) && o.startFrame >= 0
+        ? o.startFrame
+        : 0,
   };
 }
 
-const count = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : 0);
+const count = (v: unknown): number =>
+  typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : 0;
 
 /** A stored meta read back (untrusted: other versions, hand edits), or null when unusable. */
 export function validRecording(v: unknown): RecordingMeta | null {
@@ -66,7 +70,8 @@ export function validRecording(v: unknown): RecordingMeta | null {
   const o = v as Record<string, unknown>;
   if (typeof o.id !== 'string' || o.id === '') return null;
   if (typeof o.sampleRate !== 'number' || !Number.isInteger(o.sampleRate) || o.sampleRate < 1) return null;
-  const state = o.state === 'recording' || o.state === 'complete' || o.state === 'interrupted' ? o.state : 'interrupted';
+  const state =
+    o.state === 'recording' || o.state === 'complete' || o.state === 'interrupted' ? o.state : 'interrupted';
   const startedAt = count(o.startedAt);
   const tracks: TrackMeta[] = [];
   if (Array.isArray(o.tracks)) {
@@ -117,12 +122,20 @@ export async function createRecording(init: NewRecording): Promise<RecordingMeta
 
 function checkChunk(id: string, ch: Chunk): void {
   if (ch.recordingId !== id) throw new RangeError(`chunk of recording ${ch.recordingId} appended to ${id}`);
-  if (ch.channels !== 1 && ch.channels !== 2) throw new RangeError(`chunk with ${String(ch.channels)} channels`);
-  if (!Number.isInteger(ch.startFrame) || ch.startFrame < 0 || !Number.isInteger(ch.frames) || ch.frames < 0) {
+  if (ch.channels !== 1 && ch.channels !== 2)
+    throw new RangeError(`chunk with ${String(ch.channels)} channels`);
+  if (
+    !Number.isInteger(ch.startFrame) ||
+    ch.startFrame < 0 ||
+    !Number.isInteger(ch.frames) ||
+    ch.frames < 0
+  ) {
     throw new RangeError(`chunk with start ${ch.startFrame} and ${ch.frames} frames`);
   }
   if (ch.data.byteLength !== ch.frames * ch.channels * 4) {
-    throw new RangeError(`chunk of ${ch.frames} frames x ${ch.channels} channels holds ${ch.data.byteLength} bytes`);
+    throw new RangeError(
+      `chunk of ${ch.frames} frames x ${ch.channels} channels holds ${ch.data.byteLength} bytes`,
+    );
   }
 }
 
@@ -188,7 +201,11 @@ export function finishRecording(id: string, endedAt: number): Promise<RecordingM
 
 /** An interrupted recording the user chose to keep: shown as complete from now on. */
 export function keepRecording(id: string): Promise<RecordingMeta> {
-  return update(id, (m) => ({ ...m, state: 'complete', endedAt: m.endedAt ?? m.startedAt + (m.frames / m.sampleRate) * 1000 }));
+  return update(id, (m) => ({
+    ...m,
+    state: 'complete',
+    endedAt: m.endedAt ?? m.startedAt + (m.frames / m.sampleRate) * 1000,
+  }));
 }
 
 /** Sets the meta's fields from what recovery computed (recovery.ts). */
@@ -237,7 +254,10 @@ export async function deleteRecording(id: string): Promise<void> {
 const BATCH_CHUNKS = 8;
 
 /** Chunks in key order between `lower` and `upper` (inclusive), a few per transaction. */
-async function* walk(lower: [string, number, number], upper: [string, number, number]): AsyncGenerator<Chunk> {
+async function* walk(
+  lower: [string, number, number],
+  upper: [string, number, number],
+): AsyncGenerator<Chunk> {
   const c = await conn();
   let from: IDBKeyRange = IDBKeyRange.bound(lower, upper);
   for (;;) {

@@ -64,7 +64,12 @@ export class WavTooLargeError extends Error {
 }
 
 /** The header for a file of `frames` frames. Throws WavTooLargeError past 4 GiB. */
-export function wavHeader(format: WavFormat, channels: number, sampleRate: number, frames: number): Uint8Array {
+export function wavHeader(
+  format: WavFormat,
+  channels: number,
+  sampleRate: number,
+  frames: number,
+): Uint8Array {
   if (!Number.isInteger(channels) || channels < 1 || channels > 2) {
     throw new RangeError(`WAV export supports 1 or 2 channels, not ${channels}`);
   }
@@ -155,7 +160,12 @@ export function encodeSamples(format: WavFormat, samples: Float32Array): Uint8Ar
 }
 
 /** A whole small WAV file in one array (tests, short clips); long stems go through stems.ts. */
-export function encodeWav(format: WavFormat, channels: number, sampleRate: number, interleaved: Float32Array): Uint8Array {
+export function encodeWav(
+  format: WavFormat,
+  channels: number,
+  sampleRate: number,
+  interleaved: Float32Array,
+): Uint8Array {
   if (interleaved.length % channels !== 0) {
     throw new RangeError(`${interleaved.length} samples do not make whole frames of ${channels} channels`);
   }

@@ -73,7 +73,8 @@ export async function zipBlob(entries: readonly ZipEntry[], opts: ZipOptions = {
   const seen = new Set<string>();
   for (let i = 0; i < entries.length; i++) {
     const name = entries[i]!.name;
-    if (names[i]!.length === 0 || names[i]!.length > 0xffff) throw new RangeError(`bad zip entry name "${name}"`);
+    if (names[i]!.length === 0 || names[i]!.length > 0xffff)
+      throw new RangeError(`bad zip entry name "${name}"`);
     if (seen.has(name)) throw new RangeError(`two zip entries are named "${name}"`);
     seen.add(name);
   }

@@ -32,7 +32,8 @@ export function checkDisplayName(raw: string): NameCheck {
   if (BIDI_CONTROL.test(name)) {
     return {
       ok: false,
-      problem: 'A name cannot hold characters that change the direction of the text (bidirectional overrides).',
+      problem:
+        'A name cannot hold characters that change the direction of the text (bidirectional overrides).',
     };
   }
   if (!VISIBLE.test(name)) return { ok: false, problem: 'A name needs at least one visible character.' };

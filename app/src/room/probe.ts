@@ -82,13 +82,23 @@ export interface ProbeResult {
  */
 export function probeResultOf(run: ProbeRun, s: ProbeStats, now: number): ProbeResult {
   const peer = run.peer;
-  const nothing = { peer, clicks: run.clicks, sent: 0, heard: 0, roundTripsMs: [], medianMs: NaN, minMs: NaN, maxMs: NaN };
+  const nothing = {
+    peer,
+    clicks: run.clicks,
+    sent: 0,
+    heard: 0,
+    roundTripsMs: [],
+    medianMs: NaN,
+    minMs: NaN,
+    maxMs: NaN,
+  };
   if (run.asking) return { ...nothing, state: 'asking' };
   if (run.refusal !== null && !run.seenRunning) return { ...nothing, state: 'refused', message: run.refusal };
   if (!run.seenRunning && !run.over && now - run.startedAt < PROBE_START_GRACE_MS) {
     return { ...nothing, state: 'running' };
   }
-  const state = run.refusal !== null ? 'refused' : s.state === 1 ? 'running' : s.state === 2 ? 'done' : 'idle';
+  const state =
+    run.refusal !== null ? 'refused' : s.state === 1 ? 'running' : s.state === 2 ? 'done' : 'idle';
   const roundTripsMs = s.roundTripsMs;
   const heard = roundTripsMs.filter(Number.isFinite).sort((a, b) => a - b);
   const median = heard.length > 0 ? heard[Math.floor((heard.length - 1) / 2)] : NaN;
@@ -306,7 +316,12 @@ export class RoundTrips {
 
   /** The view's echo part: pending requests, whom we echo, the setting (`autoAllow`). */
   view(autoAllow: boolean): EchoView {
-    return buildEchoView(this.requests, (peer) => this.members.get(peer)?.member.name, this.echoing(), autoAllow);
+    return buildEchoView(
+      this.requests,
+      (peer) => this.members.get(peer)?.member.name,
+      this.echoing(),
+      autoAllow,
+    );
   }
 
   /** In a room: a loopback link to ourselves in a free slot, muted in the mix. */

@@ -43,7 +43,10 @@ export class Recording {
     this.set({ ...IDLE_RECORDING, state: 'starting' });
     const tracks: [number, TrackInfo][] = [
       [trackTag('mix'), { kind: 'mix', name: 'Mix', channels: 2 }],
-      [trackTag('input'), { kind: 'input', name: this.opts.input.name || 'Me', channels: this.opts.input.channels }],
+      [
+        trackTag('input'),
+        { kind: 'input', name: this.opts.input.name || 'Me', channels: this.opts.input.channels },
+      ],
     ];
     for (const p of participants) tracks.push([trackTag('peer', p.slot), peerTrack(p)]);
     try {
@@ -81,7 +84,12 @@ export class Recording {
     this.set({ ...this.view, state: 'stopping' });
     try {
       const meta = await rec.stop();
-      this.set({ ...this.view, state: 'idle', seconds: meta.frames / this.opts.sampleRate, bytes: meta.bytes });
+      this.set({
+        ...this.view,
+        state: 'idle',
+        seconds: meta.frames / this.opts.sampleRate,
+        bytes: meta.bytes,
+      });
     } catch (err) {
       this.set({ ...this.view, state: 'idle', error: err instanceof Error ? err.message : String(err) });
     }

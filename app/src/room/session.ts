@@ -194,7 +194,11 @@ class Session implements RoomSession {
   /** Counters of the engine and the packet pump, by peer (diagnostics and tests). */
   counters(): SessionCounters {
     const stats = this.link.stats;
-    const rows = [...this.members.participants].map(([peer, p]) => ({ peer, slot: p.slot, stats: stats.peer(p.slot) }));
+    const rows = [...this.members.participants].map(([peer, p]) => ({
+      peer,
+      slot: p.slot,
+      stats: stats.peer(p.slot),
+    }));
     return buildCounters(stats.globals(), rows, this.link.pump?.stats ?? null, SAMPLE_RATE);
   }
 
@@ -396,7 +400,12 @@ class Session implements RoomSession {
     const figuresDue = this.refreshes++ % FIGURES_EVERY === 0;
     const pump = this.link.pump;
     if (pump && this.link.engine) {
-      forwardClockOffsets(this.members.participants.values(), pump.stats, (msg) => this.link.control(msg), performance.now());
+      forwardClockOffsets(
+        this.members.participants.values(),
+        pump.stats,
+        (msg) => this.link.control(msg),
+        performance.now(),
+      );
     }
     this.link.forwardDeviceLatency();
     this.trips.follow(stats.probe());
@@ -406,7 +415,14 @@ class Session implements RoomSession {
       // audio goes, every second; else the link's own RTT (the ICE pair's, from its stats).
       const pumpRtt = pump ? pump.stats[netPeerIndex(p.slot, NP_RTT_MS)] : NaN;
       const rttMs = Number.isFinite(pumpRtt) ? pumpRtt : (this.transport?.rttMs(peer) ?? null);
-      participants.push({ peer, name: p.member.name, link: p.link, strip: p.strip, stats: stats.peer(p.slot), rttMs });
+      participants.push({
+        peer,
+        name: p.member.name,
+        link: p.link,
+        strip: p.strip,
+        stats: stats.peer(p.slot),
+        rttMs,
+      });
     }
     this.view = buildView(this.view, {
       globals: stats.globals(),

@@ -4,7 +4,17 @@
 
 import { PEER_STAGES, type LatencySnapshot, type StageHistogram } from '../audio/latency';
 import type { EngineGlobals, EnginePeerStats, LinearLevels } from '../audio/stats-reader';
-import type { EchoView, JoinRequest, Levels, LinkState, ParticipantView, RecordingView, RoomError, RoomView, StripSettings } from './types';
+import type {
+  EchoView,
+  JoinRequest,
+  Levels,
+  LinkState,
+  ParticipantView,
+  RecordingView,
+  RoomError,
+  RoomView,
+  StripSettings,
+} from './types';
 
 export const IDLE_RECORDING: RecordingView = { state: 'idle', id: null, seconds: 0, bytes: 0, error: null };
 export const SILENT: Levels = { peakL: -Infinity, peakR: -Infinity, rmsL: -Infinity, rmsR: -Infinity };
@@ -18,7 +28,12 @@ export function gainToDb(linear: number): number {
 }
 
 function levelsDb(l: LinearLevels): Levels {
-  return { peakL: gainToDb(l.peakL), peakR: gainToDb(l.peakR), rmsL: gainToDb(l.rmsL), rmsR: gainToDb(l.rmsR) };
+  return {
+    peakL: gainToDb(l.peakL),
+    peakR: gainToDb(l.peakR),
+    rmsL: gainToDb(l.rmsL),
+    rmsR: gainToDb(l.rmsR),
+  };
 }
 
 /** The view of a session that has only started: nobody yet, silence, not joined. */
@@ -48,7 +63,10 @@ export function withSignaling(view: RoomView, signaling: RoomView['signaling']):
 }
 
 /** The view once the server accepted the join, with the room's access as the server says. */
-export function withWelcome(view: RoomView, access: { isOwner: boolean; locked: boolean; protected: boolean }): RoomView {
+export function withWelcome(
+  view: RoomView,
+  access: { isOwner: boolean; locked: boolean; protected: boolean },
+): RoomView {
   return {
     ...view,
     joined: true,
@@ -59,7 +77,13 @@ export function withWelcome(view: RoomView, access: { isOwner: boolean; locked: 
 
 /** The view after an error that ended the join: not joined, the error shown, and when the
  * server said to wait, the time (`now` + that wait, Date.now() ms) before which a retry goes. */
-export function withError(view: RoomView, code: string, message: string, retryAfterMs: number | undefined, now: number): RoomView {
+export function withError(
+  view: RoomView,
+  code: string,
+  message: string,
+  retryAfterMs: number | undefined,
+  now: number,
+): RoomView {
   const error: RoomError = { code, message };
   if (retryAfterMs !== undefined) error.retryAt = now + retryAfterMs;
   return { ...view, error, joined: false };
@@ -135,7 +159,12 @@ export function buildView(prev: RoomView, frame: ViewFrame): RoomView {
     master: { gainDb: prev.master.gainDb, levels: levelsDb(g.master), limiterDb: g.limiterDb },
     input: {
       channels: frame.channels,
-      levels: { peakL: gainToDb(g.inputPeak), peakR: gainToDb(g.inputPeak), rmsL: gainToDb(g.inputRms), rmsR: gainToDb(g.inputRms) },
+      levels: {
+        peakL: gainToDb(g.inputPeak),
+        peakR: gainToDb(g.inputPeak),
+        rmsL: gainToDb(g.inputRms),
+        rmsR: gainToDb(g.inputRms),
+      },
     },
     engine: { ...prev.engine, underruns: g.underruns, peers: g.peers },
     echo: frame.echo,
@@ -176,7 +205,10 @@ export interface LatencyStages {
  * The histogram block `snap` (audio/latency.ts) by participant: each peer's stages and mouth to
  * ear under its peer id, for the `[peer, slot]` pairs given; empty while nothing was published.
  */
-export function latencyStagesOf(snap: LatencySnapshot | null, participants: Iterable<[string, number]>): LatencyStages {
+export function latencyStagesOf(
+  snap: LatencySnapshot | null,
+  participants: Iterable<[string, number]>,
+): LatencyStages {
   if (!snap) return { peers: {}, local: {}, devices: { outputMs: NaN, inputMs: NaN } };
   const bySlot = new Map(snap.peers.map((p) => [p.slot, p]));
   const peers: Record<string, Record<string, StageHistogram>> = {};
@@ -188,5 +220,9 @@ export function latencyStagesOf(snap: LatencySnapshot | null, participants: Iter
     stages.mouthToEar = l.mouthToEar;
     peers[peer] = stages;
   }
-  return { peers, local: { capture: snap.capture }, devices: { outputMs: snap.outputMs, inputMs: snap.inputMs } };
+  return {
+    peers,
+    local: { capture: snap.capture },
+    devices: { outputMs: snap.outputMs, inputMs: snap.inputMs },
+  };
 }

@@ -18,11 +18,7 @@ export interface Spectrum {
 }
 
 /** Welch estimate: Hann segments of fft.size with 50% overlap, power averaged. */
-export function welch(
-  x: ArrayLike<number>,
-  fft: Fft,
-  window: Float64Array = hann(fft.size),
-): Spectrum {
+export function welch(x: ArrayLike<number>, fft: Fft, window: Float64Array = hann(fft.size)): Spectrum {
   const n = fft.size;
   const hop = n / 2;
   if (x.length < n) throw new Error(`${x.length} samples: fewer than one ${n}-point segment`);
@@ -52,8 +48,7 @@ export function welch(
 /** Amplitude of a sine near `bin`, from the energy of bins bin-halfWidth .. bin+halfWidth. */
 export function toneAmplitude(s: Spectrum, bin: number, halfWidth = 4): number {
   let sum = 0;
-  for (let k = Math.max(1, bin - halfWidth); k <= Math.min(s.n / 2, bin + halfWidth); k++)
-    sum += s.power[k];
+  for (let k = Math.max(1, bin - halfWidth); k <= Math.min(s.n / 2, bin + halfWidth); k++) sum += s.power[k];
   return 2 * Math.sqrt(sum / (s.n * s.windowSquares));
 }
 

@@ -20,9 +20,7 @@ export const MAX_RECORD_PAYLOAD = 4096;
  */
 export function plausibleHeader(bytes: Uint8Array): boolean {
   return (
-    bytes.length >= HEADER_LEN &&
-    bytes[12] <= 6 &&
-    (bytes[13] === 16 || bytes[13] === 24 || bytes[13] === 32)
+    bytes.length >= HEADER_LEN && bytes[12] <= 6 && (bytes[13] === 16 || bytes[13] === 24 || bytes[13] === 32)
   );
 }
 

@@ -8,8 +8,7 @@ export class Fft {
   private readonly sin: Float64Array;
 
   constructor(size: number) {
-    if (size < 2 || (size & (size - 1)) !== 0)
-      throw new Error(`FFT size ${size} is not a power of two`);
+    if (size < 2 || (size & (size - 1)) !== 0) throw new Error(`FFT size ${size} is not a power of two`);
     this.size = size;
     const bits = Math.log2(size);
     this.rev = new Uint32Array(size);

@@ -73,9 +73,7 @@ function render(r: ScenarioResult): HTMLElement {
     el(
       'p',
       `${r.checks.length - failed.length} of ${r.checks.length} checks passed in ${(r.wallMs / 1000).toFixed(1)} s` +
-        (r.attempt > 1
-          ? ` (run ${r.attempt}; earlier runs were disturbed by a busy machine).`
-          : '.'),
+        (r.attempt > 1 ? ` (run ${r.attempt}; earlier runs were disturbed by a busy machine).` : '.'),
     ),
   );
   if (failed.length) {
@@ -169,7 +167,8 @@ async function runAll(): Promise<void> {
         const prefix = `${sc.spec.name}${attempt > 1 ? ` (run ${attempt}: the last one was disturbed by a busy machine)` : ''}`;
         r = await runScenario(sc, (msg) => (statusEl.textContent = `${prefix}: ${msg}…`), keep);
         r.attempt = attempt;
-        const disturbed = r.disturbed.packets > 0 || r.disturbed.renderStarved || r.disturbed.skippedBlocks > 0;
+        const disturbed =
+          r.disturbed.packets > 0 || r.disturbed.renderStarved || r.disturbed.skippedBlocks > 0;
         if (!disturbed || attempt >= MAX_ATTEMPTS) break;
       }
       state.scenarios.push(r);

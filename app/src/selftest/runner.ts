@@ -229,9 +229,7 @@ export async function runScenario(
       await Promise.race([
         ctx.resume(),
         sleep(3000).then(() => {
-          throw new Error(
-            'the AudioContext did not start (the browser wants a click on the page first)',
-          );
+          throw new Error('the AudioContext did not start (the browser wants a click on the page first)');
         }),
       ]);
     }
@@ -244,8 +242,7 @@ export async function runScenario(
     engine.node.port.onmessage = (ev: MessageEvent<{ type: string; message?: string }>) => {
       if (ev.data?.type === 'error') engineErrors.push(String(ev.data.message));
     };
-    engine.node.onprocessorerror = () =>
-      engineErrors.push('the engine processor threw (processorerror)');
+    engine.node.onprocessorerror = () => engineErrors.push('the engine processor threw (processorerror)');
 
     const captureFrames = Math.ceil(((spec.durationMs + sc.drainMs + 3000) / 1000) * SAMPLE_RATE);
     const tapShared = createTapBuffer(captureFrames);
@@ -484,11 +481,7 @@ export function judge(r: ScenarioResult): Check[] {
       add(`peer ${l.slot} ${f} = ledger`, s[f] === l[f], `engine ${s[f]}, injected ${l[f]}`);
     }
     const bad = r.ledger.bad.malformedBySlot[l.slot] ?? 0;
-    add(
-      `peer ${l.slot} malformed = injected`,
-      s.malformed === bad,
-      `engine ${s.malformed}, injected ${bad}`,
-    );
+    add(`peer ${l.slot} malformed = injected`, s.malformed === bad, `engine ${s.malformed}, injected ${bad}`);
   }
   const g = r.stats.global;
   add(
@@ -517,11 +510,7 @@ export function judge(r: ScenarioResult): Check[] {
       const name = `${side} ${fmt(tone.hz)} Hz (peer ${tone.slot})`;
       if (tone.errorDb === null) {
         const db = 20 * Math.log10(Math.max(tone.measured, 1e-12) / AMPLITUDE);
-        add(
-          `${name} absent`,
-          db <= t.spurDb,
-          `${fmt(db, 1)} dB re ${AMPLITUDE} (limit ${t.spurDb} dB)`,
-        );
+        add(`${name} absent`, db <= t.spurDb, `${fmt(db, 1)} dB re ${AMPLITUDE} (limit ${t.spurDb} dB)`);
       } else {
         add(
           `${name} level`,
@@ -557,10 +546,6 @@ export function judge(r: ScenarioResult): Check[] {
       );
     }
   }
-  add(
-    'capture complete',
-    r.audio.droppedQuanta === 0,
-    `${r.audio.droppedQuanta} quanta dropped by the tap`,
-  );
+  add('capture complete', r.audio.droppedQuanta === 0, `${r.audio.droppedQuanta} quanta dropped by the tap`);
   return checks;
 }

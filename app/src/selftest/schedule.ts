@@ -179,9 +179,7 @@ export function buildSchedule(spec: ScenarioSpec): Schedule {
         continue;
       }
       if (lateSet.has(i)) {
-        events.push(
-          packetEvent(due + lateDelayMs + rng.uniform(0, jitterMs), EventKind.Late, p.slot, i),
-        );
+        events.push(packetEvent(due + lateDelayMs + rng.uniform(0, jitterMs), EventKind.Late, p.slot, i));
         continue;
       }
       if (i < n - 1 && rng.next() < lossRate) {
@@ -220,8 +218,7 @@ export function buildSchedule(spec: ScenarioSpec): Schedule {
       const kind = BAD_KINDS[rng.int(BAD_KINDS.length)];
       const peer = spec.peers[rng.int(spec.peers.length)];
       const index = rng.int(n);
-      const tag =
-        kind === 'unknown-peer' ? b.unknownTags[rng.int(b.unknownTags.length)] : peer.slot;
+      const tag = kind === 'unknown-peer' ? b.unknownTags[rng.int(b.unknownTags.length)] : peer.slot;
       events.push({
         at: t,
         kind: EventKind.Bad,

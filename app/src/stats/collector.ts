@@ -220,7 +220,16 @@ export const STAGE_NAMES: Record<string, string> = {
 };
 
 /** The order the histograms are shown in: the sum first, then its parts along the path. */
-export const STAGE_ORDER = ['mouthToEar', 'oneWay', 'transit', 'sendQueue', 'network', 'delivery', 'jitterWait', 'capture'];
+export const STAGE_ORDER = [
+  'mouthToEar',
+  'oneWay',
+  'transit',
+  'sendQueue',
+  'network',
+  'delivery',
+  'jitterWait',
+  'capture',
+];
 
 /** `entries` (stage name first) in STAGE_ORDER; stages it does not name keep their order, last. */
 export function inStageOrder<T>(entries: [string, T][]): [string, T][] {
@@ -228,7 +237,10 @@ export function inStageOrder<T>(entries: [string, T][]): [string, T][] {
     const i = STAGE_ORDER.indexOf(k);
     return i < 0 ? STAGE_ORDER.length : i;
   };
-  return entries.map((e, i) => [e, i] as const).sort((a, b) => rank(a[0][0]) - rank(b[0][0]) || a[1] - b[1]).map(([e]) => e);
+  return entries
+    .map((e, i) => [e, i] as const)
+    .sort((a, b) => rank(a[0][0]) - rank(b[0][0]) || a[1] - b[1])
+    .map(([e]) => e);
 }
 
 /** One line of a participant's latency path (stageTable). Times in ms; NaN: not measured. */
@@ -252,10 +264,26 @@ function fixedLine(key: string, label: string, ms: number, note: string): StageL
   return { key, label, p50: ms, p95: ms, p99: ms, max: ms, count: null, role: 'part', note };
 }
 
-function histLine(key: string, h: StageHistogram | undefined, role: StageLine['role'], label: string, note: string): StageLine {
+function histLine(
+  key: string,
+  h: StageHistogram | undefined,
+  role: StageLine['role'],
+  label: string,
+  note: string,
+): StageLine {
   const known = h !== undefined && h.count > 0;
   const v = (x: number | undefined) => (known && x !== undefined ? x : NaN);
-  return { key, label, p50: v(h?.p50), p95: v(h?.p95), p99: v(h?.p99), max: v(h?.max), count: h?.count ?? 0, role, note };
+  return {
+    key,
+    label,
+    p50: v(h?.p50),
+    p95: v(h?.p95),
+    p99: v(h?.p99),
+    max: v(h?.max),
+    count: h?.count ?? 0,
+    role,
+    note,
+  };
 }
 
 /**
@@ -277,16 +305,44 @@ export function stageTable(o: {
   const rtt = o.rttMs ?? NaN;
   const device = (ms: number, what: string) => (Number.isFinite(ms) ? what : 'not reported (counted as 0)');
   return [
-    fixedLine('input', 'Input device', dev.inputMs, device(dev.inputMs, 'the microphone track’s latency (ours, for theirs)')),
-    histLine('capture', o.local?.capture, 'aside', 'Capture (local)', 'interval between input blocks: its spread is capture jitter; not in the sum'),
+    fixedLine(
+      'input',
+      'Input device',
+      dev.inputMs,
+      device(dev.inputMs, 'the microphone track’s latency (ours, for theirs)'),
+    ),
+    histLine(
+      'capture',
+      o.local?.capture,
+      'aside',
+      'Capture (local)',
+      'interval between input blocks: its spread is capture jitter; not in the sum',
+    ),
     fixedLine('packetization', 'Packetization', o.blockMs, 'their block'),
     histLine('sendQueue', st.sendQueue, 'part', 'Send queue', 'ours towards them, for theirs towards us'),
-    histLine('network', st.network, 'part', 'Network one-way', Number.isFinite(rtt) ? `RTT/2 ${(rtt / 2).toFixed(1)} ms` : 'RTT not measured yet'),
+    histLine(
+      'network',
+      st.network,
+      'part',
+      'Network one-way',
+      Number.isFinite(rtt) ? `RTT/2 ${(rtt / 2).toFixed(1)} ms` : 'RTT not measured yet',
+    ),
     histLine('delivery', st.delivery, 'part', 'Delivery', 'arrival to the audio callback that takes it'),
     histLine('jitterWait', st.jitterWait, 'part', 'Jitter buffer wait', 'arrival in the engine to playing'),
     histLine('transit', st.transit, 'subtotal', 'Transit', 'network + delivery + wait, per packet'),
-    fixedLine('output', 'Output device', dev.outputMs, device(dev.outputMs, 'audio context base + output latency')),
-    histLine('mouthToEar', st.mouthToEar, 'sum', 'Mouth to ear (estimated)', 'per packet: transit + their block + send queue + devices'),
+    fixedLine(
+      'output',
+      'Output device',
+      dev.outputMs,
+      device(dev.outputMs, 'audio context base + output latency'),
+    ),
+    histLine(
+      'mouthToEar',
+      st.mouthToEar,
+      'sum',
+      'Mouth to ear (estimated)',
+      'per packet: transit + their block + send queue + devices',
+    ),
   ];
 }
 
@@ -357,7 +413,9 @@ export class ProbeWatch {
   }
 
   get finished(): boolean {
-    return this.phase === 'done' || this.phase === 'stopped' || this.phase === 'failed' || this.phase === 'refused';
+    return (
+      this.phase === 'done' || this.phase === 'stopped' || this.phase === 'failed' || this.phase === 'refused'
+    );
   }
 
   poll(): ProbePhase {
@@ -434,8 +492,15 @@ export function selfLoop(r: ProbeResult, devices: DeviceLatency): SelfLoop {
   const known = (v: number) => (Number.isFinite(v) ? v : 0);
   const totalMs = engineMs + known(outputMs) + known(inputMs);
   const dev = (v: number) => (Number.isFinite(v) ? `${ms1(v)} ms` : 'not reported');
-  const parts = ['engine', ...(Number.isFinite(outputMs) ? ['output'] : []), ...(Number.isFinite(inputMs) ? ['input'] : [])];
-  const missing = [...(Number.isFinite(outputMs) ? [] : ['output']), ...(Number.isFinite(inputMs) ? [] : ['input'])];
+  const parts = [
+    'engine',
+    ...(Number.isFinite(outputMs) ? ['output'] : []),
+    ...(Number.isFinite(inputMs) ? ['input'] : []),
+  ];
+  const missing = [
+    ...(Number.isFinite(outputMs) ? [] : ['output']),
+    ...(Number.isFinite(inputMs) ? [] : ['input']),
+  ];
   return {
     engineMs,
     outputMs,

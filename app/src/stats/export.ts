@@ -55,7 +55,12 @@ export function buildExport(opts: {
     exportedAt: new Date(opts.now).toISOString(),
     sampleRate: opts.sampleRate,
     blockFrames: opts.blockFrames,
-    peers: opts.series.map((s) => ({ peer: s.peer, name: s.name, samples: s.samples, stages: opts.stages(s.peer) })),
+    peers: opts.series.map((s) => ({
+      peer: s.peer,
+      name: s.name,
+      samples: s.samples,
+      stages: opts.stages(s.peer),
+    })),
     local: opts.local,
     devices: opts.devices ?? { outputMs: NaN, inputMs: NaN },
   };
@@ -137,7 +142,12 @@ export function toCsv(e: StatsExport): string {
   };
   for (const p of e.peers) {
     for (const s of p.samples) {
-      row('series', p.peer, p.name, Object.fromEntries([['t_s', s.t], ...SERIES_FIELDS.map((f, i) => [SERIES_COLUMNS[i], s[f]])]));
+      row(
+        'series',
+        p.peer,
+        p.name,
+        Object.fromEntries([['t_s', s.t], ...SERIES_FIELDS.map((f, i) => [SERIES_COLUMNS[i], s[f]])]),
+      );
     }
   }
   const hist = (peer: string, name: string, stages: Record<string, StageHistogram>) => {
@@ -158,7 +168,13 @@ export function toCsv(e: StatsExport): string {
     }
     for (const [stage, h] of Object.entries(stages)) {
       h.counts.forEach((count, i) => {
-        if (count > 0) row('histogram', peer, name, { stage, bin_from_ms: h.edgesMs[i], bin_to_ms: h.edgesMs[i + 1], count });
+        if (count > 0)
+          row('histogram', peer, name, {
+            stage,
+            bin_from_ms: h.edgesMs[i],
+            bin_to_ms: h.edgesMs[i + 1],
+            count,
+          });
       });
     }
   };

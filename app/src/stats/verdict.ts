@@ -53,8 +53,10 @@ export const THRESHOLDS = {
 
 const RANK: Record<Grade, number> = { good: 0, fair: 1, poor: 2 };
 const WIRED = 'Use a wired network connection (Wi-Fi adds jitter).';
-const CPU = 'Close other programs and browser tabs that use the CPU: this computer hands audio over in bursts.';
-const THEIR_DEVICE = 'Their computer missed audio callbacks (everyone hears it): they should close other programs, or use a larger block size.';
+const CPU =
+  'Close other programs and browser tabs that use the CPU: this computer hands audio over in bursts.';
+const THEIR_DEVICE =
+  'Their computer missed audio callbacks (everyone hears it): they should close other programs, or use a larger block size.';
 const OUR_DEVICE = 'This computer missed audio callbacks: close other programs, or use a larger block size.';
 
 /** Whether the jitter the buffer absorbs is mostly the network's: unknown counts as yes. */
@@ -127,7 +129,11 @@ export function verdict(q: QualityInput): Verdict {
     if (other > 0) parts.push(`${other} while packets were lost`);
   }
   if (fixes.length === 0 || q.bufferMode === 'fixed') {
-    fixes.push(q.bufferMode === 'fixed' ? 'Use a larger fixed buffer, or the adaptive buffer.' : 'Close other programs that use the CPU.');
+    fixes.push(
+      q.bufferMode === 'fixed'
+        ? 'Use a larger fixed buffer, or the adaptive buffer.'
+        : 'Close other programs that use the CPU.',
+    );
   }
   note(
     grade(n, THRESHOLDS.underrunsPerMinute),

@@ -38,7 +38,8 @@ export const STEPS: readonly Step[] = [
         const v: unknown = c.value;
         const o = v && typeof v === 'object' ? (v as Record<string, unknown>) : null;
         if (o && isRoomName(o.name)) {
-          const lastJoined = typeof o.lastJoined === 'number' && Number.isFinite(o.lastJoined) ? o.lastJoined : 0;
+          const lastJoined =
+            typeof o.lastJoined === 'number' && Number.isFinite(o.lastJoined) ? o.lastJoined : 0;
           const room: RoomRecord = { ...(o as object), name: o.name, lastJoined, mix: {} };
           await c.update(room);
         } else {
@@ -59,7 +60,8 @@ export const STEPS: readonly Step[] = [
   },
 ];
 
-if (STEPS.length !== DB_VERSION) throw new Error(`schema: ${STEPS.length} upgrade steps for version ${DB_VERSION}`);
+if (STEPS.length !== DB_VERSION)
+  throw new Error(`schema: ${STEPS.length} upgrade steps for version ${DB_VERSION}`);
 
 /** localStorage keys of the version before IndexedDB. */
 export const LEGACY_KEYS = { name: 'tutti.name', recent: 'tutti.recent', audio: 'tutti.audio' } as const;
@@ -170,19 +172,27 @@ export async function importLegacy(conn: TuttiDB, legacy: LegacyStore | null): P
   // All requests are queued before the first await, so the transaction stays active.
   const pending: Promise<unknown>[] = [];
   if (name !== undefined) {
-    pending.push(settings.getKey('name').then((k) => (k === undefined ? settings.put(validName(name), 'name') : k)));
+    pending.push(
+      settings.getKey('name').then((k) => (k === undefined ? settings.put(validName(name), 'name') : k)),
+    );
   }
   if (audio !== undefined) {
-    pending.push(settings.getKey('audio').then((k) => (k === undefined ? settings.put(validAudio(audio), 'audio') : k)));
+    pending.push(
+      settings.getKey('audio').then((k) => (k === undefined ? settings.put(validAudio(audio), 'audio') : k)),
+    );
   }
   // The list was newest first with no times: keep the order with times a second apart, in the
   // past of any join made since.
   const now = Date.now();
   recent.forEach((room, i) => {
     pending.push(
-      rooms.getKey(room).then((k) =>
-        k === undefined ? rooms.put({ name: room, lastJoined: now - (recent.length + i) * 1000, mix: {} }) : k,
-      ),
+      rooms
+        .getKey(room)
+        .then((k) =>
+          k === undefined
+            ? rooms.put({ name: room, lastJoined: now - (recent.length + i) * 1000, mix: {} })
+            : k,
+        ),
     );
   });
   pending.push(settings.put({ at: now }, 'legacyImport'));
@@ -219,7 +229,9 @@ export function db(): Promise<TuttiDB | null> {
       onBlocked: () => {
         timer ??= setTimeout(() => {
           settled = true;
-          setNote('Another Tutti tab is keeping settings busy: changes made here will not be remembered until this page is reloaded.');
+          setNote(
+            'Another Tutti tab is keeping settings busy: changes made here will not be remembered until this page is reloaded.',
+          );
           resolve(null);
         }, openLimits.blockedMs);
       },

@@ -16,7 +16,15 @@ import type { ParticipantView, RoomView } from '../room/types';
 import { verdict } from '../stats/verdict';
 import { db } from './db';
 import type { ParticipantSummary, SessionRecord, SessionSummary, StageSummary } from './schema';
-import { isRoomName, NAME_MAX, STAGE_NAME_MAX, STAGES_MAX, validCount, validStage, validStages } from './validate';
+import {
+  isRoomName,
+  NAME_MAX,
+  STAGE_NAME_MAX,
+  STAGES_MAX,
+  validCount,
+  validStage,
+  validStages,
+} from './validate';
 
 /** Figures are sampled from the view at most this often. */
 const SAMPLE_EVERY_MS = 1000;
@@ -201,7 +209,10 @@ export class SessionLog {
       const rttSamples = ts.reduce((a, t) => a + t.rttSamples, 0);
       const p: ParticipantSummary = {
         underruns: ts.reduce((a, t) => a + t.underruns, 0),
-        lossPct: samples > 0 ? ts.reduce((a, t) => a + t.lossPct * t.samples, 0) / samples : Math.max(...ts.map((t) => t.lossPct)),
+        lossPct:
+          samples > 0
+            ? ts.reduce((a, t) => a + t.lossPct * t.samples, 0) / samples
+            : Math.max(...ts.map((t) => t.lossPct)),
         avgBufferMs: samples > 0 ? ts.reduce((a, t) => a + t.bufferSum, 0) / samples : 0,
         maxBufferMs: Math.max(...ts.map((t) => t.bufferMax)),
         meanLatencyMs: latencySamples > 0 ? ts.reduce((a, t) => a + t.latencySum, 0) / latencySamples : null,
@@ -282,7 +293,8 @@ function validSession(v: unknown): SessionRecord | null {
     ? o.participants.filter((n): n is string => typeof n === 'string').map((n) => n.slice(0, NAME_MAX))
     : [];
   const s = o.summary && typeof o.summary === 'object' ? (o.summary as Record<string, unknown>) : {};
-  const per = s.participants && typeof s.participants === 'object' ? (s.participants as Record<string, unknown>) : {};
+  const per =
+    s.participants && typeof s.participants === 'object' ? (s.participants as Record<string, unknown>) : {};
   const summary: SessionSummary = { participants: {}, engineUnderruns: validCount(s.engineUnderruns) };
   for (const [name, raw] of Object.entries(per)) {
     const p = raw && typeof raw === 'object' ? (raw as Record<string, unknown>) : {};
@@ -291,12 +303,14 @@ function validSession(v: unknown): SessionRecord | null {
       lossPct: validCount(p.lossPct),
       avgBufferMs: validCount(p.avgBufferMs),
       maxBufferMs: validCount(p.maxBufferMs),
-      meanLatencyMs: typeof p.meanLatencyMs === 'number' && Number.isFinite(p.meanLatencyMs) ? p.meanLatencyMs : null,
+      meanLatencyMs:
+        typeof p.meanLatencyMs === 'number' && Number.isFinite(p.meanLatencyMs) ? p.meanLatencyMs : null,
     };
     // Later fields: absent in older records, and dropped when malformed.
     const out = summary.participants[name];
     if (p.stages !== undefined) out.stages = validStages(p.stages);
-    if (p.verdict === null || p.verdict === 'good' || p.verdict === 'fair' || p.verdict === 'poor') out.verdict = p.verdict;
+    if (p.verdict === null || p.verdict === 'good' || p.verdict === 'fair' || p.verdict === 'poor')
+      out.verdict = p.verdict;
     const rtt = p.rttMs === null ? null : validCount(p.rttMs, NaN);
     if (rtt === null || !Number.isNaN(rtt)) out.rttMs = rtt;
   }
@@ -335,7 +349,11 @@ export async function recentSessions(limit = 5, now = Date.now()): Promise<Sessi
   await closeDangling(now);
   const out: SessionRecord[] = [];
   const tx = conn.transaction('sessions');
-  for (let c = await tx.store.index('startedAt').openCursor(null, 'prev'); c && out.length < limit; c = await c.continue()) {
+  for (
+    let c = await tx.store.index('startedAt').openCursor(null, 'prev');
+    c && out.length < limit;
+    c = await c.continue()
+  ) {
     const rec = validSession(c.value);
     if (rec) out.push(rec);
   }

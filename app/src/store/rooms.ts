@@ -32,7 +32,9 @@ function validRoom(v: unknown): RoomRecord | null {
 }
 
 function recent(r: RoomRecord): RecentRoom {
-  return r.key ? { name: r.name, lastJoined: r.lastJoined, key: r.key } : { name: r.name, lastJoined: r.lastJoined };
+  return r.key
+    ? { name: r.name, lastJoined: r.lastJoined, key: r.key }
+    : { name: r.name, lastJoined: r.lastJoined };
 }
 
 /** Recent rooms, newest first, at most `limit`. */
@@ -44,7 +46,11 @@ export async function recentRooms(limit = RECENT_MAX): Promise<RecentRoom[]> {
     return all.slice(0, limit).map(recent);
   }
   const tx = conn.transaction('rooms');
-  for (let c = await tx.store.index('lastJoined').openCursor(null, 'prev'); c && out.length < limit; c = await c.continue()) {
+  for (
+    let c = await tx.store.index('lastJoined').openCursor(null, 'prev');
+    c && out.length < limit;
+    c = await c.continue()
+  ) {
     const r = validRoom(c.value);
     if (r) out.push(recent(r));
   }
