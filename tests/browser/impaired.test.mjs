@@ -310,9 +310,11 @@ test(
       console.log(`capture gap: ${line}`);
       assert.equal(d('senderGaps'), 1, line);
       // Both read the same send stamps (1 ms steps), each through the minima of its own half-second
-      // windows, which one late callback of this 10 ms device can move: within one callback.
+      // windows, which one late callback of this 10 ms device can move: each within one callback
+      // of the gap, so within two of each other, one late callback on either side (measured on a
+      // loaded 2-core machine: sender 92.3 ms, listener 103.2 ms, for 100 ms asked).
       assert.ok(
-        Math.abs(d('senderGapMs') - ownMs) <= CALLBACK_MS,
+        Math.abs(d('senderGapMs') - ownMs) <= 2 * CALLBACK_MS,
         `${line}: the listener's gap against the sender's ${ownMs.toFixed(1)} ms`,
       );
       // Nothing was lost: the sender's numbers went on where its audio did. Playout ran dry
