@@ -6,7 +6,7 @@
 import { createBuffers } from '../audio/engine-core';
 import { createEngine } from '../audio/host';
 import * as S from '../audio/stats';
-import { readGlobals, readPeer } from '../audio/stats-reader';
+import { readGlobals, readPeer, type EngineGlobals, type EnginePeerStats } from '../audio/stats-reader';
 import {
   analyseChannel,
   scanSamples,
@@ -43,34 +43,38 @@ export interface Check {
   detail: string;
 }
 
-export interface PeerStats {
-  slot: number;
-  received: number;
-  lost: number;
-  late: number;
-  duplicates: number;
-  concealed: number;
-  underruns: number;
-  discarded: number;
-  malformed: number;
-  resets: number;
-  targetFrames: number;
-  bufferedFrames: number;
-  jitterFrames: number;
-  driftPpm: number;
-}
+/** The per-peer figures the report keeps, in its order: a subset of the stats reader's. */
+const PEER_FIELDS = [
+  'received',
+  'lost',
+  'late',
+  'duplicates',
+  'concealed',
+  'underruns',
+  'discarded',
+  'malformed',
+  'resets',
+  'targetFrames',
+  'bufferedFrames',
+  'jitterFrames',
+  'driftPpm',
+] as const satisfies readonly (keyof EnginePeerStats)[];
 
-export interface GlobalStats {
-  quanta: number;
-  peers: number;
-  unknownPeer: number;
-  malformed: number;
-  recordsRead: number;
-  ringResyncs: number;
-  nonfinite: number;
-  limiterDb: number;
-  underruns: number;
-}
+/** The engine-wide figures the report keeps, in its order. */
+const GLOBAL_FIELDS = [
+  'quanta',
+  'peers',
+  'unknownPeer',
+  'malformed',
+  'recordsRead',
+  'ringResyncs',
+  'nonfinite',
+  'limiterDb',
+  'underruns',
+] as const satisfies readonly (keyof EngineGlobals)[];
+
+export type PeerStats = { slot: number } & Pick<EnginePeerStats, (typeof PEER_FIELDS)[number]>;
+export type GlobalStats = Pick<EngineGlobals, (typeof GLOBAL_FIELDS)[number]>;
 
 export interface ChannelResult extends ChannelAnalysis {
   /** Scan of the analysed window. */
@@ -154,39 +158,19 @@ function readBlock(shared: Float64Array): Float64Array {
   throw new Error('the stats block stayed busy (odd sequence word) for 200 attempts');
 }
 
+/** The fields `keys` of `o`, in that order. */
+function pick<T, K extends keyof T>(o: T, keys: readonly K[]): Pick<T, K> {
+  const out = {} as Pick<T, K>;
+  for (const k of keys) out[k] = o[k];
+  return out;
+}
+
 function globalStats(b: Float64Array): GlobalStats {
-  const g = readGlobals(b);
-  return {
-    quanta: g.quanta,
-    peers: g.peers,
-    unknownPeer: g.unknownPeer,
-    malformed: g.malformed,
-    recordsRead: g.recordsRead,
-    ringResyncs: g.ringResyncs,
-    nonfinite: g.nonfinite,
-    limiterDb: g.limiterDb,
-    underruns: g.underruns,
-  };
+  return pick(readGlobals(b), GLOBAL_FIELDS);
 }
 
 function peerStats(b: Float64Array, slot: number): PeerStats {
-  const v = readPeer(b, slot);
-  return {
-    slot,
-    received: v.received,
-    lost: v.lost,
-    late: v.late,
-    duplicates: v.duplicates,
-    concealed: v.concealed,
-    underruns: v.underruns,
-    discarded: v.discarded,
-    malformed: v.malformed,
-    resets: v.resets,
-    targetFrames: v.targetFrames,
-    bufferedFrames: v.bufferedFrames,
-    jitterFrames: v.jitterFrames,
-    driftPpm: v.driftPpm,
-  };
+  return { slot, ...pick(readPeer(b, slot), PEER_FIELDS) };
 }
 
 async function waitFor(what: string, ms: number, cond: () => boolean): Promise<void> {
