@@ -18,7 +18,7 @@
 import { createEngine, engineUnavailableReason, type EngineHandle } from '../../app/src/audio/host';
 import { DEFAULT_CONFIG } from '../../app/src/audio/engine-core';
 import { encodePacket } from '../../app/src/audio/packet';
-import { G_RECORDS_READ, G_UNDERRUNS } from '../../app/src/audio/stats';
+import { StatsReader } from '../../app/src/audio/stats-reader';
 import { createPumpHost, type PumpHost } from '../../app/src/net/net-host';
 import {
   ChannelState,
@@ -214,7 +214,8 @@ async function runPump(peers: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 50));
   }
 
-  const engineStats = new Float64Array(engine.buffers.stats);
+  const engineStats = new StatsReader();
+  engineStats.attach(engine.buffers.stats);
   let seq = 0;
   let lateTicks = 0;
   const t0 = performance.now();
@@ -240,6 +241,8 @@ async function runPump(peers: number): Promise<void> {
       skipped += s[netPeerIndex(slot, NP_TX_SKIPPED)];
       dropped += s[netPeerIndex(slot, NP_RX_DROPPED)];
     }
+    engineStats.refresh();
+    const { recordsRead, underruns } = engineStats.globals();
     return {
       t_ms: performance.now(),
       mode: 'pump',
@@ -251,8 +254,8 @@ async function runPump(peers: number): Promise<void> {
       wakeups: s[N_WAKEUPS],
       sent: seq * peers,
       received_by_peers: players.reduce((a, p) => a + p.received, 0),
-      engine_records_read: engineStats[G_RECORDS_READ],
-      engine_underruns: engineStats[G_UNDERRUNS],
+      engine_records_read: recordsRead,
+      engine_underruns: underruns,
       late_ticks: lateTicks,
       where: s[N_THREAD] === 1 ? 'worker' : s[N_THREAD] === 2 ? 'main' : 'none',
     };
