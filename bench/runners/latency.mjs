@@ -27,6 +27,7 @@
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { BACKEND_CALLBACK_FRAMES, launchChromium } from '../../tests/kit/chromium.mjs';
+import { STAGE_SUMMARY_FIELDS } from '../../tests/kit/stages.mjs';
 import { run } from '../../scripts/lib/run.mjs';
 import { startServer } from '../../tests/kit/server.mjs';
 import { joinRoom, ROOM_FLAGS, waitFor } from '../../tests/kit/harness.mjs';
@@ -338,22 +339,12 @@ export async function measureRoom(h, { room, audio, seconds, settleS, log }) {
 
   /** Reads the page's figures for its one peer. */
   async function readPage(page) {
-    const r = await page.evaluate(() => {
+    const r = await page.evaluate((fields) => {
       const s = window.tutti.session;
       const other = s.view.participants.find((p) => p.link === 'connected');
       if (!other) return { error: 'the peer left' };
       const st = s.latencyStages();
-      const strip = (x) =>
-        x && {
-          p50: x.p50,
-          p95: x.p95,
-          p99: x.p99,
-          min: x.min,
-          max: x.max,
-          mean: x.mean,
-          count: x.count,
-          rejected: x.rejected,
-        };
+      const strip = (x) => x && Object.fromEntries(fields.map((f) => [f, x[f]]));
       const stages = {};
       for (const [name, hist] of Object.entries(st.peers[other.peer] ?? {})) stages[name] = strip(hist);
       return {
@@ -364,7 +355,7 @@ export async function measureRoom(h, { room, audio, seconds, settleS, log }) {
         devices: st.devices,
         counters: s.counters().perPeer[other.peer],
       };
-    });
+    }, STAGE_SUMMARY_FIELDS);
     if (r.error) throw fail(r.error);
     if (!r.stages.mouthToEar) throw fail('no latency stages for the peer');
     return r;

@@ -45,6 +45,20 @@ export function peerPhase(k: number): number {
   return (k * 2.399963) % (2 * Math.PI);
 }
 
+/**
+ * Sets the sequence number and the timestamp (µs of the sender's clock at packet `seq`, low 32
+ * bits; the high word stays 0) of a FRAMES-frame 48 kHz packet in place.
+ */
+export function stampPacket(packet: Uint8Array, seq: number): void {
+  const us = Math.floor((seq * FRAMES * 1e6) / 48000) >>> 0;
+  packet[0] = us & 0xff;
+  packet[1] = (us >>> 8) & 0xff;
+  packet[2] = (us >>> 16) & 0xff;
+  packet[3] = us >>> 24;
+  packet[8] = seq & 0xff;
+  packet[9] = (seq >>> 8) & 0xff;
+}
+
 export class Feeder {
   readonly peers: number;
   /** Packets the senders produced (including lost ones). */
@@ -128,14 +142,7 @@ export class Feeder {
       for (let i = 0; i < n; i++) {
         const seq = pending[slot * BUCKET + i];
         const packet = this.packets[k * CYCLE_BLOCKS + (seq & (CYCLE_BLOCKS - 1))];
-        // Timestamp (µs of the sender's clock, low 32 bits; high word stays 0) and sequence.
-        const us = Math.floor((seq * FRAMES * 1e6) / 48000) >>> 0;
-        packet[0] = us & 0xff;
-        packet[1] = (us >>> 8) & 0xff;
-        packet[2] = (us >>> 16) & 0xff;
-        packet[3] = us >>> 24;
-        packet[8] = seq & 0xff;
-        packet[9] = (seq >>> 8) & 0xff;
+        stampPacket(packet, seq);
         if (this.writer.push(k, 0, packet, 0, PACKET_BYTES)) this.delivered++;
         else this.refused++;
       }

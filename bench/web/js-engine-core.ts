@@ -123,45 +123,55 @@ function lagrange4(t: number, w: Float64Array, at: number): void {
   w[at + 3] = a * tp1 * (1 / 6);
 }
 
-/** Meter ballistics: peak with hold and fall, RMS as a one-pole on the mean square. */
+/** Peak |x| and sum of squares of x[from..to), into st[at] and st[at + 2]: with `at` 0 for the
+ * left channel and 1 for the right, st becomes [peakL, peakR, sumSqL, sumSqR], the form
+ * MeterState.fold takes. */
+function measure(x: Float32Array, from: number, to: number, st: Float64Array, at: number): void {
+  let peak = 0;
+  let sumSq = 0;
+  for (let i = from; i < to; i++) {
+    const v = x[i];
+    const a = v < 0 ? -v : v;
+    if (a > peak) peak = a;
+    sumSq += v * v;
+  }
+  st[at] = peak;
+  st[at + 2] = sumSq;
+}
+
+/** Meter ballistics: peak with hold and fall, RMS as a one-pole on the mean square. Per channel
+ * (0 left, 1 right), in typed arrays so that the two channels take the same path. */
 class MeterState {
-  peakL = 0;
-  peakR = 0;
-  holdL = 0;
-  holdR = 0;
-  meanSqL = 0;
-  meanSqR = 0;
+  readonly peak = new Float64Array(2);
+  /** Frames the peak is still held. */
+  readonly hold = new Float64Array(2);
+  readonly meanSq = new Float64Array(2);
 
   reset(): void {
-    this.peakL = this.peakR = this.holdL = this.holdR = this.meanSqL = this.meanSqR = 0;
+    this.peak.fill(0);
+    this.hold.fill(0);
+    this.meanSq.fill(0);
   }
 
   /** Folds one quantum's [peakL, peakR, sumSqL, sumSqR] in. */
   fold(st: Float64Array): void {
-    const pkL = st[0];
-    const pkR = st[1];
-    if (pkL >= this.peakL) {
-      this.peakL = pkL;
-      this.holdL = PEAK_HOLD_FRAMES;
-    } else if (this.holdL > 0) {
-      this.holdL = Math.max(0, this.holdL - QUANTUM);
-    } else {
-      const fallen = this.peakL * PEAK_DECAY;
-      this.peakL = fallen > pkL ? (fallen > FLUSH_LIN ? fallen : 0) : pkL;
+    const peak = this.peak;
+    const hold = this.hold;
+    const meanSq = this.meanSq;
+    for (let c = 0; c < 2; c++) {
+      const pk = st[c];
+      if (pk >= peak[c]) {
+        peak[c] = pk;
+        hold[c] = PEAK_HOLD_FRAMES;
+      } else if (hold[c] > 0) {
+        hold[c] = Math.max(0, hold[c] - QUANTUM);
+      } else {
+        const fallen = peak[c] * PEAK_DECAY;
+        peak[c] = fallen > pk ? (fallen > FLUSH_LIN ? fallen : 0) : pk;
+      }
+      meanSq[c] += (st[c + 2] / QUANTUM - meanSq[c]) * RMS_ALPHA;
+      if (meanSq[c] <= FLUSH_LIN * FLUSH_LIN) meanSq[c] = 0;
     }
-    if (pkR >= this.peakR) {
-      this.peakR = pkR;
-      this.holdR = PEAK_HOLD_FRAMES;
-    } else if (this.holdR > 0) {
-      this.holdR = Math.max(0, this.holdR - QUANTUM);
-    } else {
-      const fallen = this.peakR * PEAK_DECAY;
-      this.peakR = fallen > pkR ? (fallen > FLUSH_LIN ? fallen : 0) : pkR;
-    }
-    this.meanSqL += (st[2] / QUANTUM - this.meanSqL) * RMS_ALPHA;
-    this.meanSqR += (st[3] / QUANTUM - this.meanSqR) * RMS_ALPHA;
-    if (this.meanSqL <= FLUSH_LIN * FLUSH_LIN) this.meanSqL = 0;
-    if (this.meanSqR <= FLUSH_LIN * FLUSH_LIN) this.meanSqR = 0;
   }
 }
 
@@ -522,42 +532,15 @@ export class JsEngineCore implements EngineCore {
     if (!playing) p.resetDrift();
     if (p.gainL === 0 && p.gainR === 0 && p.targetL === 0 && p.targetR === 0) {
       // Nobody hears this peer: meter its staged input without interpolating, and move on.
-      this.meterStaged(p);
-      const f = p.frac + QUANTUM * (fast ? ratio - 1 : ratio);
-      const k = Math.floor(f);
-      p.readPos += (fast ? QUANTUM : 0) + k;
-      p.frac = f - k;
+      const end = Math.min(p.writePos, p.readPos + QUANTUM);
+      measure(p.stageL, p.readPos, end, this.blockStats, 0);
+      measure(p.stageR, p.readPos, end, this.blockStats, 1);
+      p.frac += QUANTUM * (fast ? ratio - 1 : ratio);
+      this.endQuantum(p, p.readPos + (fast ? QUANTUM : 0));
       return;
     }
     if (fast) this.resampleFast(p, outL, outR);
     else this.resampleGeneral(p, outL, outR);
-  }
-
-  /** Meters the next quantum of staged input (what a silent strip's meter shows). */
-  private meterStaged(p: Peer): void {
-    const L = p.stageL;
-    const R = p.stageR;
-    const end = Math.min(p.writePos, p.readPos + QUANTUM);
-    let pkL = 0;
-    let pkR = 0;
-    let ssL = 0;
-    let ssR = 0;
-    for (let i = p.readPos; i < end; i++) {
-      const l = L[i];
-      const r = R[i];
-      const al = l < 0 ? -l : l;
-      const ar = r < 0 ? -r : r;
-      if (al > pkL) pkL = al;
-      if (ar > pkR) pkR = ar;
-      ssL += l * l;
-      ssR += r * r;
-    }
-    const st = this.blockStats;
-    st[0] = pkL;
-    st[1] = pkR;
-    st[2] = ssL;
-    st[3] = ssR;
-    this.meterPeer(p, st);
   }
 
   /** Consumes `frames` output frames of staging at ratio 1 without computing them, as the Rust
@@ -670,18 +653,13 @@ export class JsEngineCore implements EngineCore {
       w[2] = w[6];
       w[3] = w[7];
     }
-    const f = f0 + QUANTUM * d;
-    const k = Math.floor(f);
-    p.readPos = base + QUANTUM + k;
-    p.frac = f - k;
-    p.gainL = p.targetL;
-    p.gainR = p.targetR;
+    p.frac = f0 + QUANTUM * d;
     const st = this.blockStats;
     st[0] = pkL;
     st[1] = pkR;
     st[2] = ssL;
     st[3] = ssR;
-    this.meterPeer(p, st);
+    this.endQuantum(p, base + QUANTUM);
   }
 
   /** Any ratio (e.g. a 44.1 kHz sender): the integer offset moves within the quantum. */
@@ -724,18 +702,27 @@ export class JsEngineCore implements EngineCore {
       outL[i] += l * (gl0 + dgl * (i + 1));
       outR[i] += r * (gr0 + dgr * (i + 1));
     }
-    const f = f0 + QUANTUM * ratio;
-    const k = Math.floor(f);
-    p.readPos = base + k;
-    p.frac = f - k;
-    p.gainL = p.targetL;
-    p.gainR = p.targetR;
+    p.frac = f0 + QUANTUM * ratio;
     const st = this.blockStats;
     st[0] = pkL;
     st[1] = pkR;
     st[2] = ssL;
     st[3] = ssR;
-    this.meterPeer(p, st);
+    this.endQuantum(p, base);
+  }
+
+  /**
+   * Ends a peer's quantum: the read position moves to `from` plus the whole part of p.frac (the
+   * quantum's end position past `from`, set by the caller), which keeps the fraction; the gain
+   * ramp arrives at its target; the quantum's figures in blockStats go to the peer's meter.
+   */
+  private endQuantum(p: Peer, from: number): void {
+    const k = Math.floor(p.frac);
+    p.readPos = from + k;
+    p.frac -= k;
+    p.gainL = p.targetL;
+    p.gainR = p.targetR;
+    this.meterPeer(p, this.blockStats);
   }
 
   /** Folds one quantum's peak and sum of squares into the peer's meter. */
@@ -748,21 +735,10 @@ export class JsEngineCore implements EngineCore {
   // Master: gain and limiter folded into one ramp, soft knee, meters, non-finite guard.
 
   private renderMaster(outL: Float32Array, outR: Float32Array): void {
-    let pkL = 0;
-    let pkR = 0;
-    let ssL = 0;
-    let ssR = 0;
-    for (let i = 0; i < QUANTUM; i++) {
-      const l = outL[i];
-      const r = outR[i];
-      const al = l < 0 ? -l : l;
-      const ar = r < 0 ? -r : r;
-      if (al > pkL) pkL = al;
-      if (ar > pkR) pkR = ar;
-      ssL += l * l;
-      ssR += r * r;
-    }
-    if (!(ssL + ssR < Infinity)) {
+    const st = this.blockStats;
+    measure(outL, 0, QUANTUM, st, 0);
+    measure(outR, 0, QUANTUM, st, 1);
+    if (!(st[2] + st[3] < Infinity)) {
       // NaN, ±Inf or a square that overflows: silence the block, keep the limiter state.
       outL.fill(0);
       outR.fill(0);
@@ -770,7 +746,7 @@ export class JsEngineCore implements EngineCore {
       this.meterMaster(this.zeroStats);
       return;
     }
-    const peak = pkL > pkR ? pkL : pkR;
+    const peak = st[0] > st[1] ? st[0] : st[1];
     this.held[this.heldPos] = peak;
     this.heldPos = (this.heldPos + 1) % LIMITER_HOLD_BLOCKS;
     let held = 0;
@@ -790,7 +766,10 @@ export class JsEngineCore implements EngineCore {
     if (!(t0 === 1 && total === 1 && worst <= LIMIT_THRESHOLD)) {
       const step = (total - t0) / QUANTUM;
       const knee = worst > LIMIT_THRESHOLD;
-      pkL = pkR = ssL = ssR = 0;
+      let pkL = 0;
+      let pkR = 0;
+      let ssL = 0;
+      let ssR = 0;
       for (let i = 0; i < QUANTUM; i++) {
         const g = t0 + step * (i + 1);
         let l = outL[i] * g;
@@ -814,15 +793,15 @@ export class JsEngineCore implements EngineCore {
         ssL += l * l;
         ssR += r * r;
       }
+      // The meters see the block as gained and limited.
+      st[0] = pkL;
+      st[1] = pkR;
+      st[2] = ssL;
+      st[3] = ssR;
     }
     this.masterCurrent = this.masterGain;
     this.limiter = limiter;
     this.total = total;
-    const st = this.blockStats;
-    st[0] = pkL;
-    st[1] = pkR;
-    st[2] = ssL;
-    st[3] = ssR;
     this.meterMaster(st);
   }
 
@@ -834,14 +813,10 @@ export class JsEngineCore implements EngineCore {
   // Capture: input quanta → blocks of the configured size → packets on the outbound ring.
 
   private capture(inL: Float32Array, inR: Float32Array): void {
-    let peak = 0;
-    let sum = 0;
-    for (let i = 0; i < QUANTUM; i++) {
-      const x = inL[i];
-      const a = x < 0 ? -x : x;
-      if (a > peak) peak = a;
-      sum += x * x;
-    }
+    const st = this.blockStats;
+    measure(inL, 0, QUANTUM, st, 0);
+    const peak = st[0];
+    const sum = st[2];
     if (peak === peak && peak !== Infinity) {
       this.inputPeak = Math.max(peak, this.inputPeak * 0.9939);
       this.inputMeanSq += (sum / QUANTUM - this.inputMeanSq) * 0.0088;
@@ -911,10 +886,10 @@ export class JsEngineCore implements EngineCore {
     s[S.G_MALFORMED] = this.malformed;
     s[S.G_RECORDS_READ] = this.recordsRead;
     s[S.G_RING_RESYNCS] = this.ringResyncs;
-    s[S.G_MASTER_PEAK_L] = this.masterMeter.peakL;
-    s[S.G_MASTER_PEAK_R] = this.masterMeter.peakR;
-    s[S.G_MASTER_RMS_L] = Math.sqrt(this.masterMeter.meanSqL);
-    s[S.G_MASTER_RMS_R] = Math.sqrt(this.masterMeter.meanSqR);
+    s[S.G_MASTER_PEAK_L] = this.masterMeter.peak[0];
+    s[S.G_MASTER_PEAK_R] = this.masterMeter.peak[1];
+    s[S.G_MASTER_RMS_L] = Math.sqrt(this.masterMeter.meanSq[0]);
+    s[S.G_MASTER_RMS_R] = Math.sqrt(this.masterMeter.meanSq[1]);
     s[S.G_LIMITER_DB] = this.limiter < 1 ? -20 * Math.log10(this.limiter) : 0;
     s[S.G_PACKETS_SENT] = this.packetsSent;
     s[S.G_SEND_DROPPED] = this.sendDropped;
@@ -946,10 +921,10 @@ export class JsEngineCore implements EngineCore {
       s[row + S.P_BUFFERED_FRAMES] = j.bufferedFrames() + p.staged();
       s[row + S.P_TARGET_FRAMES] = j.targetFrames();
       s[row + S.P_DRIFT_PPM] = p.integral * 1e6;
-      s[row + S.P_PEAK_L] = p.meter.peakL;
-      s[row + S.P_PEAK_R] = p.meter.peakR;
-      s[row + S.P_RMS_L] = Math.sqrt(p.meter.meanSqL);
-      s[row + S.P_RMS_R] = Math.sqrt(p.meter.meanSqR);
+      s[row + S.P_PEAK_L] = p.meter.peak[0];
+      s[row + S.P_PEAK_R] = p.meter.peak[1];
+      s[row + S.P_RMS_L] = Math.sqrt(p.meter.meanSq[0]);
+      s[row + S.P_RMS_R] = Math.sqrt(p.meter.meanSq[1]);
       s[row + S.P_BLOCK_FRAMES] = j.block;
       s[row + S.P_SAMPLE_RATE] = j.rate;
       s[row + S.P_CHANNELS] = j.channels;

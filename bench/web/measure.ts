@@ -8,7 +8,7 @@
 // each; per peer count the median of each is taken and the network-only time subtracted.
 
 import { createBuffers } from '../../app/src/audio/engine-core';
-import { G_RECORDS_READ, G_UNDERRUNS, BLOCK_LEN, G_MASTER_RMS_L } from '../../app/src/audio/stats';
+import { StatsReader } from '../../app/src/audio/stats-reader';
 import { PACKET_BYTES } from './feeder';
 import { C_DELIVERED, C_QUANTA, C_REFUSED, COUNTERS_BYTES, type BenchOptions } from './messages';
 import workletUrl from './bench-worklet.ts?worker&url';
@@ -134,12 +134,19 @@ async function timeRun(
     };
   });
   node.connect(ctx.destination);
-  const stats = new Float64Array(buffers.stats, 0, BLOCK_LEN);
+  const stats = new StatsReader();
+  stats.attach(buffers.stats);
+  // The offline context is suspended or finished whenever the block is read, so each refresh
+  // takes a consistent copy.
+  const engine = () => {
+    stats.refresh();
+    return stats.globals();
+  };
   const count = new Float64Array(counters);
   let t0 = 0;
   let underrunsBefore = 0;
   ctx.suspend((warmup * QUANTUM_FRAMES) / SAMPLE_RATE).then(() => {
-    underrunsBefore = stats[G_UNDERRUNS];
+    underrunsBefore = engine().underruns;
     t0 = performance.now();
     ctx.resume();
   });
@@ -155,18 +162,18 @@ async function timeRun(
   if (count[C_REFUSED] !== 0) throw new Error(`bench-${kind}: the inbound ring refused packets`);
   if (kind !== 'net') {
     // Stats are published every 8 quanta: the last few quanta's packets may not show yet.
-    const read = stats[G_RECORDS_READ];
+    const { recordsRead: read, master } = engine();
     const delivered = count[C_DELIVERED];
     if (!(read <= delivered && read >= delivered - 8 * 4 * peers)) {
       throw new Error(`bench-${kind}: engine read ${read} records of ${delivered} delivered`);
     }
-    if (!(stats[G_MASTER_RMS_L] > 1e-4)) throw new Error(`bench-${kind}: the mix is silent`);
+    if (!(master.rmsL > 1e-4)) throw new Error(`bench-${kind}: the mix is silent`);
     const tail = rendered.getChannelData(0).subarray(rendered.length - 4096);
     let energy = 0;
     for (let i = 0; i < tail.length; i++) energy += tail[i] * tail[i];
     if (!(energy > 0)) throw new Error(`bench-${kind}: the rendered output is silent`);
   }
-  return { ms, underruns: stats[G_UNDERRUNS] - underrunsBefore };
+  return { ms, underruns: engine().underruns - underrunsBefore };
 }
 
 export interface Progress {

@@ -18,7 +18,7 @@
 import { createEngine, engineUnavailableReason, type EngineHandle } from '../../app/src/audio/host';
 import { DEFAULT_CONFIG } from '../../app/src/audio/engine-core';
 import { encodePacket } from '../../app/src/audio/packet';
-import { G_RECORDS_READ, G_UNDERRUNS } from '../../app/src/audio/stats';
+import { StatsReader } from '../../app/src/audio/stats-reader';
 import { createPumpHost, type PumpHost } from '../../app/src/net/net-host';
 import {
   ChannelState,
@@ -32,13 +32,11 @@ import {
   NP_TX_SKIPPED,
   netPeerIndex,
 } from '../../app/src/net/pump';
+import { CYCLE_BLOCKS, FRAMES, PACKET_BYTES, peerFrequency, stampPacket } from './feeder';
 import PostSinkWorker from './post-sink-worker.ts?worker';
 
 /** Packets per second per player: one 128-frame block at 48 kHz. */
 export const PACKETS_PER_SECOND = 48000 / 128;
-const FRAMES = 128;
-/** A player's sine repeats every CYCLE packets, so its packets are encoded once. */
-const CYCLE = 8;
 const TICK_MS = 10;
 const MAX_PEERS = 16;
 const OPEN_TIMEOUT_MS = 20000;
@@ -115,35 +113,25 @@ function fail(err: unknown): void {
   show(`Failed: ${api.error}`);
 }
 
-/** The packets of player `k`: a sine of its own frequency, CYCLE blocks that repeat exactly. */
+/** The packets of player `k`: a sine of its own frequency, CYCLE_BLOCKS blocks that repeat
+ * exactly, so its packets are encoded once. */
 function playerPackets(k: number): Uint8Array<ArrayBuffer>[] {
-  const hz = ((k + 3) * 48000) / (FRAMES * CYCLE);
+  const hz = peerFrequency(k);
   const left = new Float32Array(FRAMES);
   const right = new Float32Array(FRAMES);
   const packets: Uint8Array<ArrayBuffer>[] = [];
-  for (let b = 0; b < CYCLE; b++) {
+  for (let b = 0; b < CYCLE_BLOCKS; b++) {
     for (let i = 0; i < FRAMES; i++) {
       left[i] = 0.2 * Math.sin((2 * Math.PI * hz * (b * FRAMES + i)) / 48000);
       right[i] = left[i];
     }
-    const out = new Uint8Array(16 + FRAMES * 2 * 2);
+    const out = new Uint8Array(PACKET_BYTES);
     const h = { timestamp: 0, seq: b, frames: FRAMES, rateCode: 3, bits: 16, channelsIn: 2, channelsOut: 2 };
     const n = encodePacket(h, null, [left, right], out);
     if (n !== out.length) throw new Error(`encodePacket returned ${n}`);
     packets.push(out);
   }
   return packets;
-}
-
-/** Sets sequence number and timestamp (µs of the sender's clock, low 32 bits) in place. */
-function stamp(packet: Uint8Array, seq: number): void {
-  const us = Math.floor((seq * FRAMES * 1e6) / 48000) >>> 0;
-  packet[0] = us & 0xff;
-  packet[1] = (us >>> 8) & 0xff;
-  packet[2] = (us >>> 16) & 0xff;
-  packet[3] = us >>> 24;
-  packet[8] = seq & 0xff;
-  packet[9] = (seq >>> 8) & 0xff;
 }
 
 /** Keeps only loopback candidates (the address is the fifth field of the candidate line). */
@@ -214,7 +202,8 @@ async function runPump(peers: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 50));
   }
 
-  const engineStats = new Float64Array(engine.buffers.stats);
+  const engineStats = new StatsReader();
+  engineStats.attach(engine.buffers.stats);
   let seq = 0;
   let lateTicks = 0;
   const t0 = performance.now();
@@ -224,8 +213,8 @@ async function runPump(peers: number): Promise<void> {
     for (; seq < due; seq++) {
       for (let k = 0; k < players.length; k++) {
         const p = players[k];
-        const packet = p.packets[seq & (CYCLE - 1)];
-        stamp(packet, seq);
+        const packet = p.packets[seq & (CYCLE_BLOCKS - 1)];
+        stampPacket(packet, seq);
         if (p.channel.readyState === 'open') p.channel.send(packet);
       }
     }
@@ -240,6 +229,8 @@ async function runPump(peers: number): Promise<void> {
       skipped += s[netPeerIndex(slot, NP_TX_SKIPPED)];
       dropped += s[netPeerIndex(slot, NP_RX_DROPPED)];
     }
+    engineStats.refresh();
+    const { recordsRead, underruns } = engineStats.globals();
     return {
       t_ms: performance.now(),
       mode: 'pump',
@@ -251,8 +242,8 @@ async function runPump(peers: number): Promise<void> {
       wakeups: s[N_WAKEUPS],
       sent: seq * peers,
       received_by_peers: players.reduce((a, p) => a + p.received, 0),
-      engine_records_read: engineStats[G_RECORDS_READ],
-      engine_underruns: engineStats[G_UNDERRUNS],
+      engine_records_read: recordsRead,
+      engine_underruns: underruns,
       late_ticks: lateTicks,
       where: s[N_THREAD] === 1 ? 'worker' : s[N_THREAD] === 2 ? 'main' : 'none',
     };

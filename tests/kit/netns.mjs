@@ -218,6 +218,9 @@ export async function startImpairer(opts) {
   if (opts.reorder) args.push('--reorder');
   if (opts.realtime ?? true) args.push('--realtime');
 
+  // The rule that hands loopback UDP to the queue: appended once ready, deleted by stop().
+  const toQueue = ['-o', 'lo', '-p', 'udp', '-j', 'NFQUEUE', '--queue-num', String(queue), '--queue-bypass'];
+
   const child = spawn(join(ROOT, BIN), args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
@@ -257,19 +260,7 @@ export async function startImpairer(opts) {
         );
       });
     });
-    await iptables([
-      '-A',
-      'OUTPUT',
-      '-o',
-      'lo',
-      '-p',
-      'udp',
-      '-j',
-      'NFQUEUE',
-      '--queue-num',
-      String(queue),
-      '--queue-bypass',
-    ]);
+    await iptables(['-A', 'OUTPUT', ...toQueue]);
   } catch (e) {
     child.kill('SIGTERM');
     await Promise.race([exited, timeout(stopTimeoutMs)]);
@@ -293,19 +284,7 @@ export async function startImpairer(opts) {
         );
       }
       try {
-        await iptables([
-          '-D',
-          'OUTPUT',
-          '-o',
-          'lo',
-          '-p',
-          'udp',
-          '-j',
-          'NFQUEUE',
-          '--queue-num',
-          String(queue),
-          '--queue-bypass',
-        ]);
+        await iptables(['-D', 'OUTPUT', ...toQueue]);
       } catch (e) {
         failure ??= /** @type {Error} */ (e);
       }
