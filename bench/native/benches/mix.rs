@@ -6,7 +6,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use tutti_core::mix::{Master, Strip, QUANTUM};
+use tutti_core::mix::{GainControl, Master, Strip, QUANTUM};
 
 fn sine(freq: f32, amp: f32, phase: f32) -> [f32; QUANTUM] {
     let mut out = [0.0; QUANTUM];

@@ -484,7 +484,7 @@ fn fused_path_matches_separate_stages_bit_for_bit() {
     // meters, bit for bit, through seeded ratios (fast path, 44.1 kHz, invalid), gain, pan,
     // mute and audibility changes (ramps), and short stagings; where it declines it must
     // leave the resampler untouched.
-    use crate::mix::Strip;
+    use crate::mix::{GainControl, Strip};
     let mut rng = Rng::new(0xfeed_f00d);
     let (mut fused, mut plain) = (Resampler::new(2048), Resampler::new(2048));
     let (mut sf, mut sp) = (Strip::new(), Strip::new());
