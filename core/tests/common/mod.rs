@@ -9,8 +9,8 @@ use tutti_core::packet::{encode, Header, SampleFormat, SampleRate, MAX_PACKET_LE
 /// the integration tests from the same file the unit tests use.
 #[path = "../../src/testing.rs"]
 mod testing;
-#[allow(unused_imports)] // not every test file draws random numbers
-pub(crate) use testing::Rng;
+#[allow(unused_imports)] // not every test file draws random numbers or fits sines
+pub(crate) use testing::{fit_sine, Rng};
 
 /// Encodes block `seq` of a sine (`freq` Hz, amplitude `amp`, 48 kHz) as a stereo PCM16 packet.
 pub fn sine_packet(seq: u64, frames: usize, freq: f64, amp: f64) -> Vec<u8> {
