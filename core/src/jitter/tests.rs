@@ -491,6 +491,15 @@ fn sine_with_two_percent_loss_has_no_clicks() {
     }
 }
 
+/// The quantum at which block `k` of a stream of `frames`-frame blocks at `hz` is drained:
+/// the first quantum after the block was complete, plus 2.
+fn drain_quantum(k: u64, frames: usize, hz: u64) -> u64 {
+    ((k + 1) * frames as u64 * 48_000)
+        .div_ceil(hz)
+        .div_ceil(128)
+        + 2
+}
+
 #[test]
 fn block_sizes_and_rates_play_exactly() {
     // 32/64/256-frame blocks at 48 kHz and 128-frame blocks at 44.1 kHz (mono), popped by
@@ -510,12 +519,7 @@ fn block_sizes_and_rates_play_exactly() {
         src.channels = 1;
         let hz = u64::from(rate.hz());
         let blocks = 5 * hz / frames as u64;
-        let at = |k: u64| {
-            ((k + 1) * frames as u64 * 48_000)
-                .div_ceil(hz)
-                .div_ceil(128)
-                + 2
-        };
+        let at = |k: u64| drain_quantum(k, frames, hz);
         let mut jb = JitterBuffer::new(fixed(2048 / frames as u32));
         let mut render = Render::new(false);
         let mut next = 0;
@@ -1240,12 +1244,7 @@ fn adaptive_depth_for_every_block_size() {
         src.rate = rate;
         let hz = u64::from(rate.hz());
         let blocks = 10 * hz / frames as u64;
-        let at = |k: u64| {
-            ((k + 1) * frames as u64 * 48_000)
-                .div_ceil(hz)
-                .div_ceil(128)
-                + 2
-        };
+        let at = |k: u64| drain_quantum(k, frames, hz);
         let mut jb = JitterBuffer::new(JitterConfig::default());
         let mut render = Render::new(true);
         let mut next = 0;

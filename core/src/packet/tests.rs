@@ -112,47 +112,43 @@ impl JsonReader<'_> {
         assert_eq!(self.s[self.i], c, "expected '{}' at {}", c as char, self.i);
         self.i += 1;
     }
+    /// The items of an object or array, from its opening character to `close`, each read by
+    /// `item`; the separators are skipped.
+    fn items(&mut self, close: u8, mut item: impl FnMut(&mut Self)) {
+        self.i += 1;
+        self.ws();
+        if self.s[self.i] == close {
+            self.i += 1;
+            return;
+        }
+        loop {
+            item(self);
+            self.ws();
+            self.i += 1;
+            if self.s[self.i - 1] == close {
+                return;
+            }
+        }
+    }
     fn value(&mut self) -> Json {
         self.ws();
         match self.s[self.i] {
             b'{' => {
-                self.i += 1;
                 let mut kv = Vec::new();
-                self.ws();
-                if self.s[self.i] == b'}' {
-                    self.i += 1;
-                    return Json::Obj(kv);
-                }
-                loop {
-                    self.ws();
-                    let Json::Str(k) = self.value() else {
+                self.items(b'}', |r| {
+                    r.ws();
+                    let Json::Str(k) = r.value() else {
                         panic!("object key is not a string")
                     };
-                    self.eat(b':');
-                    kv.push((k, self.value()));
-                    self.ws();
-                    self.i += 1;
-                    if self.s[self.i - 1] == b'}' {
-                        return Json::Obj(kv);
-                    }
-                }
+                    r.eat(b':');
+                    kv.push((k, r.value()));
+                });
+                Json::Obj(kv)
             }
             b'[' => {
-                self.i += 1;
                 let mut a = Vec::new();
-                self.ws();
-                if self.s[self.i] == b']' {
-                    self.i += 1;
-                    return Json::Arr(a);
-                }
-                loop {
-                    a.push(self.value());
-                    self.ws();
-                    self.i += 1;
-                    if self.s[self.i - 1] == b']' {
-                        return Json::Arr(a);
-                    }
-                }
+                self.items(b']', |r| a.push(r.value()));
+                Json::Arr(a)
             }
             b'"' => {
                 self.i += 1;
