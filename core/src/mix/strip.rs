@@ -131,18 +131,8 @@ impl Strip {
         if n == 0 {
             return;
         }
-        let (src_l, src_r) = (&src_l[..n], &src_r[..n]);
-        let full = n - n % 4;
-        self.mix_source(
-            &Loaded {
-                l: &src_l[..full],
-                r: &src_r[..full],
-            },
-            [&src_l[full..], &src_r[full..]],
-            &mut out_l[..n],
-            &mut out_r[..n],
-            audible,
-        );
+        let (groups, tail) = Loaded::split(&src_l[..n], &src_r[..n]);
+        self.mix_source(&groups, tail, &mut out_l[..n], &mut out_r[..n], audible);
     }
 
     /// Whether this block leaves the bus untouched: the strip is silent (muted, inaudible or at
