@@ -13,12 +13,10 @@
 
 mod common;
 
-use common::{fit_sine, sine_packet};
+use common::{engine_with_peers, fit_sine, sine_packet};
 use std::f64::consts::PI;
 use tutti_core::capture::{Destination, OUT_ALL, OUT_ALL_BUT, OUT_SLOT_MASK};
-use tutti_core::engine::{
-    Engine, EngineConfig, Peer, QUANTUM, TAG_ECHO, TAG_SEND_QUEUE, TAG_SLOT_MASK,
-};
+use tutti_core::engine::{EngineConfig, QUANTUM, TAG_ECHO, TAG_SEND_QUEUE, TAG_SLOT_MASK};
 use tutti_core::packet;
 
 const A: usize = 0;
@@ -74,11 +72,7 @@ fn run(block: u16, channels: u8) -> Run {
         capture_channels: channels,
         ..EngineConfig::default()
     };
-    let mut b = Engine::new(config);
-    for slot in [A, C] {
-        b.insert_peer(slot, Peer::new(&config))
-            .expect("slot exists");
-    }
+    let mut b = engine_with_peers(config, [A, C]);
     // B's fader on A (−20 dB, panned): pre-fader, the echo carries A's stream as sent.
     b.set_strip(A, 0.1, -0.5, false, false).expect("peer A");
     let mut stem = vec![0f32; QUANTA as usize * QUANTUM];
