@@ -102,16 +102,6 @@ impl Default for Master {
     }
 }
 
-impl GainControl for Master {
-    fn gain_state(&self) -> Gain {
-        self.gain
-    }
-
-    fn gain_state_mut(&mut self) -> &mut Gain {
-        &mut self.gain
-    }
-}
-
 impl Master {
     /// Unity master gain, limiter idle (passes a bus below −1 dBFS bit-exact from the first block).
     pub fn new() -> Self {
@@ -234,5 +224,15 @@ impl Master {
     /// rise; normally only the first block of a loud onset).
     pub fn knee_blocks(&self) -> u64 {
         self.knee_blocks
+    }
+}
+
+impl GainControl for Master {
+    fn gain_state(&self) -> Gain {
+        self.gain
+    }
+
+    fn gain_state_mut(&mut self) -> &mut Gain {
+        &mut self.gain
     }
 }

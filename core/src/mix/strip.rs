@@ -28,16 +28,6 @@ impl Default for Strip {
     }
 }
 
-impl GainControl for Strip {
-    fn gain_state(&self) -> Gain {
-        self.gain
-    }
-
-    fn gain_state_mut(&mut self) -> &mut Gain {
-        &mut self.gain
-    }
-}
-
 impl Strip {
     /// Unity gain, centre, unmuted, not soloed; silent until its first block fades it in.
     pub fn new() -> Self {
@@ -200,5 +190,15 @@ impl Strip {
     /// Source blocks that held NaN or ±Inf (not metered).
     pub fn nonfinite_blocks(&self) -> u64 {
         self.nonfinite_blocks
+    }
+}
+
+impl GainControl for Strip {
+    fn gain_state(&self) -> Gain {
+        self.gain
+    }
+
+    fn gain_state_mut(&mut self) -> &mut Gain {
+        &mut self.gain
     }
 }
