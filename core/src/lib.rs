@@ -12,7 +12,7 @@
 //! | --- | --- |
 //! | [`packet`] | the wire format: JackTrip's header, planar PCM16/PCM24/float32, Tutti's extension |
 //! | [`ring`] | the lock-free single-producer/single-consumer byte ring shared with JavaScript |
-//! | [`jitter`] | per-peer reordering, loss accounting and playout (submodules: the push and pop sides, lateness estimation, payload storage, local-stall detection) |
+//! | [`jitter`] | per-peer reordering, loss accounting and playout (submodules: the push and pop sides, the depth policy, lateness estimation, payload storage, local-stall detection) |
 //! | [`conceal`] | filling a missing block without a click |
 //! | [`continuity`] | noticing missed device callbacks: ours, and each sender's from its packets' stamps |
 //! | [`drift`] | drift correction: the loop that turns a peer's buffer fill into a resampling ratio |
