@@ -102,7 +102,7 @@ use crate::continuity::Continuity;
 use crate::jitter::stall::LocalStall;
 use crate::jitter::{BufferMode, StreamState};
 use crate::latency::Histogram;
-use crate::mix::{solo_audible, Master};
+use crate::mix::{solo_audible, GainControl, Master};
 use crate::packet::{self, PacketError, SampleFormat};
 use crate::probe::ClickProbe;
 use crate::ring;

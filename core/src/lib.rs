@@ -12,12 +12,12 @@
 //! | --- | --- |
 //! | [`packet`] | the wire format: JackTrip's header, planar PCM16/PCM24/float32, Tutti's extension |
 //! | [`ring`] | the lock-free single-producer/single-consumer byte ring shared with JavaScript |
-//! | [`jitter`] | per-peer reordering, loss accounting and playout (submodules: the push and pop sides, lateness estimation, payload storage, local-stall detection) |
+//! | [`jitter`] | per-peer reordering, loss accounting and playout (submodules: the push and pop sides, the depth policy, lateness estimation, payload storage, local-stall detection) |
 //! | [`conceal`] | filling a missing block without a click |
 //! | [`continuity`] | noticing missed device callbacks: ours, and each sender's from its packets' stamps |
 //! | [`drift`] | drift correction: the loop that turns a peer's buffer fill into a resampling ratio |
 //! | [`resample`] | the per-peer staging FIFO read at that ratio by a cubic interpolator |
-//! | [`mix`] | gain, pan, mute, solo, meters, master limiter (submodules: meters, the strip and master, their SIMD kernels and lane type) |
+//! | [`mix`] | gain, pan, mute, solo, meters, master limiter (submodules: meters, the fader gain, the strip and master, their SIMD kernels and lane type) |
 //! | [`latency`] | fixed-size latency histograms per stage, the shared histogram block's layout and its writer |
 //! | [`probe`] | the round-trip probe: clicks out, found again in a peer's stream |
 //! | [`capture`] | our input into outgoing packets, each with its destination; the echo lane |

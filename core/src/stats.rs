@@ -137,6 +137,8 @@ pub const P_PEAK_R: usize = 13;
 pub const P_RMS_L: usize = 14;
 /// RMS, right (linear, pre-fader).
 pub const P_RMS_R: usize = 15;
+// A meter reading is written as one run of four ([`crate::mix::Meter::to_f64s`]).
+const _: () = assert!(P_RMS_R == P_PEAK_L + 3 && G_MASTER_RMS_R == G_MASTER_PEAK_L + 3);
 /// Sender's block size in frames (0 before the first packet).
 pub const P_BLOCK_FRAMES: usize = 16;
 /// Sender's sample rate in Hz.
@@ -239,10 +241,7 @@ impl Engine {
                 f64::from(peer.jitter.buffered_frames()) + peer.resampler.buffered_frames();
             row[P_TARGET_FRAMES] = f64::from(peer.jitter.target_frames());
             row[P_DRIFT_PPM] = peer.drift.offset_ppm();
-            row[P_PEAK_L] = f64::from(meter.peak_l);
-            row[P_PEAK_R] = f64::from(meter.peak_r);
-            row[P_RMS_L] = f64::from(meter.rms_l);
-            row[P_RMS_R] = f64::from(meter.rms_r);
+            row[P_PEAK_L..=P_RMS_R].copy_from_slice(&meter.to_f64s());
             row[P_BLOCK_FRAMES] = peer.jitter.block_frames() as f64;
             row[P_SAMPLE_RATE] = f64::from(peer.jitter.sender_rate());
             row[P_CHANNELS] = f64::from(peer.jitter.channels());
@@ -269,10 +268,7 @@ impl Engine {
         out[G_MALFORMED] = c.malformed as f64;
         out[G_RECORDS_READ] = c.records_read as f64;
         out[G_RING_RESYNCS] = c.ring_resyncs as f64;
-        out[G_MASTER_PEAK_L] = f64::from(m.peak_l);
-        out[G_MASTER_PEAK_R] = f64::from(m.peak_r);
-        out[G_MASTER_RMS_L] = f64::from(m.rms_l);
-        out[G_MASTER_RMS_R] = f64::from(m.rms_r);
+        out[G_MASTER_PEAK_L..=G_MASTER_RMS_R].copy_from_slice(&m.to_f64s());
         out[G_LIMITER_DB] = f64::from(self.master.gain_reduction_db());
         out[G_PACKETS_SENT] = c.packets_sent as f64;
         out[G_SEND_DROPPED] = c.send_dropped as f64;

@@ -103,6 +103,22 @@ impl Tone {
     }
 }
 
+/// Least-squares fit of `a·cos(w·n) + b·sin(w·n)` to the points `(n, y)`: `(a, b)`. With
+/// [`Tone`] or any sine of known frequency this measures what came out at that frequency.
+pub(crate) fn fit_sine(points: impl Iterator<Item = (f64, f64)>, w: f64) -> (f64, f64) {
+    let (mut cc, mut ss, mut cs, mut yc, mut ys) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for (n, v) in points {
+        let (s, c) = (w * n).sin_cos();
+        cc += c * c;
+        ss += s * s;
+        cs += c * s;
+        yc += v * c;
+        ys += v * s;
+    }
+    let det = cc * ss - cs * cs;
+    ((yc * ss - ys * cs) / det, (ys * cc - yc * cs) / det)
+}
+
 /// Every `export const NAME = <number>;` line of a TypeScript mirror (layout constants), as
 /// (name, value); lines whose value is not a plain decimal number are skipped.
 pub(crate) fn ts_numeric_constants(src: &str) -> Vec<(String, f64)> {

@@ -13,12 +13,10 @@
 
 mod common;
 
-use common::sine_packet;
+use common::{engine_with_peers, fit_sine, sine_packet};
 use std::f64::consts::PI;
 use tutti_core::capture::{Destination, OUT_ALL, OUT_ALL_BUT, OUT_SLOT_MASK};
-use tutti_core::engine::{
-    Engine, EngineConfig, Peer, QUANTUM, TAG_ECHO, TAG_SEND_QUEUE, TAG_SLOT_MASK,
-};
+use tutti_core::engine::{EngineConfig, QUANTUM, TAG_ECHO, TAG_SEND_QUEUE, TAG_SLOT_MASK};
 use tutti_core::packet;
 
 const A: usize = 0;
@@ -74,11 +72,7 @@ fn run(block: u16, channels: u8) -> Run {
         capture_channels: channels,
         ..EngineConfig::default()
     };
-    let mut b = Engine::new(config);
-    for slot in [A, C] {
-        b.insert_peer(slot, Peer::new(&config))
-            .expect("slot exists");
-    }
+    let mut b = engine_with_peers(config, [A, C]);
     // B's fader on A (−20 dB, panned): pre-fader, the echo carries A's stream as sent.
     b.set_strip(A, 0.1, -0.5, false, false).expect("peer A");
     let mut stem = vec![0f32; QUANTA as usize * QUANTUM];
@@ -161,19 +155,8 @@ fn run(block: u16, channels: u8) -> Run {
 /// sample) pairs), least squares.
 fn fit(x: &[(u64, f32)], freq: f64) -> (f64, f64) {
     let w = 2.0 * PI * freq / 48_000.0;
-    let (mut ss, mut cc, mut sc, mut xs, mut xc) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for &(n, v) in x {
-        let (s, c) = ((w * n as f64).sin(), (w * n as f64).cos());
-        let v = f64::from(v);
-        ss += s * s;
-        cc += c * c;
-        sc += s * c;
-        xs += v * s;
-        xc += v * c;
-    }
-    let det = ss * cc - sc * sc;
-    let a = (xs * cc - xc * sc) / det;
-    let b = (xc * ss - xs * sc) / det;
+    // `a` multiplies the sine, `b` the cosine.
+    let (b, a) = fit_sine(x.iter().map(|&(n, v)| (n as f64, f64::from(v))), w);
     let amp = a.hypot(b);
     let mut res = 0.0;
     for &(n, v) in x {

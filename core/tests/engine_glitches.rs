@@ -11,8 +11,8 @@
 
 mod common;
 
-use common::{sine_packet, stereo_packet};
-use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
+use common::{engine_with_peers, sine_packet, stereo_packet};
+use tutti_core::engine::{Engine, EngineConfig, QUANTUM};
 use tutti_core::stats::*;
 
 const US_PER_BLOCK: f64 = 128.0 / 48_000.0 * 1e6;
@@ -22,12 +22,7 @@ fn engine(peers: usize) -> Engine {
         max_peers: 4,
         ..EngineConfig::default()
     };
-    let mut e = Engine::new(config);
-    for slot in 0..peers {
-        e.insert_peer(slot, Peer::new(&config))
-            .expect("slot exists");
-    }
-    e
+    engine_with_peers(config, 0..peers)
 }
 
 fn stats(e: &Engine) -> Vec<f64> {

@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{amplitude_at, db, sine_packet, Rng};
-use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
+use common::{amplitude_at, db, engine_with_peers, sine_packet, Rng};
+use tutti_core::engine::{Engine, EngineConfig, QUANTUM};
 use tutti_core::jitter::BufferMode;
 use tutti_core::stats::*;
 
@@ -74,15 +74,7 @@ fn run(seed: u64, mut garbage: impl FnMut(u64, &mut Engine)) -> (Run, [Ledger; 5
         },
         ..EngineConfig::default()
     };
-    let mut engine = Engine::new(config);
-    for slot in 0..6 {
-        engine
-            .insert_peer(slot, Peer::new(&config))
-            .expect("slot exists");
-        engine
-            .set_strip(slot, 1.0, 0.0, false, false)
-            .expect("peer present");
-    }
+    let mut engine = engine_with_peers(config, 0..6);
     let packets: Vec<Vec<Vec<u8>>> = FREQS
         .iter()
         .map(|&f| (0..BLOCKS).map(|s| sine_packet(s, 128, f, AMP)).collect())

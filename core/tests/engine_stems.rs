@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{amplitude_at, db, sine_packet};
-use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
+use common::{amplitude_at, db, engine_with_peers, sine_packet};
+use tutti_core::engine::{EngineConfig, QUANTUM};
 
 const FREQS: [f64; 3] = [440.0, 660.0, 990.0];
 const AMP: f64 = 0.2;
@@ -23,12 +23,7 @@ fn run(record: bool) -> Out {
         max_peers: 4,
         ..EngineConfig::default()
     };
-    let mut engine = Engine::new(config);
-    for slot in 0..3 {
-        engine
-            .insert_peer(slot, Peer::new(&config))
-            .expect("slot exists");
-    }
+    let mut engine = engine_with_peers(config, 0..3);
     // Fader −12 dB panned left, unity centre, and muted: none of it reaches a stem.
     let gain = 10f32.powf(-12.0 / 20.0);
     engine.set_strip(0, gain, -1.0, false, false).expect("peer");

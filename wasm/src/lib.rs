@@ -75,6 +75,21 @@ fn host(handle: u32) -> Option<&'static mut Host> {
     unsafe { (handle as usize as *mut Host).as_mut() }
 }
 
+/// The address of the buffer `field` picks from the host behind `handle`, as the worklet
+/// reads it (0 for no host).
+fn address<T>(handle: u32, field: impl FnOnce(&Host) -> &[T]) -> u32 {
+    host(handle).map_or(0, |h| field(h).as_ptr() as usize as u32)
+}
+
+/// Channel `channel` of a stereo pair: 0 left, anything else right.
+fn pick<'a, T>(channel: u32, left: &'a [T], right: &'a [T]) -> &'a [T] {
+    if channel == 0 {
+        left
+    } else {
+        right
+    }
+}
+
 fn sample_format(bits: u32) -> Option<SampleFormat> {
     match bits {
         16 => Some(SampleFormat::Pcm16),
@@ -144,44 +159,38 @@ pub fn tutti_destroy(handle: u32) {
 /// Address of the inbound ring mirror (as many bytes as the ring's data area).
 #[wasm_bindgen]
 pub fn tutti_inbound_ptr(handle: u32) -> u32 {
-    host(handle).map_or(0, |h| h.inbound.as_ptr() as usize as u32)
+    address(handle, |h| &h.inbound)
 }
 
 /// Address of the outbound ring mirror.
 #[wasm_bindgen]
 pub fn tutti_outbound_ptr(handle: u32) -> u32 {
-    host(handle).map_or(0, |h| h.outbound.as_ptr() as usize as u32)
+    address(handle, |h| &h.outbound)
 }
 
 /// Address of input channel `channel` (0 left, 1 right): QUANTUM f32.
 #[wasm_bindgen]
 pub fn tutti_input_ptr(handle: u32, channel: u32) -> u32 {
-    host(handle).map_or(0, |h| match channel {
-        0 => h.input_l.as_ptr() as usize as u32,
-        _ => h.input_r.as_ptr() as usize as u32,
-    })
+    address(handle, |h| pick(channel, &h.input_l, &h.input_r))
 }
 
 /// Address of output channel `channel` (0 left, 1 right): QUANTUM f32.
 #[wasm_bindgen]
 pub fn tutti_output_ptr(handle: u32, channel: u32) -> u32 {
-    host(handle).map_or(0, |h| match channel {
-        0 => h.output_l.as_ptr() as usize as u32,
-        _ => h.output_r.as_ptr() as usize as u32,
-    })
+    address(handle, |h| pick(channel, &h.output_l, &h.output_r))
 }
 
 /// Address of the stats block (`tutti_stats_len` f64, layout in `tutti_core::stats`).
 #[wasm_bindgen]
 pub fn tutti_stats_ptr(handle: u32) -> u32 {
-    host(handle).map_or(0, |h| h.stats.as_ptr() as usize as u32)
+    address(handle, |h| &h.stats)
 }
 
 /// Address of the histogram block (`tutti_histograms_len` f64, layout in
 /// `tutti_core::latency`).
 #[wasm_bindgen]
 pub fn tutti_histograms_ptr(handle: u32) -> u32 {
-    host(handle).map_or(0, |h| h.histograms.as_ptr() as usize as u32)
+    address(handle, |h| &h.histograms)
 }
 
 /// Values of the histogram block this engine writes (globals, capture, one row per slot).
@@ -251,7 +260,7 @@ pub fn tutti_set_device_latency(handle: u32, output_us: f64, input_us: f64) {
 /// Address of the I/O words (`IO_LEN` u32: ring counters in and out).
 #[wasm_bindgen]
 pub fn tutti_io_ptr(handle: u32) -> u32 {
-    host(handle).map_or(0, |h| h.io.as_ptr() as usize as u32)
+    address(handle, |h| &h.io)
 }
 
 /// Builds a peer and puts it in `slot`. Returns 1, or 0 if the slot does not exist. Allocates:
@@ -301,10 +310,7 @@ pub fn tutti_stem_ptr(handle: u32, slot: u32, channel: u32) -> u32 {
     let Some(h) = host(handle) else { return 0 };
     h.engine
         .stem(slot as usize)
-        .map_or(0, |(l, r)| match channel {
-            0 => l.as_ptr() as usize as u32,
-            _ => r.as_ptr() as usize as u32,
-        })
+        .map_or(0, |(l, r)| pick(channel, l, r).as_ptr() as usize as u32)
 }
 
 /// Sets the master gain (linear).

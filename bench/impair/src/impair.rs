@@ -561,16 +561,20 @@ mod tests {
             Err(ConfigError::LossRunTooShort { .. })
         ));
         assert!(bad(0.9, 9.5).is_ok());
-        let zero = RateConfig {
-            bits_per_s: 0,
-            burst_bytes: 1500,
-            queue_packets: 10,
-        };
-        let cfg = Config {
-            rate: Some(zero),
-            ..Config::default()
-        };
+        let cfg = rate_only(0, 1500, 10);
         assert_eq!(Impairer::new(&cfg).err(), Some(ConfigError::ZeroRate));
+    }
+
+    /// The default config with only a rate limit.
+    fn rate_only(bits_per_s: u64, burst_bytes: u32, queue_packets: u32) -> Config {
+        Config {
+            rate: Some(RateConfig {
+                bits_per_s,
+                burst_bytes,
+                queue_packets,
+            }),
+            ..Config::default()
+        }
     }
 
     /// Bytes released in `[from, to)` ns.
@@ -591,15 +595,7 @@ mod tests {
             (500, 1400, 1400),
         ] {
             let bits_per_s = kbit * 1000;
-            let rate = RateConfig {
-                bits_per_s,
-                burst_bytes: burst,
-                queue_packets: 50,
-            };
-            let cfg = Config {
-                rate: Some(rate),
-                ..Config::default()
-            };
+            let cfg = rate_only(bits_per_s, burst, 50);
             let offered_pps = 2 * bits_per_s / (8 * len as u64);
             let n = (offered_pps * 10) as usize;
             let d = feed(&cfg, n, 1_000_000_000 / offered_pps, len);
@@ -628,15 +624,7 @@ mod tests {
     #[test]
     fn rate_limit_below_the_rate_adds_no_delay() {
         // 400 packets/s of 1000 B = 3.2 Mbit/s through a 4 Mbit/s bucket: nothing waits.
-        let rate = RateConfig {
-            bits_per_s: 4_000_000,
-            burst_bytes: 1500,
-            queue_packets: 10,
-        };
-        let cfg = Config {
-            rate: Some(rate),
-            ..Config::default()
-        };
+        let cfg = rate_only(4_000_000, 1500, 10);
         for (t, d) in feed(&cfg, 10_000, 2_500_000, 1000) {
             assert_eq!(d, Decision::Release { at_ns: t });
         }
@@ -646,15 +634,7 @@ mod tests {
     fn rate_limit_queue_bounds_the_wait() {
         // 1000 B at 800 kbit/s takes 10 ms; with 5 waiting packets no packet waits more than
         // 5 * 10 ms (plus one packet's rounding).
-        let rate = RateConfig {
-            bits_per_s: 800_000,
-            burst_bytes: 1000,
-            queue_packets: 5,
-        };
-        let cfg = Config {
-            rate: Some(rate),
-            ..Config::default()
-        };
+        let cfg = rate_only(800_000, 1000, 5);
         let d = feed(&cfg, 10_000, 1_000_000, 1000);
         for &(t, dec) in &d {
             if let Decision::Release { at_ns } = dec {
@@ -662,15 +642,7 @@ mod tests {
             }
         }
         // A policer (no queue) passes only packets that find their tokens at once.
-        let rate = RateConfig {
-            bits_per_s: 800_000,
-            burst_bytes: 1000,
-            queue_packets: 0,
-        };
-        let cfg = Config {
-            rate: Some(rate),
-            ..Config::default()
-        };
+        let cfg = rate_only(800_000, 1000, 0);
         let d = feed(&cfg, 10_000, 1_000_000, 1000);
         let passed = d
             .iter()

@@ -13,6 +13,21 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// Makes a call that returns a byte count, or −1 with `errno` set, again while a signal
+/// interrupts it.
+fn retry_interrupted(mut call: impl FnMut() -> isize) -> io::Result<usize> {
+    loop {
+        let n = call();
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
 fn set_int_opt(
     fd: RawFd,
     level: libc::c_int,
@@ -96,9 +111,9 @@ impl NetlinkSocket {
     /// Sends one datagram (one or more netlink messages) to the kernel.
     pub fn send(&self, bytes: &[u8]) -> io::Result<()> {
         let addr = kernel_addr();
-        loop {
+        retry_interrupted(|| {
             // SAFETY: `bytes` and `addr` are valid for the lengths given.
-            let n = unsafe {
+            unsafe {
                 libc::sendto(
                     self.fd.as_raw_fd(),
                     bytes.as_ptr().cast(),
@@ -107,44 +122,32 @@ impl NetlinkSocket {
                     (&addr as *const libc::sockaddr_nl).cast(),
                     size_of::<libc::sockaddr_nl>() as libc::socklen_t,
                 )
-            };
-            if n >= 0 {
-                return Ok(());
             }
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(err);
-            }
-        }
+        })
+        .map(drop)
     }
 
     /// Reads one datagram into `buf` without waiting. `Ok(None)`: nothing to read.
     /// A datagram longer than `buf` is an error (`EMSGSIZE`): with a small copy range it cannot
     /// happen.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        loop {
+        let len = buf.len();
+        let read = retry_interrupted(|| {
             // SAFETY: `buf` is valid for writes of its length.
-            let n = unsafe {
+            unsafe {
                 libc::recv(
                     self.fd.as_raw_fd(),
                     buf.as_mut_ptr().cast(),
-                    buf.len(),
+                    len,
                     libc::MSG_DONTWAIT | libc::MSG_TRUNC,
                 )
-            };
-            if n >= 0 {
-                let n = n as usize;
-                if n > buf.len() {
-                    return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
-                }
-                return Ok(Some(n));
             }
-            let err = io::Error::last_os_error();
-            match err.kind() {
-                io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock => return Ok(None),
-                _ => return Err(err),
-            }
+        });
+        match read {
+            Ok(n) if n > len => Err(io::Error::from_raw_os_error(libc::EMSGSIZE)),
+            Ok(n) => Ok(Some(n)),
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(err) => Err(err),
         }
     }
 }

@@ -6,7 +6,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use tutti_core::mix::{Master, Strip, QUANTUM};
+use tutti_core::mix::{GainControl, Master, Strip, QUANTUM};
 
 fn sine(freq: f32, amp: f32, phase: f32) -> [f32; QUANTUM] {
     let mut out = [0.0; QUANTUM];
@@ -23,50 +23,33 @@ fn strip(c: &mut Criterion) {
     let mut out_r = [0.0f32; QUANTUM];
     let mut g = c.benchmark_group("strip_mix_into_128");
 
-    let mut s = Strip::new();
-    s.set_pan(-0.3);
-    g.bench_function("steady", |b| {
-        b.iter(|| {
-            s.mix_into(
-                black_box(&src_l),
-                black_box(&src_r),
-                &mut out_l,
-                &mut out_r,
-                true,
-            );
-            out_l[0] = 0.0;
-        })
-    });
-
-    let mut s = Strip::new();
-    let mut flip = false;
-    g.bench_function("ramping", |b| {
-        b.iter(|| {
-            flip = !flip;
-            s.set_gain(if flip { 0.5 } else { 0.8 });
-            s.mix_into(
-                black_box(&src_l),
-                black_box(&src_r),
-                &mut out_l,
-                &mut out_r,
-                true,
-            );
-            out_l[0] = 0.0;
-        })
-    });
-
-    let mut s = Strip::new();
-    g.bench_function("inaudible_meter_only", |b| {
-        b.iter(|| {
-            s.mix_into(
-                black_box(&src_l),
-                black_box(&src_r),
-                &mut out_l,
-                &mut out_r,
-                false,
-            )
-        })
-    });
+    // (name, pan, gain changed every block, audible)
+    let cases = [
+        ("steady", -0.3, false, true),
+        ("ramping", 0.0, true, true),
+        ("inaudible_meter_only", 0.0, false, false),
+    ];
+    for (name, pan, ramping, audible) in cases {
+        let mut s = Strip::new();
+        s.set_pan(pan);
+        let mut flip = false;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                if ramping {
+                    flip = !flip;
+                    s.set_gain(if flip { 0.5 } else { 0.8 });
+                }
+                s.mix_into(
+                    black_box(&src_l),
+                    black_box(&src_r),
+                    &mut out_l,
+                    &mut out_r,
+                    audible,
+                );
+                out_l[0] = 0.0;
+            })
+        });
+    }
     g.finish();
     black_box((&out_l, &out_r));
 }
@@ -82,26 +65,20 @@ fn master(c: &mut Criterion) {
         b.iter(|| m.process(black_box(&mut l), black_box(&mut r)))
     });
 
-    let mut m = Master::new();
-    m.set_gain(0.8);
-    g.bench_function("gain_no_limiting", |b| {
-        b.iter_batched_ref(
-            || (quiet_l, quiet_r),
-            |(l, r)| m.process(l, r),
-            BatchSize::SmallInput,
-        )
-    });
-
     let loud_l = sine(440.0, 5.0, 0.0);
     let loud_r = sine(660.0, 5.0, 1.0);
-    let mut m = Master::new();
-    g.bench_function("limiting", |b| {
-        b.iter_batched_ref(
-            || (loud_l, loud_r),
-            |(l, r)| m.process(l, r),
-            BatchSize::SmallInput,
-        )
-    });
+    // (name, master gain, input)
+    let cases = [
+        ("gain_no_limiting", 0.8, (quiet_l, quiet_r)),
+        ("limiting", 1.0, (loud_l, loud_r)),
+    ];
+    for (name, gain, input) in cases {
+        let mut m = Master::new();
+        m.set_gain(gain);
+        g.bench_function(name, |b| {
+            b.iter_batched_ref(|| input, |(l, r)| m.process(l, r), BatchSize::SmallInput)
+        });
+    }
 
     let mut m = Master::new();
     let mut loud_gain = false;

@@ -423,55 +423,33 @@ fn check(s: &Scenario, o: &Outcome) {
 }
 
 #[test]
-fn one_hour_sender_300_ppm_fast() {
-    let s = Scenario {
-        ppm: 300.0,
-        rate: 48_000.0,
-        block: 128,
-        seconds: 3600.0,
-        seed: 1,
-        audio: false,
-    };
-    check(&s, &simulate(&s));
-}
-
-#[test]
-fn one_hour_sender_300_ppm_slow() {
-    let s = Scenario {
-        ppm: -300.0,
-        rate: 48_000.0,
-        block: 128,
-        seconds: 3600.0,
-        seed: 2,
-        audio: false,
-    };
-    check(&s, &simulate(&s));
-}
-
-#[test]
-fn one_hour_44k1_sender_with_256_frame_blocks() {
-    let s = Scenario {
-        ppm: 300.0,
-        rate: 44_100.0,
-        block: 256,
-        seconds: 3600.0,
-        seed: 3,
-        audio: false,
-    };
-    check(&s, &simulate(&s));
-}
-
-#[test]
-fn one_hour_32_frame_blocks() {
-    let s = Scenario {
-        ppm: -300.0,
-        rate: 48_000.0,
-        block: 32,
-        seconds: 3600.0,
-        seed: 4,
-        audio: false,
-    };
-    check(&s, &simulate(&s));
+fn one_hour_runs() {
+    // An hour of frames only, each row within the bounds of `check`:
+    // (name, sender ppm, sender rate, block frames, seed).
+    let rows = [
+        ("sender 300 ppm fast", 300.0, 48_000.0, 128, 1),
+        ("sender 300 ppm slow", -300.0, 48_000.0, 128, 2),
+        (
+            "44.1 kHz sender with 256-frame blocks",
+            300.0,
+            44_100.0,
+            256,
+            3,
+        ),
+        ("32-frame blocks", -300.0, 48_000.0, 32, 4),
+    ];
+    for (name, ppm, rate, block, seed) in rows {
+        eprintln!("one hour: {name}");
+        let s = Scenario {
+            ppm,
+            rate,
+            block,
+            seconds: 3600.0,
+            seed,
+            audio: false,
+        };
+        check(&s, &simulate(&s));
+    }
 }
 
 #[test]

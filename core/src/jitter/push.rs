@@ -200,35 +200,4 @@ impl JitterBuffer {
         self.slots[i].ext = EMPTY;
         self.store.release(self.slots[i].buf);
     }
-
-    /// Keeps the delay near the target when the drift controller is too slow: a fill a block or
-    /// more below the target schedules stretched blocks at once; a fill far above it for half a
-    /// second schedules skips.
-    fn check_depth(&mut self, now: u64) {
-        let b = self.block_local();
-        let over = self.fill_error();
-        if over <= -b {
-            self.grow_pending = ((b / 2 - over) / b).clamp(0, i64::from(u32::MAX)) as u32;
-            self.skip_pending = 0;
-            self.over_since = None;
-            return;
-        }
-        self.grow_pending = 0;
-        let threshold = (b + b / 2).max(i64::from(self.cfg.quantum));
-        if over <= threshold {
-            self.over_since = None;
-            if 2 * over <= b {
-                self.skip_pending = 0;
-            }
-            return;
-        }
-        match self.over_since {
-            None => self.over_since = Some(now),
-            Some(since) if now.saturating_sub(since) >= u64::from(self.cfg.local_rate) / 2 => {
-                self.skip_pending = ((over + b / 2) / b).clamp(0, i64::from(u32::MAX)) as u32;
-                self.over_since = None;
-            }
-            Some(_) => {}
-        }
-    }
 }

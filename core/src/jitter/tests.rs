@@ -209,6 +209,27 @@ fn schedule(seed: u64, blocks: u64) -> (Schedule, Injected) {
     (s, inj)
 }
 
+/// The blocks of a schedule sorted by quantum, handed out quantum by quantum.
+struct Arrivals<'a> {
+    sched: &'a [(u64, u64)],
+    next: usize,
+}
+
+impl<'a> Arrivals<'a> {
+    fn new(sched: &'a [(u64, u64)]) -> Self {
+        Arrivals { sched, next: 0 }
+    }
+
+    /// The blocks drained at quantum `q` (asked for with `q` rising one by one).
+    fn due(&mut self, q: u64) -> impl Iterator<Item = u64> + 'a {
+        let start = self.next;
+        while self.sched.get(self.next).is_some_and(|d| d.0 == q) {
+            self.next += 1;
+        }
+        self.sched[start..self.next].iter().map(|d| d.1)
+    }
+}
+
 /// Runs a schedule (128-frame blocks, one pop per quantum) and returns the buffer and the
 /// quantum of each pop's kind.
 fn run_schedule(cfg: JitterConfig, src: &Source, sched: &Schedule) -> (JitterBuffer, Vec<PopKind>) {
@@ -218,12 +239,11 @@ fn run_schedule(cfg: JitterConfig, src: &Source, sched: &Schedule) -> (JitterBuf
         .collect();
     let last = sched.last().map_or(0, |d| d.0);
     let mut kinds = Vec::new();
-    let mut next = 0;
+    let mut arrivals = Arrivals::new(sched);
     let (mut l, mut r) = ([0f32; 256], [0f32; 256]);
     for q in 0..last + 200 {
-        while next < sched.len() && sched[next].0 == q {
-            push(&mut jb, &packets[sched[next].1 as usize], q * 128);
-            next += 1;
+        for k in arrivals.due(q) {
+            push(&mut jb, &packets[k as usize], q * 128);
         }
         if jb.block_frames() > 0 {
             kinds.push(jb.pop_block(&mut l, &mut r).kind);
@@ -341,11 +361,10 @@ fn play_stream(
         .collect();
     sched.sort_by_key(|d| d.0);
     let end = sched.last().map_or(0, |d| d.0) + extra_quanta;
-    let mut next = 0;
+    let mut arrivals = Arrivals::new(&sched);
     for q in 0..end {
-        while next < sched.len() && sched[next].0 == q {
-            push(&mut jb, &src.packet(sched[next].1), q * 128);
-            next += 1;
+        for k in arrivals.due(q) {
+            push(&mut jb, &src.packet(k), q * 128);
         }
         render.quantum(&mut jb);
     }
@@ -472,6 +491,15 @@ fn sine_with_two_percent_loss_has_no_clicks() {
     }
 }
 
+/// The quantum at which block `k` of a stream of `frames`-frame blocks at `hz` is drained:
+/// the first quantum after the block was complete, plus 2.
+fn drain_quantum(k: u64, frames: usize, hz: u64) -> u64 {
+    ((k + 1) * frames as u64 * 48_000)
+        .div_ceil(hz)
+        .div_ceil(128)
+        + 2
+}
+
 #[test]
 fn block_sizes_and_rates_play_exactly() {
     // 32/64/256-frame blocks at 48 kHz and 128-frame blocks at 44.1 kHz (mono), popped by
@@ -491,12 +519,7 @@ fn block_sizes_and_rates_play_exactly() {
         src.channels = 1;
         let hz = u64::from(rate.hz());
         let blocks = 5 * hz / frames as u64;
-        let at = |k: u64| {
-            ((k + 1) * frames as u64 * 48_000)
-                .div_ceil(hz)
-                .div_ceil(128)
-                + 2
-        };
+        let at = |k: u64| drain_quantum(k, frames, hz);
         let mut jb = JitterBuffer::new(fixed(2048 / frames as u32));
         let mut render = Render::new(false);
         let mut next = 0;
@@ -584,11 +607,10 @@ fn session_with_stalls(
     let mut jb = JitterBuffer::new(JitterConfig::default());
     let mut render = Render::new(true);
     let mut trace = Vec::new();
-    let mut next = 0;
+    let mut arrivals = Arrivals::new(&sched);
     for q in 0..blocks {
-        while next < sched.len() && sched[next].0 == q {
-            push(&mut jb, &src.packet(sched[next].1), q * 128);
-            next += 1;
+        for k in arrivals.due(q) {
+            push(&mut jb, &src.packet(k), q * 128);
         }
         render.quantum(&mut jb);
         trace.push(Sample {
@@ -1191,13 +1213,12 @@ fn nothing_grows_after_new() {
     };
     let before = fingerprint(&jb);
     let (sched, _) = schedule(9, 2000);
-    let mut next = 0;
+    let mut arrivals = Arrivals::new(&sched);
     let src = Source::new(128);
     let (mut l, mut r) = ([0f32; 256], [0f32; 256]);
     for q in 0..2100 {
-        while next < sched.len() && sched[next].0 == q {
-            push(&mut jb, &src.packet(sched[next].1), q * 128);
-            next += 1;
+        for k in arrivals.due(q) {
+            push(&mut jb, &src.packet(k), q * 128);
         }
         jb.pop_block(&mut l, &mut r);
     }
@@ -1223,12 +1244,7 @@ fn adaptive_depth_for_every_block_size() {
         src.rate = rate;
         let hz = u64::from(rate.hz());
         let blocks = 10 * hz / frames as u64;
-        let at = |k: u64| {
-            ((k + 1) * frames as u64 * 48_000)
-                .div_ceil(hz)
-                .div_ceil(128)
-                + 2
-        };
+        let at = |k: u64| drain_quantum(k, frames, hz);
         let mut jb = JitterBuffer::new(JitterConfig::default());
         let mut render = Render::new(true);
         let mut next = 0;

@@ -121,6 +121,19 @@ pub(super) struct Loaded<'a> {
     pub(super) r: &'a [f32],
 }
 
+impl<'a> Loaded<'a> {
+    /// Splits equally long `l` and `r` into their whole groups of four frames, as a source, and
+    /// the frames left over (fewer than four per channel).
+    pub(super) fn split(l: &'a [f32], r: &'a [f32]) -> (Loaded<'a>, [&'a [f32]; 2]) {
+        let full = l.len() - l.len() % 4;
+        let groups = Loaded {
+            l: &l[..full],
+            r: &r[..full],
+        };
+        (groups, [&l[full..], &r[full..]])
+    }
+}
+
 impl<V: Lanes> Groups<V> for Loaded<'_> {
     #[inline(always)]
     fn for_each(&self, ch: usize, out: &mut [f32], mut f: impl FnMut(V, &mut [f32; 4])) {
@@ -203,17 +216,6 @@ pub(super) fn mix_block<V: Lanes, const RAMP: bool>(
     g0: [f32; 2],
     step: [f32; 2],
 ) -> BlockStats {
-    let (sl, sr) = (&src[0][..n], &src[1][..n]);
-    let full = n - n % 4;
-    mix_groups::<V, true, RAMP>(
-        &Loaded {
-            l: &sl[..full],
-            r: &sr[..full],
-        },
-        [&sl[full..], &sr[full..]],
-        &mut out_l[..n],
-        &mut out_r[..n],
-        g0,
-        step,
-    )
+    let (groups, tail) = Loaded::split(&src[0][..n], &src[1][..n]);
+    mix_groups::<V, true, RAMP>(&groups, tail, &mut out_l[..n], &mut out_r[..n], g0, step)
 }

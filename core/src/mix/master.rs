@@ -1,12 +1,13 @@
 //! The master section: master gain, the soft limiter and the output meters, which make the bus
 //! safe to hand to the sound card (see the module docs of [`crate::mix`] for the limiter).
 
+use super::gain::{Gain, GainControl};
 use super::kernels::{quads_mut, scan, tail_add, Acc};
 use super::meter::{BlockStats, Meter, MeterState};
 use super::simd::{max_sel, Lanes, Simd};
 use super::{
-    db_to_lin, lin_to_db, KNEE_NUM, KNEE_OFFSET, LIMITER_HOLD_BLOCKS, LIMITER_RELEASE_S,
-    LIMIT_THRESHOLD, MAX_GAIN, RELEASE_SNAP, SAMPLE_RATE,
+    lin_to_db, KNEE_NUM, KNEE_OFFSET, LIMITER_HOLD_BLOCKS, LIMITER_RELEASE_S, LIMIT_THRESHOLD,
+    RELEASE_SNAP, SAMPLE_RATE,
 };
 
 /// Applies `t0 + step·(i + 1)` to the first `n` frames, then the soft knee (`KNEE`), and returns
@@ -78,7 +79,7 @@ pub(super) fn knee_lanes<V: Lanes>(x: V) -> V {
 /// for the limiter design.
 #[derive(Clone, Debug)]
 pub struct Master {
-    gain: f32,
+    gain: Gain,
     /// Master gain reached at the end of the last block.
     gain_current: f32,
     /// Limiter gain reached at the end of the last block (≤ 1).
@@ -105,7 +106,7 @@ impl Master {
     /// Unity master gain, limiter idle (passes a bus below −1 dBFS bit-exact from the first block).
     pub fn new() -> Self {
         Self {
-            gain: 1.0,
+            gain: Gain::default(),
             gain_current: 1.0,
             limiter: 1.0,
             total: 1.0,
@@ -117,31 +118,6 @@ impl Master {
             nonfinite_blocks: 0,
             knee_blocks: 0,
         }
-    }
-
-    /// Sets the linear master gain, clamped to [0, [`MAX_GAIN`]]; NaN is ignored. Ramped over the
-    /// next block.
-    pub fn set_gain(&mut self, gain: f32) {
-        if !gain.is_nan() {
-            self.gain = gain.clamp(0.0, MAX_GAIN);
-        }
-    }
-
-    /// Sets the master gain in dB (−∞ → silence, above +12.04 dB clamped); NaN is ignored.
-    pub fn set_gain_db(&mut self, db: f32) {
-        if !db.is_nan() {
-            self.set_gain(db_to_lin(db));
-        }
-    }
-
-    /// The master gain, linear.
-    pub fn gain(&self) -> f32 {
-        self.gain
-    }
-
-    /// The master gain in dB (floor [`MIN_DB`](super::MIN_DB)).
-    pub fn gain_db(&self) -> f32 {
-        lin_to_db(self.gain)
     }
 
     /// Master gain, limiter, soft knee and output meters, in place. Real-time safe.
@@ -172,7 +148,7 @@ impl Master {
         self.held[self.held_pos] = peak;
         self.held_pos = (self.held_pos + 1) % LIMITER_HOLD_BLOCKS;
         let held = self.held.iter().fold(0.0, |m, &p| max_sel(p, m));
-        let gain_max = max_sel(self.gain, self.gain_current);
+        let gain_max = max_sel(self.gain.linear(), self.gain_current);
         let loudest = held * gain_max;
         let wanted = if loudest > LIMIT_THRESHOLD {
             LIMIT_THRESHOLD / loudest
@@ -194,7 +170,7 @@ impl Master {
             1.0
         };
         let limiter = if wanted < released { wanted } else { released };
-        let total = self.gain * limiter;
+        let total = self.gain.linear() * limiter;
 
         // Worst case over the block: the ramp stays between its two ends.
         let worst = peak * max_sel(self.total, total);
@@ -212,7 +188,7 @@ impl Master {
                 apply_gain::<Simd, false>(l, r, n, self.total, step)
             }
         };
-        self.gain_current = self.gain;
+        self.gain_current = self.gain.linear();
         self.limiter = limiter;
         self.total = total;
         self.meter.update(n, &output);
@@ -248,5 +224,15 @@ impl Master {
     /// rise; normally only the first block of a loud onset).
     pub fn knee_blocks(&self) -> u64 {
         self.knee_blocks
+    }
+}
+
+impl GainControl for Master {
+    fn gain_state(&self) -> Gain {
+        self.gain
+    }
+
+    fn gain_state_mut(&mut self) -> &mut Gain {
+        &mut self.gain
     }
 }

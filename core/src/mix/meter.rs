@@ -39,6 +39,10 @@ impl Meter {
     pub fn peak_dbfs(&self) -> f32 {
         lin_to_db(self.peak_l.max(self.peak_r))
     }
+    /// The reading as the stats block lays it out: peak left, peak right, RMS left, RMS right.
+    pub fn to_f64s(&self) -> [f64; 4] {
+        [self.peak_l, self.peak_r, self.rms_l, self.rms_r].map(f64::from)
+    }
 }
 
 /// Peak and sum of squares of one block, per channel.

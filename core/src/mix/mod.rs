@@ -74,7 +74,7 @@
 //! # Example
 //! One quantum of the engine's mix section:
 //! ```
-//! use tutti_core::mix::{solo_audible, Master, Strip, QUANTUM};
+//! use tutti_core::mix::{solo_audible, GainControl, Master, Strip, QUANTUM};
 //!
 //! let mut strips = [Strip::new(), Strip::new()];
 //! strips[1].set_gain_db(-6.0);
@@ -176,6 +176,7 @@ pub fn solo_audible(any_solo: bool, strip_solo: bool, strip_mute: bool) -> bool 
     !strip_mute && (strip_solo || !any_solo)
 }
 
+mod gain;
 mod kernels;
 mod master;
 mod meter;
@@ -184,6 +185,7 @@ mod strip;
 #[cfg(test)]
 mod tests;
 
+pub use gain::{Gain, GainControl};
 pub(crate) use kernels::Groups;
 pub use master::Master;
 pub use meter::Meter;

@@ -2,15 +2,16 @@
 //! pre-fader source meter, applied in one pass per block (see the module docs of [`crate::mix`]
 //! for the pan law and the smoothing).
 
+use super::gain::{Gain, GainControl};
 use super::kernels::{mix_groups, Groups, Loaded};
 use super::meter::{Meter, MeterState};
+use super::pan_gains;
 use super::simd::Simd;
-use super::{db_to_lin, lin_to_db, pan_gains, MAX_GAIN};
 
 /// One peer's channel strip. See the module docs for the pan law and the smoothing.
 #[derive(Clone, Debug)]
 pub struct Strip {
-    gain: f32,
+    gain: Gain,
     pan: f32,
     pan_lr: [f32; 2],
     mute: bool,
@@ -32,7 +33,7 @@ impl Strip {
     pub fn new() -> Self {
         let (l, r) = pan_gains(0.0);
         Self {
-            gain: 1.0,
+            gain: Gain::default(),
             pan: 0.0,
             pan_lr: [l, r],
             mute: false,
@@ -41,31 +42,6 @@ impl Strip {
             meter: MeterState::default(),
             nonfinite_blocks: 0,
         }
-    }
-
-    /// Sets the linear fader gain. Clamped to [0, [`MAX_GAIN`]] (negative → 0, +∞ → `MAX_GAIN`);
-    /// NaN is ignored.
-    pub fn set_gain(&mut self, gain: f32) {
-        if !gain.is_nan() {
-            self.gain = gain.clamp(0.0, MAX_GAIN);
-        }
-    }
-
-    /// Sets the fader in dB (−∞ → silence, above +12.04 dB clamped); NaN is ignored.
-    pub fn set_gain_db(&mut self, db: f32) {
-        if !db.is_nan() {
-            self.set_gain(db_to_lin(db));
-        }
-    }
-
-    /// The fader's linear gain.
-    pub fn gain(&self) -> f32 {
-        self.gain
-    }
-
-    /// The fader in dB (floor [`MIN_DB`](super::MIN_DB)).
-    pub fn gain_db(&self) -> f32 {
-        lin_to_db(self.gain)
     }
 
     /// Sets the pan, −1 (hard left) … 1 (hard right), clamped; NaN is ignored.
@@ -108,7 +84,10 @@ impl Strip {
     /// for the given audibility.
     pub fn target_gains(&self, audible: bool) -> [f32; 2] {
         if audible && !self.mute {
-            [self.gain * self.pan_lr[0], self.gain * self.pan_lr[1]]
+            [
+                self.gain.linear() * self.pan_lr[0],
+                self.gain.linear() * self.pan_lr[1],
+            ]
         } else {
             [0.0; 2]
         }
@@ -142,18 +121,8 @@ impl Strip {
         if n == 0 {
             return;
         }
-        let (src_l, src_r) = (&src_l[..n], &src_r[..n]);
-        let full = n - n % 4;
-        self.mix_source(
-            &Loaded {
-                l: &src_l[..full],
-                r: &src_r[..full],
-            },
-            [&src_l[full..], &src_r[full..]],
-            &mut out_l[..n],
-            &mut out_r[..n],
-            audible,
-        );
+        let (groups, tail) = Loaded::split(&src_l[..n], &src_r[..n]);
+        self.mix_source(&groups, tail, &mut out_l[..n], &mut out_r[..n], audible);
     }
 
     /// Whether this block leaves the bus untouched: the strip is silent (muted, inaudible or at
@@ -221,5 +190,15 @@ impl Strip {
     /// Source blocks that held NaN or ±Inf (not metered).
     pub fn nonfinite_blocks(&self) -> u64 {
         self.nonfinite_blocks
+    }
+}
+
+impl GainControl for Strip {
+    fn gain_state(&self) -> Gain {
+        self.gain
+    }
+
+    fn gain_state_mut(&mut self) -> &mut Gain {
+        &mut self.gain
     }
 }

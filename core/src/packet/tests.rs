@@ -112,47 +112,43 @@ impl JsonReader<'_> {
         assert_eq!(self.s[self.i], c, "expected '{}' at {}", c as char, self.i);
         self.i += 1;
     }
+    /// The items of an object or array, from its opening character to `close`, each read by
+    /// `item`; the separators are skipped.
+    fn items(&mut self, close: u8, mut item: impl FnMut(&mut Self)) {
+        self.i += 1;
+        self.ws();
+        if self.s[self.i] == close {
+            self.i += 1;
+            return;
+        }
+        loop {
+            item(self);
+            self.ws();
+            self.i += 1;
+            if self.s[self.i - 1] == close {
+                return;
+            }
+        }
+    }
     fn value(&mut self) -> Json {
         self.ws();
         match self.s[self.i] {
             b'{' => {
-                self.i += 1;
                 let mut kv = Vec::new();
-                self.ws();
-                if self.s[self.i] == b'}' {
-                    self.i += 1;
-                    return Json::Obj(kv);
-                }
-                loop {
-                    self.ws();
-                    let Json::Str(k) = self.value() else {
+                self.items(b'}', |r| {
+                    r.ws();
+                    let Json::Str(k) = r.value() else {
                         panic!("object key is not a string")
                     };
-                    self.eat(b':');
-                    kv.push((k, self.value()));
-                    self.ws();
-                    self.i += 1;
-                    if self.s[self.i - 1] == b'}' {
-                        return Json::Obj(kv);
-                    }
-                }
+                    r.eat(b':');
+                    kv.push((k, r.value()));
+                });
+                Json::Obj(kv)
             }
             b'[' => {
-                self.i += 1;
                 let mut a = Vec::new();
-                self.ws();
-                if self.s[self.i] == b']' {
-                    self.i += 1;
-                    return Json::Arr(a);
-                }
-                loop {
-                    a.push(self.value());
-                    self.ws();
-                    self.i += 1;
-                    if self.s[self.i - 1] == b']' {
-                        return Json::Arr(a);
-                    }
-                }
+                self.items(b']', |r| a.push(r.value()));
+                Json::Arr(a)
             }
             b'"' => {
                 self.i += 1;
@@ -528,24 +524,38 @@ fn encode_maps_nan_and_infinity() {
 // Sample codecs against their definitions
 // ---------------------------------------------------------------------------------------
 
-/// Every 16-bit code decodes to code / 32768 exactly, through the vectorized path, at every
-/// length 0..=300 (exercises the 8-sample chunks and the remainder).
-#[test]
-fn pcm16_decode_matches_definition_at_every_length() {
-    let mut rng = Rng::new(77);
-    let src: Vec<u8> = (0..600).map(|_| rng.byte()).collect();
+/// Decodes seeded bytes (`width` per sample) with `decode` at every length 0..=300 (the
+/// 8-sample chunks and the remainder) and checks each sample against `definition` of its bytes,
+/// and that nothing is written past the length.
+fn check_decode_at_every_length(
+    seed: u64,
+    width: usize,
+    decode: fn(&[u8], &mut [f32]),
+    definition: impl Fn(&[u8]) -> f32,
+) {
+    let mut rng = Rng::new(seed);
+    let src: Vec<u8> = (0..300 * width).map(|_| rng.byte()).collect();
     for n in 0..=300usize {
         let mut dst = vec![f32::NAN; n + 3];
-        decode_pcm16(&src[..2 * n], &mut dst[..n]);
+        decode(&src[..width * n], &mut dst[..n]);
         for k in 0..n {
-            let code = i16::from_le_bytes([src[2 * k], src[2 * k + 1]]);
-            assert_eq!(dst[k], f32::from(code) / 32768.0, "n={n} k={k}");
+            let want = definition(&src[width * k..width * (k + 1)]);
+            assert_eq!(dst[k], want, "n={n} k={k}");
         }
         assert!(
             dst[n..].iter().all(|x| x.is_nan()),
             "nothing written past n"
         );
     }
+}
+
+/// Every 16-bit code decodes to code / 32768 exactly, through the vectorized path, at every
+/// length 0..=300 (exercises the 8-sample chunks and the remainder).
+#[test]
+fn pcm16_decode_matches_definition_at_every_length() {
+    check_decode_at_every_length(77, 2, decode_pcm16, |b| {
+        f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0
+    });
     let all: Vec<u8> = (i16::MIN..=i16::MAX)
         .flat_map(|c| c.to_le_bytes())
         .collect();
@@ -559,21 +569,10 @@ fn pcm16_decode_matches_definition_at_every_length() {
 /// 24-bit decode equals v / 2^23 (v from the definition) at every length 0..=300.
 #[test]
 fn pcm24_decode_matches_definition_at_every_length() {
-    let mut rng = Rng::new(78);
-    let src: Vec<u8> = (0..900).map(|_| rng.byte()).collect();
-    for n in 0..=300usize {
-        let mut dst = vec![f32::NAN; n + 3];
-        decode_pcm24(&src[..3 * n], &mut dst[..n]);
-        for k in 0..n {
-            let b = &src[3 * k..3 * k + 3];
-            let v = i32::from(i16::from_le_bytes([b[0], b[1]])) * 256 + i32::from(b[2]);
-            assert_eq!(dst[k], v as f32 / 8_388_608.0, "n={n} k={k}");
-        }
-        assert!(
-            dst[n..].iter().all(|x| x.is_nan()),
-            "nothing written past n"
-        );
-    }
+    check_decode_at_every_length(78, 3, decode_pcm24, |b| {
+        let v = i32::from(i16::from_le_bytes([b[0], b[1]])) * 256 + i32::from(b[2]);
+        v as f32 / 8_388_608.0
+    });
 }
 
 /// For every 24-bit value v: our bytes are JackTrip's (int16 of floor(x·32768), then

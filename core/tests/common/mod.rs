@@ -1,16 +1,29 @@
-//! Helpers shared by the engine's integration tests: the seeded generator, a sine source, packet
-//! building and a single-bin DFT for level checks.
+//! Helpers shared by the engine's integration tests: the seeded generator, an engine with
+//! peers, a sine source, packet building, a single-bin DFT and a sine fit for level checks.
 
 #![allow(dead_code)]
 
+use tutti_core::engine::{Engine, EngineConfig, Peer};
 use tutti_core::packet::{encode, Header, SampleFormat, SampleRate, MAX_PACKET_LEN};
 
 /// The core tests' one seeded generator (and the rest of their shared support), compiled into
 /// the integration tests from the same file the unit tests use.
 #[path = "../../src/testing.rs"]
 mod testing;
-#[allow(unused_imports)] // not every test file draws random numbers
-pub(crate) use testing::Rng;
+#[allow(unused_imports)] // not every test file draws random numbers or fits sines
+pub(crate) use testing::{fit_sine, Rng};
+
+/// An engine of `config` with a new peer (unity gain, centre, unmuted) in each of `slots`.
+/// Allocates, like [`Peer::new`].
+pub fn engine_with_peers(config: EngineConfig, slots: impl IntoIterator<Item = usize>) -> Engine {
+    let mut engine = Engine::new(config);
+    for slot in slots {
+        engine
+            .insert_peer(slot, Peer::new(&config))
+            .expect("slot exists");
+    }
+    engine
+}
 
 /// Encodes block `seq` of a sine (`freq` Hz, amplitude `amp`, 48 kHz) as a stereo PCM16 packet.
 pub fn sine_packet(seq: u64, frames: usize, freq: f64, amp: f64) -> Vec<u8> {

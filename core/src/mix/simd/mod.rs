@@ -53,32 +53,17 @@ pub(crate) trait Lanes:
 /// Implements the four arithmetic operators of a lanes type with one binary function each.
 macro_rules! arith {
     ($t:ty, $add:expr, $sub:expr, $mul:expr, $div:expr) => {
-        impl Add for $t {
+        arith!(@op $t, Add, add, $add);
+        arith!(@op $t, Sub, sub, $sub);
+        arith!(@op $t, Mul, mul, $mul);
+        arith!(@op $t, Div, div, $div);
+    };
+    (@op $t:ty, $trait:ident, $method:ident, $f:expr) => {
+        impl $trait for $t {
             type Output = $t;
             #[inline(always)]
-            fn add(self, o: $t) -> $t {
-                $add(self, o)
-            }
-        }
-        impl Sub for $t {
-            type Output = $t;
-            #[inline(always)]
-            fn sub(self, o: $t) -> $t {
-                $sub(self, o)
-            }
-        }
-        impl Mul for $t {
-            type Output = $t;
-            #[inline(always)]
-            fn mul(self, o: $t) -> $t {
-                $mul(self, o)
-            }
-        }
-        impl Div for $t {
-            type Output = $t;
-            #[inline(always)]
-            fn div(self, o: $t) -> $t {
-                $div(self, o)
+            fn $method(self, o: $t) -> $t {
+                $f(self, o)
             }
         }
     };
