@@ -199,6 +199,17 @@ impl SqliteStore {
         self.errors
     }
 
+    /// Runs one cached statement that changes rows; a failure is reported (see
+    /// [`Self::report`]) and the rooms go on in memory.
+    fn write(&mut self, what: &str, sql: &str, params: impl rusqlite::Params) {
+        let result = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute(params))
+            .map(drop);
+        self.report(what, result);
+    }
+
     fn report(&mut self, what: &str, result: rusqlite::Result<()>) {
         let Err(e) = result else { return };
         self.errors += 1;
@@ -367,26 +378,21 @@ impl Store for SqliteStore {
     }
 
     fn put_room(&mut self, id: &RoomId, room: &RoomRecord) {
-        let result = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO rooms (name, key, password, owner, locked, empty_since)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (name, key) DO UPDATE SET password = ?3, owner = ?4, locked = ?5,
-                 empty_since = ?6",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    id.name,
-                    key_blob(id),
-                    room.password,
-                    &room.owner[..],
-                    room.locked,
-                    room.empty_since.map(ms),
-                ])
-            })
-            .map(drop);
-        self.report("save a room", result);
+        self.write(
+            "save a room",
+            "INSERT INTO rooms (name, key, password, owner, locked, empty_since)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (name, key) DO UPDATE SET password = ?3, owner = ?4, locked = ?5,
+             empty_since = ?6",
+            params![
+                id.name,
+                key_blob(id),
+                room.password,
+                &room.owner[..],
+                room.locked,
+                room.empty_since.map(ms),
+            ],
+        );
     }
 
     fn delete_room(&mut self, id: &RoomId) {
@@ -402,63 +408,46 @@ impl Store for SqliteStore {
     }
 
     fn put_member(&mut self, id: &RoomId, member: &MemberRecord) {
-        let result = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO members (name, key, peer, token, owner, away_since)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (name, key, peer) DO UPDATE SET token = ?4, owner = ?5,
-                 away_since = ?6",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    id.name,
-                    key_blob(id),
-                    member.peer,
-                    &member.token[..],
-                    member.owner,
-                    member.away_since.map(ms),
-                ])
-            })
-            .map(drop);
-        self.report("save a member", result);
+        self.write(
+            "save a member",
+            "INSERT INTO members (name, key, peer, token, owner, away_since)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (name, key, peer) DO UPDATE SET token = ?4, owner = ?5,
+             away_since = ?6",
+            params![
+                id.name,
+                key_blob(id),
+                member.peer,
+                &member.token[..],
+                member.owner,
+                member.away_since.map(ms),
+            ],
+        );
     }
 
     fn delete_member(&mut self, id: &RoomId, peer: &str) {
-        let result = self
-            .conn
-            .prepare_cached("DELETE FROM members WHERE name = ?1 AND key = ?2 AND peer = ?3")
-            .and_then(|mut s| s.execute(params![id.name, key_blob(id), peer]))
-            .map(drop);
-        self.report("delete a member", result);
+        self.write(
+            "delete a member",
+            "DELETE FROM members WHERE name = ?1 AND key = ?2 AND peer = ?3",
+            params![id.name, key_blob(id), peer],
+        );
     }
 
     fn put_ban(&mut self, id: &RoomId, ban: &BanRecord) {
-        let result = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO bans (name, key, token, until) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (name, key, token) DO UPDATE SET until = ?4",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    id.name,
-                    key_blob(id),
-                    &ban.token[..],
-                    ms(ban.until)
-                ])
-            })
-            .map(drop);
-        self.report("save a ban", result);
+        self.write(
+            "save a ban",
+            "INSERT INTO bans (name, key, token, until) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (name, key, token) DO UPDATE SET until = ?4",
+            params![id.name, key_blob(id), &ban.token[..], ms(ban.until)],
+        );
     }
 
     fn delete_ban(&mut self, id: &RoomId, token: &Digest32) {
-        let result = self
-            .conn
-            .prepare_cached("DELETE FROM bans WHERE name = ?1 AND key = ?2 AND token = ?3")
-            .and_then(|mut s| s.execute(params![id.name, key_blob(id), &token[..]]))
-            .map(drop);
-        self.report("delete a ban", result);
+        self.write(
+            "delete a ban",
+            "DELETE FROM bans WHERE name = ?1 AND key = ?2 AND token = ?3",
+            params![id.name, key_blob(id), &token[..]],
+        );
     }
 }
 
