@@ -766,6 +766,26 @@ mod tests {
         c.to_string().repeat(32)
     }
 
+    /// The fields `names` of a message, as an object to compare whole.
+    fn pick(message: &Value, names: &[&str]) -> Value {
+        let fields = names.iter().map(|&n| (n.to_owned(), message[n].clone()));
+        Value::Object(fields.collect())
+    }
+
+    /// The error code of a refused call, `None` if it succeeded.
+    fn code<T>(result: Result<T, ProtocolError>) -> Option<&'static str> {
+        result.err().map(|e| e.code)
+    }
+
+    /// The owner secret in the creator's welcome, the first message queued for it.
+    fn owner_secret(rx: &mut mpsc::Receiver<Outbound>) -> String {
+        let welcome = &texts(rx)[0];
+        welcome["owner"]
+            .as_str()
+            .expect("the creator gets the owner secret")
+            .to_owned()
+    }
+
     #[test]
     fn the_creator_owns_the_room_and_sets_its_password() {
         let rooms = rooms(4);
@@ -781,12 +801,8 @@ mod tests {
         );
         let w = &texts(&mut ra)[0];
         assert_eq!(
-            (
-                w["isOwner"].clone(),
-                w["protected"].clone(),
-                w["locked"].clone()
-            ),
-            (json!(true), json!(true), json!(false))
+            pick(w, &["isOwner", "protected", "locked"]),
+            json!({"isOwner": true, "protected": true, "locked": false})
         );
         let secret = w["owner"]
             .as_str()
@@ -828,8 +844,8 @@ mod tests {
         assert_eq!(enter(&rooms, &j, &c, T0), Ok(Joined::New { members: 3 }));
         let w = &texts(&mut rc)[0];
         assert_eq!(
-            (w["isOwner"].clone(), w["owner"].clone()),
-            (json!(true), json!(secret))
+            pick(w, &["isOwner", "owner"]),
+            json!({"isOwner": true, "owner": secret})
         );
         // A wrong one is ignored.
         let (d, mut rd) = outbox(4);
@@ -906,25 +922,18 @@ mod tests {
         let (b, mut rb) = outbox(2);
         let (c, mut rc) = outbox(3);
         enter(&rooms, &join("r", 'a', '1', None), &a, T0).expect("a creates");
-        let secret = texts(&mut ra)[0]["owner"]
-            .as_str()
-            .expect("secret")
-            .to_owned();
+        let secret = owner_secret(&mut ra);
         enter(&rooms, &join("r", 'b', '2', None), &b, T0).expect("b joins");
         enter(&rooms, &join("r", 'c', '3', None), &c, T0).expect("c joins");
         for rx in [&mut ra, &mut rb, &mut rc] {
             texts(rx);
         }
-        let code = |r: Result<(), ProtocolError>| r.err().map(|e| e.code);
         assert_eq!(
             code(rooms.set_locked(&id("r"), &hex('b'), 2, true)),
             Some("not-owner")
         );
         assert_eq!(
-            rooms
-                .remove_member(&id("r"), &hex('b'), 2, &hex('c'), T0)
-                .err()
-                .map(|e| e.code),
+            code(rooms.remove_member(&id("r"), &hex('b'), 2, &hex('c'), T0)),
             Some("not-owner")
         );
         assert_eq!(
@@ -972,17 +981,11 @@ mod tests {
             vec![json!({"type": "peer-left", "peer": hex('c'), "reason": "removed"})]
         );
         assert_eq!(
-            rooms
-                .remove_member(&id("r"), &hex('a'), 1, &hex('c'), T0)
-                .err()
-                .map(|e| e.code),
+            code(rooms.remove_member(&id("r"), &hex('a'), 1, &hex('c'), T0)),
             Some("unknown-peer")
         );
         assert_eq!(
-            rooms
-                .remove_member(&id("r"), &hex('a'), 1, &hex('a'), T0)
-                .err()
-                .map(|e| e.code),
+            code(rooms.remove_member(&id("r"), &hex('a'), 1, &hex('a'), T0)),
             Some("bad-message")
         );
         // c's token is refused even when the room is open again, for the retention time.
@@ -990,14 +993,13 @@ mod tests {
             .set_locked(&id("r"), &hex('a'), 1, false)
             .expect("unlock");
         let (c2, _rc2) = outbox(7);
-        assert_eq!(
-            enter(&rooms, &join("r", 'c', '3', None), &c2, T0 + HOUR),
-            Err("removed")
-        );
-        assert_eq!(
-            enter(&rooms, &join("r", 'c', '3', None), &c2, T0 + 24 * HOUR - 1),
-            Err("removed")
-        );
+        for at in [T0 + HOUR, T0 + 24 * HOUR - 1] {
+            assert_eq!(
+                enter(&rooms, &join("r", 'c', '3', None), &c2, at),
+                Err("removed"),
+                "{at}"
+            );
+        }
         rooms.purge(T0 + 24 * HOUR);
         assert_eq!(
             enter(&rooms, &join("r", 'c', '3', None), &c2, T0 + 24 * HOUR),
@@ -1047,10 +1049,7 @@ mod tests {
         let (b, _rb) = outbox(2);
         let (c, _rc) = outbox(3);
         enter(&rooms, &join("r", 'a', '1', Some("pw")), &a, T0).expect("a creates");
-        let secret = texts(&mut ra)[0]["owner"]
-            .as_str()
-            .expect("secret")
-            .to_owned();
+        let secret = owner_secret(&mut ra);
         enter(&rooms, &join("r", 'b', '2', Some("pw")), &b, T0).expect("b joins");
         enter(&rooms, &join("r", 'c', '3', Some("pw")), &c, T0).expect("c joins");
         rooms
@@ -1068,18 +1067,16 @@ mod tests {
         assert_eq!(rooms.counts(), (1, 0));
         // Still locked and still protected; c still removed.
         let (x, _rx) = outbox(10);
-        assert_eq!(
-            enter(&rooms, &join("r", 'x', '9', Some("pw")), &x, later),
-            Err("room-locked")
-        );
-        assert_eq!(
-            enter(&rooms, &join("r", 'x', '9', None), &x, later),
-            Err("wrong-password")
-        );
-        assert_eq!(
-            enter(&rooms, &join("r", 'c', '3', Some("pw")), &x, later),
-            Err("removed")
-        );
+        for (peer, token, password, refused) in [
+            ('x', '9', Some("pw"), "room-locked"),
+            ('x', '9', None, "wrong-password"),
+            ('c', '3', Some("pw"), "removed"),
+        ] {
+            assert_eq!(
+                enter(&rooms, &join("r", peer, token, password), &x, later),
+                Err(refused)
+            );
+        }
         // a comes back with its token (no password needed) and is still the owner.
         let (a2, mut ra2) = outbox(11);
         assert_eq!(
@@ -1088,12 +1085,8 @@ mod tests {
         );
         let w = &texts(&mut ra2)[0];
         assert_eq!(
-            (
-                w["isOwner"].clone(),
-                w["locked"].clone(),
-                w["protected"].clone()
-            ),
-            (json!(true), json!(true), json!(true))
+            pick(w, &["isOwner", "locked", "protected"]),
+            json!({"isOwner": true, "locked": true, "protected": true})
         );
         assert!(
             w.get("owner").is_none(),
@@ -1201,10 +1194,7 @@ mod tests {
             "old connection"
         );
         assert_eq!(
-            rooms
-                .signal(&id("r"), &hex('a'), 1, &hex('z'), Map::new())
-                .err()
-                .map(|e| e.code),
+            code(rooms.signal(&id("r"), &hex('a'), 1, &hex('z'), Map::new())),
             Some("unknown-peer")
         );
         // The old connection going away changes nothing; the new one leaving does.
