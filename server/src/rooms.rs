@@ -766,10 +766,15 @@ mod tests {
         c.to_string().repeat(32)
     }
 
-    /// The fields `names` of a message, as an object to compare whole.
-    fn pick(message: &Value, names: &[&str]) -> Value {
-        let fields = names.iter().map(|&n| (n.to_owned(), message[n].clone()));
-        Value::Object(fields.collect())
+    /// Asserts that `message` has each field of `expected`, with that value (other fields may
+    /// be there too).
+    #[track_caller]
+    fn assert_fields(message: &Value, expected: Value) {
+        let Value::Object(fields) = &expected else {
+            panic!("the expected fields are a JSON object: {expected}")
+        };
+        let got = fields.keys().map(|k| (k.clone(), message[k].clone()));
+        assert_eq!(Value::Object(got.collect()), expected, "in {message}");
     }
 
     /// The error code of a refused call, `None` if it succeeded.
@@ -800,9 +805,9 @@ mod tests {
             Ok(Joined::Created)
         );
         let w = &texts(&mut ra)[0];
-        assert_eq!(
-            pick(w, &["isOwner", "protected", "locked"]),
-            json!({"isOwner": true, "protected": true, "locked": false})
+        assert_fields(
+            w,
+            json!({"isOwner": true, "protected": true, "locked": false}),
         );
         let secret = w["owner"]
             .as_str()
@@ -843,10 +848,7 @@ mod tests {
         j.owner = Some(secret.clone());
         assert_eq!(enter(&rooms, &j, &c, T0), Ok(Joined::New { members: 3 }));
         let w = &texts(&mut rc)[0];
-        assert_eq!(
-            pick(w, &["isOwner", "owner"]),
-            json!({"isOwner": true, "owner": secret})
-        );
+        assert_fields(w, json!({"isOwner": true, "owner": secret}));
         // A wrong one is ignored.
         let (d, mut rd) = outbox(4);
         let mut j = join("r", 'd', '4', Some("pw"));
@@ -1084,9 +1086,9 @@ mod tests {
             Ok(Joined::New { members: 1 })
         );
         let w = &texts(&mut ra2)[0];
-        assert_eq!(
-            pick(w, &["isOwner", "locked", "protected"]),
-            json!({"isOwner": true, "locked": true, "protected": true})
+        assert_fields(
+            w,
+            json!({"isOwner": true, "locked": true, "protected": true}),
         );
         assert!(
             w.get("owner").is_none(),

@@ -7,7 +7,7 @@ mod common;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use common::{hex_id, join_msg, pick, BinaryServer, Client, TempDist, TestServer};
+use common::{assert_fields, hex_id, join_msg, BinaryServer, Client, TempDist, TestServer};
 use serde_json::json;
 
 const KEY: &str = "Zq4mR7tW2xY9bC3dF6gH8jK1";
@@ -73,10 +73,7 @@ async fn password_guessing_from_200_connections_is_held_to_the_rate_and_logged()
     let w = owner
         .join_with("vault", "Maya", 'a', '1', password.clone())
         .await;
-    assert_eq!(
-        pick(&w, &["type", "isOwner"]),
-        json!({"type": "welcome", "isOwner": true})
-    );
+    assert_fields(&w, json!({"type": "welcome", "isOwner": true}));
     let mut friend = Client::connect_from(home, server.addr).await;
     let w = friend
         .join_with("vault", "Noor", 'b', '2', password.clone())
@@ -129,11 +126,7 @@ async fn password_guessing_from_200_connections_is_held_to_the_rate_and_logged()
         .join_with("vault", "Maya", 'a', '1', password.clone())
         .await;
     let back_ms = back_at.elapsed().as_millis();
-    assert_eq!(
-        pick(&w, &["type", "isOwner"]),
-        json!({"type": "welcome", "isOwner": true}),
-        "{w}"
-    );
+    assert_fields(&w, json!({"type": "welcome", "isOwner": true}));
     let mut neighbour = Client::connect_from(Ipv4Addr::new(127, 0, 0, 2), server.addr).await;
     let w = neighbour
         .join_with("vault", "Ravi", 'c', '3', password.clone())
@@ -282,18 +275,12 @@ async fn a_password_room_survives_its_last_member_and_a_restart() {
         .as_str()
         .expect("the creator's owner secret")
         .to_owned();
-    assert_eq!(
-        pick(&w, &["protected", "locked"]),
-        json!({"protected": true, "locked": false})
-    );
+    assert_fields(&w, json!({"protected": true, "locked": false}));
     // A private room too, to look for its key on disk.
     let mut p = Client::connect(server.addr).await;
     let private = json!({"key": KEY, "password": password});
     let w = p.join_with("band", "Pia", 'd', '4', private).await;
-    assert_eq!(
-        pick(&w, &["isOwner", "peers"]),
-        json!({"isOwner": true, "peers": []})
-    );
+    assert_fields(&w, json!({"isOwner": true, "peers": []}));
     p.send(json!({"type": "leave"})).await;
     // The last member goes: the room is kept.
     drop(a);
@@ -305,10 +292,7 @@ async fn a_password_room_survives_its_last_member_and_a_restart() {
         "re-created without the password: {e}"
     );
     let w = x.join_with("band", "Xi", 'e', '5', with_pw.clone()).await;
-    assert_eq!(
-        pick(&w, &["type", "isOwner"]),
-        json!({"type": "welcome", "isOwner": false})
-    );
+    assert_fields(&w, json!({"type": "welcome", "isOwner": false}));
     x.send(json!({"type": "leave"})).await;
     x.send(json!({"type": "ping"})).await;
     assert_eq!(x.recv().await["type"], "pong");
@@ -347,18 +331,12 @@ async fn a_password_room_survives_its_last_member_and_a_restart() {
     let taken = y.join_with("band", "Yu", 'a', '6', with_pw.clone()).await;
     assert_eq!(taken["code"], "peer-id-taken", "{taken}");
     let w = y.join_with("band", "Yu", 'f', '6', with_pw.clone()).await;
-    assert_eq!(
-        pick(&w, &["protected", "isOwner"]),
-        json!({"protected": true, "isOwner": false})
-    );
+    assert_fields(&w, json!({"protected": true, "isOwner": false}));
     // Ana comes back with her token, and her owner secret makes her the owner.
     let mut a = Client::connect(server.addr).await;
     let owner = json!({"password": password, "owner": secret});
     let w = a.join_with("band", "Ana", 'a', '1', owner).await;
-    assert_eq!(
-        pick(&w, &["isOwner", "owner"]),
-        json!({"isOwner": true, "owner": secret})
-    );
+    assert_fields(&w, json!({"isOwner": true, "owner": secret}));
     assert_eq!(w["peers"], json!([{"peer": hex_id('f'), "name": "Yu"}]));
     assert_eq!(server.stop().await.0, Some(0));
 }
@@ -369,10 +347,7 @@ async fn a_password_for_an_open_room_is_refused() {
     let mut a = server.ws().await;
     let mut b = server.ws().await;
     let w = a.join("open", "A", 'a', '1', None).await;
-    assert_eq!(
-        pick(&w, &["protected", "isOwner"]),
-        json!({"protected": false, "isOwner": true})
-    );
+    assert_fields(&w, json!({"protected": false, "isOwner": true}));
     let e = b.join("open", "B", 'b', '2', Some("hunter2")).await;
     assert_eq!(e["code"], "no-password");
     assert!(
@@ -394,17 +369,14 @@ async fn a_private_room_cannot_be_found_without_its_key() {
     // Without the key, or with another: an empty open room of the same name.
     let mut b = server.ws().await;
     let w = b.join("jam", "Bo", 'b', '2', None).await;
-    assert_eq!(
-        pick(&w, &["peers", "protected", "isOwner"]),
-        json!({"peers": [], "protected": false, "isOwner": true})
+    assert_fields(
+        &w,
+        json!({"peers": [], "protected": false, "isOwner": true}),
     );
     let mut c = server.ws().await;
     let other_key = json!({"key": format!("{}Q", &KEY[..KEY.len() - 1])});
     let w = c.join_with("jam", "Cy", 'c', '3', other_key).await;
-    assert_eq!(
-        pick(&w, &["peers", "protected"]),
-        json!({"peers": [], "protected": false})
-    );
+    assert_fields(&w, json!({"peers": [], "protected": false}));
     // With the key: its password, then its members.
     let mut d = server.ws().await;
     let wrong = d.join_with("jam", "Di", 'd', '4', private("nope")).await;
@@ -453,10 +425,7 @@ async fn the_owner_locks_and_removes_others_cannot() {
     }
     let mut c = server.ws().await;
     let w = c.join("r", "C", 'c', '3', None).await;
-    assert_eq!(
-        pick(&w, &["type", "locked"]),
-        json!({"type": "welcome", "locked": true})
-    );
+    assert_fields(&w, json!({"type": "welcome", "locked": true}));
     a.recv().await;
     b.recv().await;
 

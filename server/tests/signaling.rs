@@ -356,9 +356,9 @@ async fn a_receiver_that_stops_reading_is_dropped_without_blocking_the_room() {
     let (mut a, slow) = server.joined_pair().await;
     let mut c = server.ws().await;
     c.join("r", "C", 'c', '3', None).await;
-    a.recv().await; // peer-joined c
-                    // `slow` reads nothing from here on. ~20 MB of signals overflow the socket buffers and
-                    // then its bounded outbound queue.
+    assert_eq!(a.recv().await["type"], "peer-joined");
+    // `slow` reads nothing from here on. ~20 MB of signals overflow the socket buffers and
+    // then its bounded outbound queue.
     let pad = "x".repeat(32 * 1024);
     let started = Instant::now();
     let mut left = None;

@@ -472,10 +472,15 @@ pub fn join_msg(room: &str, name: &str, peer: &str, token: &str, extra: Value) -
     msg
 }
 
-/// The fields `names` of a message, as an object to compare whole.
-pub fn pick(message: &Value, names: &[&str]) -> Value {
-    let fields = names.iter().map(|&n| (n.to_owned(), message[n].clone()));
-    Value::Object(fields.collect())
+/// Asserts that `message` has each field of `expected`, with that value (other fields may
+/// be there too).
+#[track_caller]
+pub fn assert_fields(message: &Value, expected: Value) {
+    let Value::Object(fields) = &expected else {
+        panic!("the expected fields are a JSON object: {expected}")
+    };
+    let got = fields.keys().map(|k| (k.clone(), message[k].clone()));
+    assert_eq!(Value::Object(got.collect()), expected, "in {message}");
 }
 
 /// The directory of the test certificate (`test-cert.pem`, `test-key.pem`) and its CA.
