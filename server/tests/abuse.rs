@@ -74,10 +74,7 @@ async fn open_idle(
 
 /// Joins `room` from `from` and returns the welcome.
 async fn join_from(server: SocketAddr, from: IpAddr, room: &str, n: u32) -> (Client, Value) {
-    let ws = ws_from(from, server, None, None)
-        .await
-        .expect("the upgrade succeeds");
-    let mut client = Client { ws };
+    let mut client = Client::connect_from(from, server).await;
     client
         .send_raw(Message::Text(join_message(room, n).into()))
         .await;
@@ -652,6 +649,26 @@ fn summary(times: &[Option<Duration>]) -> String {
     )
 }
 
+/// How long each of `sockets` took to be closed by the server (see [`time_to_close`]), all
+/// waited for together, at most 5 s.
+async fn close_times(sockets: &mut [(impl AsyncRead + Unpin, Instant)]) -> Vec<Option<Duration>> {
+    let limit = Duration::from_secs(5);
+    futures_util::future::join_all(sockets.iter_mut().map(|s| time_to_close(s, limit))).await
+}
+
+/// Prints under `title` how each kind of stalled socket was closed, then checks that each was
+/// closed near its timeout. A kind: what it is (as printed), its name in a failure, the close
+/// times and the timeout in ms.
+fn report_closes(title: &str, kinds: &[(&str, &str, &[Option<Duration>], u64)]) {
+    println!("{title}:");
+    for (label, _, times, _) in kinds {
+        println!("  {:<35}{}", format!("{label}:"), summary(times));
+    }
+    for (_, what, times, timeout_ms) in kinds {
+        assert_closed_near(what, times, *timeout_ms);
+    }
+}
+
 fn assert_closed_near(what: &str, times: &[Option<Duration>], timeout_ms: u64) {
     for t in times {
         let t = t.unwrap_or_else(|| panic!("{what}: a socket was not closed"));
@@ -667,7 +684,6 @@ fn assert_closed_near(what: &str, times: &[Option<Duration>], timeout_ms: u64) {
 async fn stalled_http_sockets_are_closed_after_the_header_timeout() {
     let _light = HEAVY.read().await;
     let server = TestServer::start(|c| c.header_timeout_ms = 500).await;
-    let limit = Duration::from_secs(5);
     let mut half_lines = Vec::new();
     let mut silent = Vec::new();
     let mut idle = Vec::new();
@@ -687,17 +703,28 @@ async fn stalled_http_sockets_are_closed_after_the_header_timeout() {
     // The server still answers others meanwhile.
     assert_eq!(http(server.addr, "GET", "/").await.status, 200);
     let (half, quiet, kept) = tokio::join!(
-        futures_util::future::join_all(half_lines.iter_mut().map(|s| time_to_close(s, limit))),
-        futures_util::future::join_all(silent.iter_mut().map(|s| time_to_close(s, limit))),
-        futures_util::future::join_all(idle.iter_mut().map(|s| time_to_close(s, limit))),
+        close_times(&mut half_lines),
+        close_times(&mut silent),
+        close_times(&mut idle),
     );
-    println!("plain HTTP, header timeout 500 ms:");
-    println!("  half a request line, then nothing: {}", summary(&half));
-    println!("  connected, nothing sent:           {}", summary(&quiet));
-    println!("  idle keep-alive after a response:  {}", summary(&kept));
-    assert_closed_near("half request line", &half, 500);
-    assert_closed_near("silent", &quiet, 500);
-    assert_closed_near("idle keep-alive", &kept, 500);
+    report_closes(
+        "plain HTTP, header timeout 500 ms",
+        &[
+            (
+                "half a request line, then nothing",
+                "half request line",
+                &half,
+                500,
+            ),
+            ("connected, nothing sent", "silent", &quiet, 500),
+            (
+                "idle keep-alive after a response",
+                "idle keep-alive",
+                &kept,
+                500,
+            ),
+        ],
+    );
 }
 
 #[tokio::test]
@@ -714,7 +741,6 @@ async fn stalled_tls_sockets_are_closed_after_the_handshake_and_header_timeouts(
     assert!(server.url.starts_with("https://"), "{}", server.url);
     let connector = common::tls_client();
     let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
-    let limit = Duration::from_secs(5);
 
     let mut silent = Vec::new();
     let mut partial_hello = Vec::new();
@@ -749,20 +775,35 @@ async fn stalled_tls_sockets_are_closed_after_the_handshake_and_header_timeouts(
         idle.push((tls, Instant::now()));
     }
     let (quiet, hello, half, kept) = tokio::join!(
-        futures_util::future::join_all(silent.iter_mut().map(|s| time_to_close(s, limit))),
-        futures_util::future::join_all(partial_hello.iter_mut().map(|s| time_to_close(s, limit))),
-        futures_util::future::join_all(half_lines.iter_mut().map(|s| time_to_close(s, limit))),
-        futures_util::future::join_all(idle.iter_mut().map(|s| time_to_close(s, limit))),
+        close_times(&mut silent),
+        close_times(&mut partial_hello),
+        close_times(&mut half_lines),
+        close_times(&mut idle),
     );
-    println!("TLS, handshake timeout 500 ms, header timeout 700 ms:");
-    println!("  connected, nothing sent:           {}", summary(&quiet));
-    println!("  a ClientHello begun, never ended:  {}", summary(&hello));
-    println!("  half a request line after TLS:     {}", summary(&half));
-    println!("  idle keep-alive after a response:  {}", summary(&kept));
-    assert_closed_near("silent", &quiet, 500);
-    assert_closed_near("partial ClientHello", &hello, 500);
-    assert_closed_near("half request line", &half, 700);
-    assert_closed_near("idle keep-alive", &kept, 700);
+    report_closes(
+        "TLS, handshake timeout 500 ms, header timeout 700 ms",
+        &[
+            ("connected, nothing sent", "silent", &quiet, 500),
+            (
+                "a ClientHello begun, never ended",
+                "partial ClientHello",
+                &hello,
+                500,
+            ),
+            (
+                "half a request line after TLS",
+                "half request line",
+                &half,
+                700,
+            ),
+            (
+                "idle keep-alive after a response",
+                "idle keep-alive",
+                &kept,
+                700,
+            ),
+        ],
+    );
 }
 
 #[tokio::test]
@@ -801,13 +842,6 @@ async fn a_forged_origin_is_refused() {
         if status == 403 {
             assert!(body.contains("may not connect"), "{body}");
         }
-    }
-}
-
-/// A signaling client from 127.0.0.1.
-async fn connect(addr: SocketAddr) -> Client {
-    Client {
-        ws: ws_from(HOME, addr, None, None).await.expect("connects"),
     }
 }
 
@@ -881,7 +915,7 @@ async fn the_documented_close_codes_arrive() {
     let server = TestServer::start(|c| c.join_timeout_ms = 300).await;
     let mut waited = Vec::new();
     for i in 0..runs {
-        let mut c = connect(server.addr).await;
+        let mut c = Client::connect_from(HOME, server.addr).await;
         let start = Instant::now();
         if i % 2 == 1 {
             c.join("r", "A", 'a', '1', None).await;
@@ -909,7 +943,7 @@ async fn the_documented_close_codes_arrive() {
     let mut server = TestServer::start(|_| {}).await;
     let mut members = Vec::new();
     for n in 0..runs as u32 {
-        let mut c = connect(server.addr).await;
+        let mut c = Client::connect_from(HOME, server.addr).await;
         c.send_raw(Message::Text(join_message("r", n + 1).into()))
             .await;
         assert_eq!(c.recv().await["type"], "welcome");
