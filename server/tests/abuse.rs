@@ -546,39 +546,47 @@ fn print_flood(what: &str, f: &Flood) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn non_reading_receivers_stay_within_the_default_budgets() {
-    let _heavy = HEAVY.write().await;
-    // The defaults: 1 MiB per connection, 64 MiB in all.
-    let f = non_reading_receivers(1 << 20, 64 << 20).await;
-    print_flood(
-        "32 non-reading receivers, default budgets (1 MiB each, 64 MiB total; RSS bound +64 MiB)",
-        &f,
-    );
+/// Runs [`non_reading_receivers`] with these budgets and prints its figures under `what`;
+/// every receiver must have been closed with 1013 and the server's RSS have risen by at most
+/// `bound_kib`.
+async fn flood_is_contained(per_connection: u64, total: u64, what: &str, bound_kib: u64) {
+    let f = non_reading_receivers(per_connection, total).await;
+    print_flood(what, &f);
     assert_eq!(f.codes.get("close 1013"), Some(&32), "{:?}", f.codes);
-    let rise_kib = f.rss_peak.saturating_sub(f.rss_before);
-    assert!(rise_kib <= 64 * 1024, "RSS rose by {rise_kib} KiB");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn non_reading_receivers_are_held_to_the_total_budget() {
-    let _heavy = HEAVY.write().await;
-    // Each queue could hold 4 MiB (128 MiB for 32), but all together only 8 MiB.
-    let f = non_reading_receivers(4 << 20, 8 << 20).await;
-    print_flood(
-        "32 non-reading receivers, 4 MiB each but 8 MiB total (RSS bound +20.5 MiB)",
-        &f,
-    );
-    assert_eq!(f.codes.get("close 1013"), Some(&32), "{:?}", f.codes);
-    // The total, each queue's unshared 16 KiB, and 12 MiB for what the budget does not count:
-    // messages being parsed, the sockets' read and write buffers (each keeps the capacity of
-    // the largest frame it held, up to 64 KiB), the allocator's slack.
-    let bound_kib = 8 * 1024 + 32 * 16 + 12 * 1024;
     let rise_kib = f.rss_peak.saturating_sub(f.rss_before);
     assert!(
         rise_kib <= bound_kib,
         "RSS rose by {rise_kib} KiB (bound {bound_kib} KiB)"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reading_receivers_stay_within_the_default_budgets() {
+    let _heavy = HEAVY.write().await;
+    // The defaults: 1 MiB per connection, 64 MiB in all.
+    flood_is_contained(
+        1 << 20,
+        64 << 20,
+        "32 non-reading receivers, default budgets (1 MiB each, 64 MiB total; RSS bound +64 MiB)",
+        64 * 1024,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reading_receivers_are_held_to_the_total_budget() {
+    let _heavy = HEAVY.write().await;
+    // Each queue could hold 4 MiB (128 MiB for 32), but all together only 8 MiB. The bound:
+    // the total, each queue's unshared 16 KiB, and 12 MiB for what the budget does not count:
+    // messages being parsed, the sockets' read and write buffers (each keeps the capacity of
+    // the largest frame it held, up to 64 KiB), the allocator's slack.
+    flood_is_contained(
+        4 << 20,
+        8 << 20,
+        "32 non-reading receivers, 4 MiB each but 8 MiB total (RSS bound +20.5 MiB)",
+        8 * 1024 + 32 * 16 + 12 * 1024,
+    )
+    .await;
 }
 
 /// Reads until the peer closes or resets; returns how long after `since` that was, or `None`
