@@ -445,17 +445,13 @@ impl Rooms {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let room = inner.rooms.get_mut(id)?;
-        let i = room
-            .members
-            .iter()
-            .position(|m| m.peer == peer && m.on(conn))?;
+        let i = room.held(peer, conn)?;
         if reason == LeaveReason::Left {
             room.members.remove(i);
             inner.store.delete_member(id, peer);
         } else {
             let m = &mut room.members[i];
-            m.outbox = None;
-            m.away_since = Some(now);
+            m.go_away(now);
             inner.store.put_member(id, &m.record());
         }
         room.broadcast(&protocol::peer_left(peer, reason), None);
@@ -469,12 +465,9 @@ impl Rooms {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let room = inner.rooms.get_mut(id)?;
-        let m = room
-            .members
-            .iter_mut()
-            .find(|m| m.peer == peer && m.on(conn))?;
-        m.outbox = None;
-        m.away_since = Some(now);
+        let i = room.held(peer, conn)?;
+        let m = &mut room.members[i];
+        m.go_away(now);
         inner.store.put_member(id, &m.record());
         Some(self.after_departure(inner, id, now))
     }
@@ -575,7 +568,7 @@ impl Rooms {
         let Some(room) = inner.rooms.get(id) else {
             return Err(not_joined());
         };
-        if !room.members.iter().any(|m| m.peer == from && m.on(conn)) {
+        if room.held(from, conn).is_none() {
             return Err(not_joined());
         }
         let target = room.connected().find(|(m, _)| m.peer == to).map(|(_, o)| o);
@@ -649,12 +642,8 @@ fn owner_room<'a>(
     conn: u64,
 ) -> Result<&'a mut Room, ProtocolError> {
     let room = rooms.get_mut(id).ok_or_else(not_joined)?;
-    let me = room
-        .members
-        .iter()
-        .find(|m| m.peer == peer && m.on(conn))
-        .ok_or_else(not_joined)?;
-    if !me.owner {
+    let me = room.held(peer, conn).ok_or_else(not_joined)?;
+    if !room.members[me].owner {
         return Err(ProtocolError::new(
             "not-owner",
             "Only the room's owner can lock it or remove members.",
