@@ -52,24 +52,45 @@ fn outcome(r: &Result<Ws, WsError>) -> String {
     }
 }
 
-/// `attempts` upgrades from `from`, one after the other; the upgraded sockets are kept open.
-async fn open_idle(
-    server: SocketAddr,
-    from: IpAddr,
-    attempts: usize,
-) -> (Vec<Ws>, BTreeMap<String, usize>) {
+/// What [`open_idle`] kept open and measured.
+struct Idle {
+    open: Vec<Ws>,
+    /// How many attempts got each outcome.
+    outcomes: BTreeMap<String, usize>,
+    /// The server's RSS in KiB, before the attempts and with the sockets open.
+    rss_before: u64,
+    rss_idle: u64,
+}
+
+/// 2000 upgrades from 127.0.0.1, one after the other; the upgraded sockets are kept open.
+/// Prints what the attempts got, the server's `limits` named in the line.
+async fn open_idle(server: &BinaryServer, limits: &str) -> Idle {
+    let rss_before = server.rss_kib();
+    let started = Instant::now();
     let mut open = Vec::new();
     let mut outcomes = BTreeMap::new();
-    for _ in 0..attempts {
-        let r = tokio::time::timeout(Duration::from_secs(5), ws_from(from, server, None, None))
-            .await
-            .expect("every attempt is answered within 5 s");
+    for _ in 0..2000 {
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            ws_from(HOME, server.addr, None, None),
+        )
+        .await
+        .expect("every attempt is answered within 5 s");
         *outcomes.entry(outcome(&r)).or_insert(0) += 1;
         if let Ok(ws) = r {
             open.push(ws);
         }
     }
-    (open, outcomes)
+    println!(
+        "2000 upgrade attempts from 127.0.0.1 in {:.2} s ({limits}): {outcomes:?}",
+        started.elapsed().as_secs_f64()
+    );
+    Idle {
+        open,
+        outcomes,
+        rss_before,
+        rss_idle: server.rss_kib(),
+    }
 }
 
 /// Joins `room` from `from` and returns the welcome.
@@ -95,15 +116,13 @@ async fn idle_connections_from_one_address_do_not_stop_another() {
     let _heavy = HEAVY.write().await;
     // Defaults, but idle connections are kept for the whole test.
     let server = BinaryServer::start(&["--join-timeout-ms", "30000"]);
-    let rss_before = server.rss_kib();
     let started = Instant::now();
-    let (idle, outcomes) = open_idle(server.addr, HOME, 2000).await;
-    let took = started.elapsed();
-    let rss_idle = server.rss_kib();
-    println!(
-        "2000 upgrade attempts from 127.0.0.1 in {:.2} s (defaults): {outcomes:?}",
-        took.as_secs_f64()
-    );
+    let Idle {
+        open: idle,
+        outcomes,
+        rss_before,
+        rss_idle,
+    } = open_idle(&server, "defaults").await;
 
     let t = Instant::now();
     let (_neighbour, welcome) = join_from(server.addr, NEIGHBOUR, "jam", 1).await;
@@ -198,16 +217,12 @@ async fn the_global_cap_is_shared_even_without_a_per_address_cap() {
         "--connect-burst",
         "100000",
     ]);
-    let rss_before = server.rss_kib();
-    let started = Instant::now();
-    let (idle, outcomes) = open_idle(server.addr, HOME, 2000).await;
-    let took = started.elapsed();
-    let rss_idle = server.rss_kib();
-    println!(
-        "2000 upgrade attempts from 127.0.0.1 in {:.2} s (cap 1024, no per-address cap): \
-         {outcomes:?}",
-        took.as_secs_f64()
-    );
+    let Idle {
+        open: idle,
+        rss_before,
+        rss_idle,
+        ..
+    } = open_idle(&server, "cap 1024, no per-address cap").await;
     assert_eq!(idle.len(), 512, "alone, an address gets half of the cap");
     let (_b, welcome) = join_from(server.addr, NEIGHBOUR, "jam", 1).await;
     assert_eq!(welcome["type"], "welcome");
