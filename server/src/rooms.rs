@@ -766,6 +766,13 @@ mod tests {
         assert_eq!(Value::Object(got.collect()), expected, "in {message}");
     }
 
+    /// `a`, the owner of room "r" on connection `conn`, locks or opens it.
+    fn owner_a_locks(rooms: &Rooms, conn: u64, locked: bool) {
+        rooms
+            .set_locked(&id("r"), &hex('a'), conn, locked)
+            .expect("the owner may lock and open its room");
+    }
+
     /// The error code of a refused call, `None` if it succeeded.
     fn code<T>(result: Result<T, ProtocolError>) -> Option<&'static str> {
         result.err().map(|e| e.code)
@@ -980,9 +987,7 @@ mod tests {
             Some("bad-message")
         );
         // c's token is refused even when the room is open again, for the retention time.
-        rooms
-            .set_locked(&id("r"), &hex('a'), 1, false)
-            .expect("unlock");
+        owner_a_locks(&rooms, 1, false);
         let (c2, _rc2) = outbox(7);
         for at in [T0 + HOUR, T0 + 24 * HOUR - 1] {
             assert_eq!(
@@ -1043,9 +1048,7 @@ mod tests {
         let secret = owner_secret(&mut ra);
         enter(&rooms, &join("r", 'b', '2', Some("pw")), &b, T0).expect("b joins");
         enter(&rooms, &join("r", 'c', '3', Some("pw")), &c, T0).expect("c joins");
-        rooms
-            .set_locked(&id("r"), &hex('a'), 1, true)
-            .expect("lock");
+        owner_a_locks(&rooms, 1, true);
         rooms
             .remove_member(&id("r"), &hex('a'), 1, &hex('c'), T0)
             .expect("remove c");
@@ -1084,9 +1087,7 @@ mod tests {
             "the secret is only echoed to whoever gives it"
         );
         // Even with the room open and the password, nobody can take b's peer id.
-        rooms
-            .set_locked(&id("r"), &hex('a'), 11, false)
-            .expect("unlock");
+        owner_a_locks(&rooms, 11, false);
         texts(&mut ra2);
         assert_eq!(
             enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, later),
@@ -1207,9 +1208,7 @@ mod tests {
         let (b, _rb) = outbox(2);
         enter(&rooms, &join("r", 'a', '1', Some("pw")), &a, T0).expect("a creates");
         enter(&rooms, &join("r", 'b', '2', Some("pw")), &b, T0).expect("b joins");
-        rooms
-            .set_locked(&id("r"), &hex('a'), 1, true)
-            .expect("lock");
+        owner_a_locks(&rooms, 1, true);
         texts(&mut ra);
         // b's connection drops: a is told, b keeps its place.
         assert_eq!(
@@ -1222,16 +1221,12 @@ mod tests {
             enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, T0),
             Err("room-locked")
         );
-        rooms
-            .set_locked(&id("r"), &hex('a'), 1, false)
-            .expect("unlock");
+        owner_a_locks(&rooms, 1, false);
         assert_eq!(
             enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, T0),
             Err("peer-id-taken")
         );
-        rooms
-            .set_locked(&id("r"), &hex('a'), 1, true)
-            .expect("lock");
+        owner_a_locks(&rooms, 1, true);
         // b comes back with its token: no password, through the lock, announced again.
         texts(&mut ra);
         let (b2, mut rb2) = outbox(4);
