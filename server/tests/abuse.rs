@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{http, ws_from, BinaryServer, Client, TestServer, Ws};
+use common::{http, message_rate, ws_from, BinaryServer, Client, TestServer, Ws};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -913,11 +913,7 @@ async fn the_documented_close_codes_arrive() {
     }
 
     // 1008: flooding, with thousands of messages still unread when the server closes.
-    let server = TestServer::start(|c| {
-        c.rate = 5.0;
-        c.burst = 100;
-    })
-    .await;
+    let server = TestServer::start(message_rate(5.0, 100)).await;
     for _ in 0..runs {
         let mut c = stuffed(server.addr).await;
         for i in 0..3000 {

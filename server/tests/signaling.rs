@@ -4,7 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{hex_id, Client, TestServer};
+use common::{hex_id, message_rate, Client, TestServer};
 use futures_util::SinkExt;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
@@ -206,11 +206,7 @@ async fn oversized_message_closes_with_1009() {
 
 #[tokio::test]
 async fn flooding_is_rate_limited_then_closed() {
-    let server = TestServer::start(|c| {
-        c.rate = 5.0;
-        c.burst = 10;
-    })
-    .await;
+    let server = TestServer::start(message_rate(5.0, 10)).await;
     let mut a = server.ws().await;
     for i in 0..40 {
         // The server may close before the last ones are written: ignore send failures.
@@ -348,11 +344,7 @@ async fn unknown_type_is_named_and_truncated() {
 
 #[tokio::test]
 async fn a_receiver_that_stops_reading_is_dropped_without_blocking_the_room() {
-    let server = TestServer::start(|c| {
-        c.rate = 10_000.0;
-        c.burst = 10_000;
-    })
-    .await;
+    let server = TestServer::start(message_rate(10_000.0, 10_000)).await;
     let (mut a, slow) = server.joined_pair().await;
     let mut c = server.ws().await;
     c.join("r", "C", 'c', '3', None).await;

@@ -126,6 +126,15 @@ impl TestServer {
     }
 }
 
+/// A [`TestServer::start`] tweak: each connection's message bucket refills at `rate` per
+/// second and holds `burst`.
+pub fn message_rate(rate: f64, burst: u32) -> impl FnOnce(&mut Config) {
+    move |c| {
+        c.rate = rate;
+        c.burst = burst;
+    }
+}
+
 /// The compiled server, started with `--port 0` and `args` on a temporary dist; its stderr is
 /// collected line by line. Stopped with SIGTERM by [`BinaryServer::stop`], killed on drop.
 pub struct BinaryServer {
