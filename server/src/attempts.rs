@@ -421,6 +421,12 @@ mod tests {
         Duration::from_secs(s)
     }
 
+    /// One attempt that must be let through, finished as right (`ok`) or wrong.
+    fn attempt(a: &mut Attempts, ip: IpAddr, room: &RoomTag, ok: bool, at: Instant) {
+        let attempt = a.begin(ip, room, at).expect("the attempt is let through");
+        a.finish(attempt, ok, at);
+    }
+
     /// A guesser that tries every `every` for `span`, always wrong: the times it got through.
     fn guess(
         a: &mut Attempts,
@@ -471,8 +477,7 @@ mod tests {
         let t0 = Instant::now();
         let mut a = Attempts::new(policy(), 100);
         for _ in 0..5 {
-            let attempt = a.begin(v4(1), &ROOM, t0).expect("free failure");
-            a.finish(attempt, false, t0);
+            attempt(&mut a, v4(1), &ROOM, false, t0); // free failures
         }
         assert_eq!(
             a.begin(v4(1), &ROOM, t0 + secs(5)).err(),
@@ -503,21 +508,14 @@ mod tests {
         let t0 = Instant::now();
         let mut a = Attempts::new(policy(), 100);
         for _ in 0..4 {
-            let attempt = a.begin(v4(1), &OTHER_ROOM, t0).expect("free");
-            a.finish(attempt, false, t0);
+            attempt(&mut a, v4(1), &OTHER_ROOM, false, t0);
         }
         // The right password (of the address's own room) many times: never a delay...
         for i in 0..20 {
-            let attempt = a
-                .begin(v4(1), &ROOM, t0 + secs(i))
-                .expect("a success is free");
-            a.finish(attempt, true, t0 + secs(i));
+            attempt(&mut a, v4(1), &ROOM, true, t0 + secs(i));
         }
         // ...and the four earlier failures still count: one free failure is left.
-        let attempt = a
-            .begin(v4(1), &OTHER_ROOM, t0 + secs(30))
-            .expect("fifth free");
-        a.finish(attempt, false, t0 + secs(30));
+        attempt(&mut a, v4(1), &OTHER_ROOM, false, t0 + secs(30));
         assert!(a.begin(v4(1), &OTHER_ROOM, t0 + secs(31)).is_err());
     }
 
@@ -545,14 +543,10 @@ mod tests {
         let mut a = Attempts::new(policy(), 1000);
         // A member's address got in before the attack.
         let member = v4(200);
-        let attempt = a.begin(member, &ROOM, t0).expect("first try");
-        a.finish(attempt, true, t0);
+        attempt(&mut a, member, &ROOM, true, t0);
         // 20 addresses, one failure each: the room's free failures are used up.
         for i in 0..20 {
-            let attempt = a
-                .begin(v4(i), &ROOM, t0 + secs(1))
-                .expect("room still free");
-            a.finish(attempt, false, t0 + secs(1));
+            attempt(&mut a, v4(i), &ROOM, false, t0 + secs(1));
         }
         let refused = a.begin(v4(100), &ROOM, t0 + secs(2)).err();
         assert_eq!(

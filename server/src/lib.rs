@@ -599,14 +599,18 @@ mod tests {
 
     #[test]
     fn redirect_hosts() {
-        assert_eq!(host_without_port("example.org:8080"), Some("example.org"));
-        assert_eq!(host_without_port("example.org"), Some("example.org"));
-        assert_eq!(host_without_port("[::1]:80"), Some("[::1]"));
-        assert_eq!(host_without_port("192.168.1.2:80"), Some("192.168.1.2"));
-        assert_eq!(host_without_port("evil/x:80"), None);
-        assert_eq!(host_without_port("a@b"), None);
-        assert_eq!(host_without_port(":80"), None);
-        assert_eq!(host_without_port("[::1"), None);
+        for (host, expected) in [
+            ("example.org:8080", Some("example.org")),
+            ("example.org", Some("example.org")),
+            ("[::1]:80", Some("[::1]")),
+            ("192.168.1.2:80", Some("192.168.1.2")),
+            ("evil/x:80", None),
+            ("a@b", None),
+            (":80", None),
+            ("[::1", None),
+        ] {
+            assert_eq!(host_without_port(host), expected, "{host}");
+        }
     }
 
     #[test]

@@ -211,6 +211,13 @@ mod tests {
         })
     }
 
+    /// `n` connections from `a` at `t`, each admitted.
+    fn admit_all(l: &mut Limits, a: AddressKey, n: usize, t: Instant) {
+        for i in 0..n {
+            assert_eq!(l.admit(a, t), Ok(()), "connection {i} from {a}");
+        }
+    }
+
     #[test]
     fn keys_group_ipv6_by_64_and_unmap_ipv4() {
         assert_eq!(key("2001:db8:1:2:aaaa::1"), key("2001:db8:1:2:ffff::9"));
@@ -226,9 +233,7 @@ mod tests {
         let t = Instant::now();
         let mut l = limits(1024, 3, 100.0, 100);
         let a = key("10.0.0.1");
-        for _ in 0..3 {
-            assert_eq!(l.admit(a, t), Ok(()));
-        }
+        admit_all(&mut l, a, 3, t);
         assert_eq!(l.admit(a, t), Err(Refusal::AddressFull));
         assert_eq!(l.admit(key("10.0.0.2"), t), Ok(()));
         l.release(a);
@@ -242,9 +247,7 @@ mod tests {
         let t0 = Instant::now();
         let mut l = limits(1024, 1000, 2.0, 4);
         let a = key("10.0.0.1");
-        for _ in 0..4 {
-            assert_eq!(l.admit(a, t0), Ok(()));
-        }
+        admit_all(&mut l, a, 4, t0);
         assert_eq!(
             l.admit(a, t0),
             Err(Refusal::TooFast {
@@ -318,9 +321,7 @@ mod tests {
         let mut l = limits(1024, 32, 2.0, 4);
         let a = key("10.0.0.1");
         let b = key("10.0.0.2");
-        for _ in 0..4 {
-            assert_eq!(l.admit(a, t0), Ok(()));
-        }
+        admit_all(&mut l, a, 4, t0);
         assert_eq!(l.admit(b, t0), Ok(()));
         for _ in 0..4 {
             l.release(a);
@@ -331,8 +332,6 @@ mod tests {
         assert_eq!(l.tracked(), 1);
         assert_eq!(l.open_from(b), 1);
         // Forgetting changes nothing: a starts with a full bucket, as it would have.
-        for _ in 0..4 {
-            assert_eq!(l.admit(a, t0 + Duration::from_secs(2)), Ok(()));
-        }
+        admit_all(&mut l, a, 4, t0 + Duration::from_secs(2));
     }
 }

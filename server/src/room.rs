@@ -80,6 +80,12 @@ impl Member {
     pub(crate) fn on(&self, conn: u64) -> bool {
         self.outbox.as_ref().is_some_and(|o| o.id() == conn)
     }
+
+    /// Its connection is gone since `now`; it keeps its place, to come back with its token.
+    pub(crate) fn go_away(&mut self, now: u64) {
+        self.outbox = None;
+        self.away_since = Some(now);
+    }
 }
 
 pub(crate) struct Room {
@@ -102,6 +108,13 @@ impl Room {
             locked: self.locked,
             empty_since: self.empty_since,
         }
+    }
+
+    /// Where `peer` is in the member list, if connection `conn` holds it.
+    pub(crate) fn held(&self, peer: &str, conn: u64) -> Option<usize> {
+        self.members
+            .iter()
+            .position(|m| m.peer == peer && m.on(conn))
     }
 
     pub(crate) fn connected(&self) -> impl Iterator<Item = (&Member, &Outbox)> {

@@ -445,17 +445,13 @@ impl Rooms {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let room = inner.rooms.get_mut(id)?;
-        let i = room
-            .members
-            .iter()
-            .position(|m| m.peer == peer && m.on(conn))?;
+        let i = room.held(peer, conn)?;
         if reason == LeaveReason::Left {
             room.members.remove(i);
             inner.store.delete_member(id, peer);
         } else {
             let m = &mut room.members[i];
-            m.outbox = None;
-            m.away_since = Some(now);
+            m.go_away(now);
             inner.store.put_member(id, &m.record());
         }
         room.broadcast(&protocol::peer_left(peer, reason), None);
@@ -469,12 +465,9 @@ impl Rooms {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let room = inner.rooms.get_mut(id)?;
-        let m = room
-            .members
-            .iter_mut()
-            .find(|m| m.peer == peer && m.on(conn))?;
-        m.outbox = None;
-        m.away_since = Some(now);
+        let i = room.held(peer, conn)?;
+        let m = &mut room.members[i];
+        m.go_away(now);
         inner.store.put_member(id, &m.record());
         Some(self.after_departure(inner, id, now))
     }
@@ -575,7 +568,7 @@ impl Rooms {
         let Some(room) = inner.rooms.get(id) else {
             return Err(not_joined());
         };
-        if !room.members.iter().any(|m| m.peer == from && m.on(conn)) {
+        if room.held(from, conn).is_none() {
             return Err(not_joined());
         }
         let target = room.connected().find(|(m, _)| m.peer == to).map(|(_, o)| o);
@@ -649,12 +642,8 @@ fn owner_room<'a>(
     conn: u64,
 ) -> Result<&'a mut Room, ProtocolError> {
     let room = rooms.get_mut(id).ok_or_else(not_joined)?;
-    let me = room
-        .members
-        .iter()
-        .find(|m| m.peer == peer && m.on(conn))
-        .ok_or_else(not_joined)?;
-    if !me.owner {
+    let me = room.held(peer, conn).ok_or_else(not_joined)?;
+    if !room.members[me].owner {
         return Err(ProtocolError::new(
             "not-owner",
             "Only the room's owner can lock it or remove members.",
@@ -766,6 +755,38 @@ mod tests {
         c.to_string().repeat(32)
     }
 
+    /// Asserts that `message` has each field of `expected`, with that value (other fields may
+    /// be there too).
+    #[track_caller]
+    fn assert_fields(message: &Value, expected: Value) {
+        let Value::Object(fields) = &expected else {
+            panic!("the expected fields are a JSON object: {expected}")
+        };
+        let got = fields.keys().map(|k| (k.clone(), message[k].clone()));
+        assert_eq!(Value::Object(got.collect()), expected, "in {message}");
+    }
+
+    /// `a`, the owner of room "r" on connection `conn`, locks or opens it.
+    fn owner_a_locks(rooms: &Rooms, conn: u64, locked: bool) {
+        rooms
+            .set_locked(&id("r"), &hex('a'), conn, locked)
+            .expect("the owner may lock and open its room");
+    }
+
+    /// The error code of a refused call, `None` if it succeeded.
+    fn code<T>(result: Result<T, ProtocolError>) -> Option<&'static str> {
+        result.err().map(|e| e.code)
+    }
+
+    /// The owner secret in the creator's welcome, the first message queued for it.
+    fn owner_secret(rx: &mut mpsc::Receiver<Outbound>) -> String {
+        let welcome = &texts(rx)[0];
+        welcome["owner"]
+            .as_str()
+            .expect("the creator gets the owner secret")
+            .to_owned()
+    }
+
     #[test]
     fn the_creator_owns_the_room_and_sets_its_password() {
         let rooms = rooms(4);
@@ -780,13 +801,9 @@ mod tests {
             Ok(Joined::Created)
         );
         let w = &texts(&mut ra)[0];
-        assert_eq!(
-            (
-                w["isOwner"].clone(),
-                w["protected"].clone(),
-                w["locked"].clone()
-            ),
-            (json!(true), json!(true), json!(false))
+        assert_fields(
+            w,
+            json!({"isOwner": true, "protected": true, "locked": false}),
         );
         let secret = w["owner"]
             .as_str()
@@ -827,10 +844,7 @@ mod tests {
         j.owner = Some(secret.clone());
         assert_eq!(enter(&rooms, &j, &c, T0), Ok(Joined::New { members: 3 }));
         let w = &texts(&mut rc)[0];
-        assert_eq!(
-            (w["isOwner"].clone(), w["owner"].clone()),
-            (json!(true), json!(secret))
-        );
+        assert_fields(w, json!({"isOwner": true, "owner": secret}));
         // A wrong one is ignored.
         let (d, mut rd) = outbox(4);
         let mut j = join("r", 'd', '4', Some("pw"));
@@ -906,25 +920,18 @@ mod tests {
         let (b, mut rb) = outbox(2);
         let (c, mut rc) = outbox(3);
         enter(&rooms, &join("r", 'a', '1', None), &a, T0).expect("a creates");
-        let secret = texts(&mut ra)[0]["owner"]
-            .as_str()
-            .expect("secret")
-            .to_owned();
+        let secret = owner_secret(&mut ra);
         enter(&rooms, &join("r", 'b', '2', None), &b, T0).expect("b joins");
         enter(&rooms, &join("r", 'c', '3', None), &c, T0).expect("c joins");
         for rx in [&mut ra, &mut rb, &mut rc] {
             texts(rx);
         }
-        let code = |r: Result<(), ProtocolError>| r.err().map(|e| e.code);
         assert_eq!(
             code(rooms.set_locked(&id("r"), &hex('b'), 2, true)),
             Some("not-owner")
         );
         assert_eq!(
-            rooms
-                .remove_member(&id("r"), &hex('b'), 2, &hex('c'), T0)
-                .err()
-                .map(|e| e.code),
+            code(rooms.remove_member(&id("r"), &hex('b'), 2, &hex('c'), T0)),
             Some("not-owner")
         );
         assert_eq!(
@@ -972,32 +979,23 @@ mod tests {
             vec![json!({"type": "peer-left", "peer": hex('c'), "reason": "removed"})]
         );
         assert_eq!(
-            rooms
-                .remove_member(&id("r"), &hex('a'), 1, &hex('c'), T0)
-                .err()
-                .map(|e| e.code),
+            code(rooms.remove_member(&id("r"), &hex('a'), 1, &hex('c'), T0)),
             Some("unknown-peer")
         );
         assert_eq!(
-            rooms
-                .remove_member(&id("r"), &hex('a'), 1, &hex('a'), T0)
-                .err()
-                .map(|e| e.code),
+            code(rooms.remove_member(&id("r"), &hex('a'), 1, &hex('a'), T0)),
             Some("bad-message")
         );
         // c's token is refused even when the room is open again, for the retention time.
-        rooms
-            .set_locked(&id("r"), &hex('a'), 1, false)
-            .expect("unlock");
+        owner_a_locks(&rooms, 1, false);
         let (c2, _rc2) = outbox(7);
-        assert_eq!(
-            enter(&rooms, &join("r", 'c', '3', None), &c2, T0 + HOUR),
-            Err("removed")
-        );
-        assert_eq!(
-            enter(&rooms, &join("r", 'c', '3', None), &c2, T0 + 24 * HOUR - 1),
-            Err("removed")
-        );
+        for at in [T0 + HOUR, T0 + 24 * HOUR - 1] {
+            assert_eq!(
+                enter(&rooms, &join("r", 'c', '3', None), &c2, at),
+                Err("removed"),
+                "{at}"
+            );
+        }
         rooms.purge(T0 + 24 * HOUR);
         assert_eq!(
             enter(&rooms, &join("r", 'c', '3', None), &c2, T0 + 24 * HOUR),
@@ -1047,15 +1045,10 @@ mod tests {
         let (b, _rb) = outbox(2);
         let (c, _rc) = outbox(3);
         enter(&rooms, &join("r", 'a', '1', Some("pw")), &a, T0).expect("a creates");
-        let secret = texts(&mut ra)[0]["owner"]
-            .as_str()
-            .expect("secret")
-            .to_owned();
+        let secret = owner_secret(&mut ra);
         enter(&rooms, &join("r", 'b', '2', Some("pw")), &b, T0).expect("b joins");
         enter(&rooms, &join("r", 'c', '3', Some("pw")), &c, T0).expect("c joins");
-        rooms
-            .set_locked(&id("r"), &hex('a'), 1, true)
-            .expect("lock");
+        owner_a_locks(&rooms, 1, true);
         rooms
             .remove_member(&id("r"), &hex('a'), 1, &hex('c'), T0)
             .expect("remove c");
@@ -1068,18 +1061,16 @@ mod tests {
         assert_eq!(rooms.counts(), (1, 0));
         // Still locked and still protected; c still removed.
         let (x, _rx) = outbox(10);
-        assert_eq!(
-            enter(&rooms, &join("r", 'x', '9', Some("pw")), &x, later),
-            Err("room-locked")
-        );
-        assert_eq!(
-            enter(&rooms, &join("r", 'x', '9', None), &x, later),
-            Err("wrong-password")
-        );
-        assert_eq!(
-            enter(&rooms, &join("r", 'c', '3', Some("pw")), &x, later),
-            Err("removed")
-        );
+        for (peer, token, password, refused) in [
+            ('x', '9', Some("pw"), "room-locked"),
+            ('x', '9', None, "wrong-password"),
+            ('c', '3', Some("pw"), "removed"),
+        ] {
+            assert_eq!(
+                enter(&rooms, &join("r", peer, token, password), &x, later),
+                Err(refused)
+            );
+        }
         // a comes back with its token (no password needed) and is still the owner.
         let (a2, mut ra2) = outbox(11);
         assert_eq!(
@@ -1087,22 +1078,16 @@ mod tests {
             Ok(Joined::New { members: 1 })
         );
         let w = &texts(&mut ra2)[0];
-        assert_eq!(
-            (
-                w["isOwner"].clone(),
-                w["locked"].clone(),
-                w["protected"].clone()
-            ),
-            (json!(true), json!(true), json!(true))
+        assert_fields(
+            w,
+            json!({"isOwner": true, "locked": true, "protected": true}),
         );
         assert!(
             w.get("owner").is_none(),
             "the secret is only echoed to whoever gives it"
         );
         // Even with the room open and the password, nobody can take b's peer id.
-        rooms
-            .set_locked(&id("r"), &hex('a'), 11, false)
-            .expect("unlock");
+        owner_a_locks(&rooms, 11, false);
         texts(&mut ra2);
         assert_eq!(
             enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, later),
@@ -1201,10 +1186,7 @@ mod tests {
             "old connection"
         );
         assert_eq!(
-            rooms
-                .signal(&id("r"), &hex('a'), 1, &hex('z'), Map::new())
-                .err()
-                .map(|e| e.code),
+            code(rooms.signal(&id("r"), &hex('a'), 1, &hex('z'), Map::new())),
             Some("unknown-peer")
         );
         // The old connection going away changes nothing; the new one leaving does.
@@ -1226,9 +1208,7 @@ mod tests {
         let (b, _rb) = outbox(2);
         enter(&rooms, &join("r", 'a', '1', Some("pw")), &a, T0).expect("a creates");
         enter(&rooms, &join("r", 'b', '2', Some("pw")), &b, T0).expect("b joins");
-        rooms
-            .set_locked(&id("r"), &hex('a'), 1, true)
-            .expect("lock");
+        owner_a_locks(&rooms, 1, true);
         texts(&mut ra);
         // b's connection drops: a is told, b keeps its place.
         assert_eq!(
@@ -1241,16 +1221,12 @@ mod tests {
             enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, T0),
             Err("room-locked")
         );
-        rooms
-            .set_locked(&id("r"), &hex('a'), 1, false)
-            .expect("unlock");
+        owner_a_locks(&rooms, 1, false);
         assert_eq!(
             enter(&rooms, &join("r", 'b', '9', Some("pw")), &x, T0),
             Err("peer-id-taken")
         );
-        rooms
-            .set_locked(&id("r"), &hex('a'), 1, true)
-            .expect("lock");
+        owner_a_locks(&rooms, 1, true);
         // b comes back with its token: no password, through the lock, announced again.
         texts(&mut ra);
         let (b2, mut rb2) = outbox(4);

@@ -20,7 +20,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, ToSql};
 
 use crate::password::Digest32;
 use crate::room::RoomId;
@@ -199,6 +199,39 @@ impl SqliteStore {
         self.errors
     }
 
+    /// Runs one cached statement that changes rows of room `id`: `?1` and `?2` are the room's
+    /// name and key column, `row` binds `?3` on. A failure is reported (see [`Self::report`])
+    /// and the rooms go on in memory.
+    fn write(&mut self, what: &str, sql: &str, id: &RoomId, row: &[&dyn ToSql]) {
+        let key = key_blob(id);
+        let mut params: Vec<&dyn ToSql> = vec![&id.name, &key];
+        params.extend_from_slice(row);
+        let result = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute(params.as_slice()))
+            .map(drop);
+        self.report(what, result);
+    }
+
+    /// Saves one row of `table` for room `id`, inserted or, if a row with the same room and
+    /// `row_key` columns exists, updated with `values` (see [`upsert_sql`]).
+    fn save(
+        &mut self,
+        what: &str,
+        table: &str,
+        id: &RoomId,
+        row_key: &[(&str, &dyn ToSql)],
+        values: &[(&str, &dyn ToSql)],
+    ) {
+        fn names<'a>(columns: &[(&'a str, &dyn ToSql)]) -> Vec<&'a str> {
+            columns.iter().map(|(c, _)| *c).collect()
+        }
+        let sql = upsert_sql(table, &names(row_key), &names(values));
+        let row: Vec<&dyn ToSql> = row_key.iter().chain(values).map(|(_, v)| *v).collect();
+        self.write(what, &sql, id, &row);
+    }
+
     fn report(&mut self, what: &str, result: rusqlite::Result<()>) {
         let Err(e) = result else { return };
         self.errors += 1;
@@ -217,99 +250,70 @@ impl SqliteStore {
         }
     }
 
+    /// Every row `sql` selects, each read as the tuple `T` of its columns.
+    fn select<T>(&self, sql: &str) -> rusqlite::Result<Vec<T>>
+    where
+        T: for<'a> TryFrom<&'a rusqlite::Row<'a>, Error = rusqlite::Error>,
+    {
+        let mut stmt = self.conn.prepare(sql)?;
+        let rows = stmt.query_map([], |r| T::try_from(r))?;
+        rows.collect()
+    }
+
     fn try_load(&mut self) -> rusqlite::Result<Vec<StoredRoom>> {
         let mut rooms = Vec::new();
         let mut skipped = 0u64;
-        {
-            let mut stmt = self.conn.prepare(
-                "SELECT name, key, password, owner, locked, empty_since FROM rooms ORDER BY name",
-            )?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Vec<u8>>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                    r.get::<_, Vec<u8>>(3)?,
-                    r.get::<_, bool>(4)?,
-                    r.get::<_, Option<i64>>(5)?,
-                ))
-            })?;
-            for row in rows {
-                let (name, key, password, owner, locked, empty_since) = row?;
-                let (Some(id), Some(owner)) = (id_from_row(name, &key), digest_from(&owner)) else {
-                    skipped += 1;
-                    continue;
-                };
-                rooms.push(StoredRoom {
-                    id,
-                    room: RoomRecord {
-                        password,
-                        owner,
-                        locked,
-                        empty_since: empty_since.map(|t| t.max(0) as u64),
-                    },
-                    members: Vec::new(),
-                    bans: Vec::new(),
-                });
-            }
+        let room_rows: Vec<RoomRow> = self.select(
+            "SELECT name, key, password, owner, locked, empty_since FROM rooms ORDER BY name",
+        )?;
+        for (name, key, password, owner, locked, empty_since) in room_rows {
+            let (Some(id), Some(owner)) = (id_from_row(name, &key), digest_from(&owner)) else {
+                skipped += 1;
+                continue;
+            };
+            rooms.push(StoredRoom {
+                id,
+                room: RoomRecord {
+                    password,
+                    owner,
+                    locked,
+                    empty_since: empty_since.map(|t| t.max(0) as u64),
+                },
+                members: Vec::new(),
+                bans: Vec::new(),
+            });
         }
         let index: std::collections::HashMap<RoomId, usize> = rooms
             .iter()
             .enumerate()
             .map(|(i, r)| (r.id.clone(), i))
             .collect();
-        {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT name, key, peer, token, owner, away_since FROM members")?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Vec<u8>>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, Vec<u8>>(3)?,
-                    r.get::<_, bool>(4)?,
-                    r.get::<_, Option<i64>>(5)?,
-                ))
-            })?;
-            for row in rows {
-                let (name, key, peer, token, owner, away_since) = row?;
-                let room = id_from_row(name, &key).and_then(|id| index.get(&id).copied());
-                match (room, digest_from(&token)) {
-                    (Some(i), Some(token)) if crate::protocol::is_hex_id(&peer) => {
-                        rooms[i].members.push(MemberRecord {
-                            peer,
-                            token,
-                            owner,
-                            away_since: away_since.map(|t| t.max(0) as u64),
-                        })
-                    }
-                    _ => skipped += 1,
+        let member_rows: Vec<MemberRow> =
+            self.select("SELECT name, key, peer, token, owner, away_since FROM members")?;
+        for (name, key, peer, token, owner, away_since) in member_rows {
+            let room = id_from_row(name, &key).and_then(|id| index.get(&id).copied());
+            match (room, digest_from(&token)) {
+                (Some(i), Some(token)) if crate::protocol::is_hex_id(&peer) => {
+                    rooms[i].members.push(MemberRecord {
+                        peer,
+                        token,
+                        owner,
+                        away_since: away_since.map(|t| t.max(0) as u64),
+                    })
                 }
+                _ => skipped += 1,
             }
         }
-        {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT name, key, token, until FROM bans")?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Vec<u8>>(1)?,
-                    r.get::<_, Vec<u8>>(2)?,
-                    r.get::<_, i64>(3)?,
-                ))
-            })?;
-            for row in rows {
-                let (name, key, token, until) = row?;
-                let room = id_from_row(name, &key).and_then(|id| index.get(&id).copied());
-                match (room, digest_from(&token)) {
-                    (Some(i), Some(token)) => rooms[i].bans.push(BanRecord {
-                        token,
-                        until: until.max(0) as u64,
-                    }),
-                    _ => skipped += 1,
-                }
+        let ban_rows: Vec<(String, Vec<u8>, Vec<u8>, i64)> =
+            self.select("SELECT name, key, token, until FROM bans")?;
+        for (name, key, token, until) in ban_rows {
+            let room = id_from_row(name, &key).and_then(|id| index.get(&id).copied());
+            match (room, digest_from(&token)) {
+                (Some(i), Some(token)) => rooms[i].bans.push(BanRecord {
+                    token,
+                    until: until.max(0) as u64,
+                }),
+                _ => skipped += 1,
             }
         }
         if skipped > 0 {
@@ -337,6 +341,31 @@ fn open_error(path: &Path, e: &str) -> String {
         path.display()
     )
 }
+
+/// The statement that saves a row of `table`, whose primary key is a room's name and key and
+/// the `row_key` columns: inserted with `row_key` and `values` (bound from `?3` on, in that
+/// order), or the `values` updated if the row exists.
+fn upsert_sql(table: &str, row_key: &[&str], values: &[&str]) -> String {
+    let columns: Vec<&str> = row_key.iter().chain(values).copied().collect();
+    let holes: Vec<String> = (0..columns.len()).map(|i| format!("?{}", i + 3)).collect();
+    let conflict: String = row_key.iter().map(|c| format!(", {c}")).collect();
+    let updates: Vec<String> = (values.iter().enumerate())
+        .map(|(i, c)| format!("{c} = ?{}", i + 3 + row_key.len()))
+        .collect();
+    format!(
+        "INSERT INTO {table} (name, key, {}) VALUES (?1, ?2, {}) \
+         ON CONFLICT (name, key{conflict}) DO UPDATE SET {}",
+        columns.join(", "),
+        holes.join(", "),
+        updates.join(", ")
+    )
+}
+
+/// A row of `rooms` as read: name, key, password, owner, locked, empty_since.
+type RoomRow = (String, Vec<u8>, Option<String>, Vec<u8>, bool, Option<i64>);
+
+/// A row of `members` as read: name, key, peer, token, owner, away_since.
+type MemberRow = (String, Vec<u8>, String, Vec<u8>, bool, Option<i64>);
 
 /// The key column: the key's digest, or empty for a public room.
 fn key_blob(id: &RoomId) -> &[u8] {
@@ -367,26 +396,18 @@ impl Store for SqliteStore {
     }
 
     fn put_room(&mut self, id: &RoomId, room: &RoomRecord) {
-        let result = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO rooms (name, key, password, owner, locked, empty_since)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (name, key) DO UPDATE SET password = ?3, owner = ?4, locked = ?5,
-                 empty_since = ?6",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    id.name,
-                    key_blob(id),
-                    room.password,
-                    &room.owner[..],
-                    room.locked,
-                    room.empty_since.map(ms),
-                ])
-            })
-            .map(drop);
-        self.report("save a room", result);
+        self.save(
+            "save a room",
+            "rooms",
+            id,
+            &[],
+            &[
+                ("password", &room.password),
+                ("owner", &room.owner),
+                ("locked", &room.locked),
+                ("empty_since", &room.empty_since.map(ms)),
+            ],
+        );
     }
 
     fn delete_room(&mut self, id: &RoomId) {
@@ -402,69 +423,66 @@ impl Store for SqliteStore {
     }
 
     fn put_member(&mut self, id: &RoomId, member: &MemberRecord) {
-        let result = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO members (name, key, peer, token, owner, away_since)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (name, key, peer) DO UPDATE SET token = ?4, owner = ?5,
-                 away_since = ?6",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    id.name,
-                    key_blob(id),
-                    member.peer,
-                    &member.token[..],
-                    member.owner,
-                    member.away_since.map(ms),
-                ])
-            })
-            .map(drop);
-        self.report("save a member", result);
+        self.save(
+            "save a member",
+            "members",
+            id,
+            &[("peer", &member.peer)],
+            &[
+                ("token", &member.token),
+                ("owner", &member.owner),
+                ("away_since", &member.away_since.map(ms)),
+            ],
+        );
     }
 
     fn delete_member(&mut self, id: &RoomId, peer: &str) {
-        let result = self
-            .conn
-            .prepare_cached("DELETE FROM members WHERE name = ?1 AND key = ?2 AND peer = ?3")
-            .and_then(|mut s| s.execute(params![id.name, key_blob(id), peer]))
-            .map(drop);
-        self.report("delete a member", result);
+        self.write(
+            "delete a member",
+            "DELETE FROM members WHERE name = ?1 AND key = ?2 AND peer = ?3",
+            id,
+            &[&peer],
+        );
     }
 
     fn put_ban(&mut self, id: &RoomId, ban: &BanRecord) {
-        let result = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO bans (name, key, token, until) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (name, key, token) DO UPDATE SET until = ?4",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    id.name,
-                    key_blob(id),
-                    &ban.token[..],
-                    ms(ban.until)
-                ])
-            })
-            .map(drop);
-        self.report("save a ban", result);
+        self.save(
+            "save a ban",
+            "bans",
+            id,
+            &[("token", &ban.token)],
+            &[("until", &ms(ban.until))],
+        );
     }
 
     fn delete_ban(&mut self, id: &RoomId, token: &Digest32) {
-        let result = self
-            .conn
-            .prepare_cached("DELETE FROM bans WHERE name = ?1 AND key = ?2 AND token = ?3")
-            .and_then(|mut s| s.execute(params![id.name, key_blob(id), &token[..]]))
-            .map(drop);
-        self.report("delete a ban", result);
+        self.write(
+            "delete a ban",
+            "DELETE FROM bans WHERE name = ?1 AND key = ?2 AND token = ?3",
+            id,
+            &[token],
+        );
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upserts_bind_the_row_after_the_room() {
+        assert_eq!(
+            upsert_sql("members", &["peer"], &["token", "owner", "away_since"]),
+            "INSERT INTO members (name, key, peer, token, owner, away_since) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (name, key, peer) \
+             DO UPDATE SET token = ?4, owner = ?5, away_since = ?6"
+        );
+        assert_eq!(
+            upsert_sql("rooms", &[], &["password", "locked"]),
+            "INSERT INTO rooms (name, key, password, locked) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (name, key) DO UPDATE SET password = ?3, locked = ?4"
+        );
+    }
 
     fn temp_dir(tag: &str) -> PathBuf {
         let dir =

@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{http, ws_from, BinaryServer, Client, TestServer, Ws};
+use common::{http, message_rate, ws_from, BinaryServer, Client, TestServer, Ws};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -52,32 +52,50 @@ fn outcome(r: &Result<Ws, WsError>) -> String {
     }
 }
 
-/// `attempts` upgrades from `from`, one after the other; the upgraded sockets are kept open.
-async fn open_idle(
-    server: SocketAddr,
-    from: IpAddr,
-    attempts: usize,
-) -> (Vec<Ws>, BTreeMap<String, usize>) {
+/// What [`open_idle`] kept open and measured.
+struct Idle {
+    open: Vec<Ws>,
+    /// How many attempts got each outcome.
+    outcomes: BTreeMap<String, usize>,
+    /// The server's RSS in KiB, before the attempts and with the sockets open.
+    rss_before: u64,
+    rss_idle: u64,
+}
+
+/// 2000 upgrades from 127.0.0.1, one after the other; the upgraded sockets are kept open.
+/// Prints what the attempts got, the server's `limits` named in the line.
+async fn open_idle(server: &BinaryServer, limits: &str) -> Idle {
+    let rss_before = server.rss_kib();
+    let started = Instant::now();
     let mut open = Vec::new();
     let mut outcomes = BTreeMap::new();
-    for _ in 0..attempts {
-        let r = tokio::time::timeout(Duration::from_secs(5), ws_from(from, server, None, None))
-            .await
-            .expect("every attempt is answered within 5 s");
+    for _ in 0..2000 {
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            ws_from(HOME, server.addr, None, None),
+        )
+        .await
+        .expect("every attempt is answered within 5 s");
         *outcomes.entry(outcome(&r)).or_insert(0) += 1;
         if let Ok(ws) = r {
             open.push(ws);
         }
     }
-    (open, outcomes)
+    println!(
+        "2000 upgrade attempts from 127.0.0.1 in {:.2} s ({limits}): {outcomes:?}",
+        started.elapsed().as_secs_f64()
+    );
+    Idle {
+        open,
+        outcomes,
+        rss_before,
+        rss_idle: server.rss_kib(),
+    }
 }
 
 /// Joins `room` from `from` and returns the welcome.
 async fn join_from(server: SocketAddr, from: IpAddr, room: &str, n: u32) -> (Client, Value) {
-    let ws = ws_from(from, server, None, None)
-        .await
-        .expect("the upgrade succeeds");
-    let mut client = Client { ws };
+    let mut client = Client::connect_from(from, server).await;
     client
         .send_raw(Message::Text(join_message(room, n).into()))
         .await;
@@ -98,15 +116,13 @@ async fn idle_connections_from_one_address_do_not_stop_another() {
     let _heavy = HEAVY.write().await;
     // Defaults, but idle connections are kept for the whole test.
     let server = BinaryServer::start(&["--join-timeout-ms", "30000"]);
-    let rss_before = server.rss_kib();
     let started = Instant::now();
-    let (idle, outcomes) = open_idle(server.addr, HOME, 2000).await;
-    let took = started.elapsed();
-    let rss_idle = server.rss_kib();
-    println!(
-        "2000 upgrade attempts from 127.0.0.1 in {:.2} s (defaults): {outcomes:?}",
-        took.as_secs_f64()
-    );
+    let Idle {
+        open: idle,
+        outcomes,
+        rss_before,
+        rss_idle,
+    } = open_idle(&server, "defaults").await;
 
     let t = Instant::now();
     let (_neighbour, welcome) = join_from(server.addr, NEIGHBOUR, "jam", 1).await;
@@ -201,16 +217,12 @@ async fn the_global_cap_is_shared_even_without_a_per_address_cap() {
         "--connect-burst",
         "100000",
     ]);
-    let rss_before = server.rss_kib();
-    let started = Instant::now();
-    let (idle, outcomes) = open_idle(server.addr, HOME, 2000).await;
-    let took = started.elapsed();
-    let rss_idle = server.rss_kib();
-    println!(
-        "2000 upgrade attempts from 127.0.0.1 in {:.2} s (cap 1024, no per-address cap): \
-         {outcomes:?}",
-        took.as_secs_f64()
-    );
+    let Idle {
+        open: idle,
+        rss_before,
+        rss_idle,
+        ..
+    } = open_idle(&server, "cap 1024, no per-address cap").await;
     assert_eq!(idle.len(), 512, "alone, an address gets half of the cap");
     let (_b, welcome) = join_from(server.addr, NEIGHBOUR, "jam", 1).await;
     assert_eq!(welcome["type"], "welcome");
@@ -549,39 +561,47 @@ fn print_flood(what: &str, f: &Flood) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn non_reading_receivers_stay_within_the_default_budgets() {
-    let _heavy = HEAVY.write().await;
-    // The defaults: 1 MiB per connection, 64 MiB in all.
-    let f = non_reading_receivers(1 << 20, 64 << 20).await;
-    print_flood(
-        "32 non-reading receivers, default budgets (1 MiB each, 64 MiB total; RSS bound +64 MiB)",
-        &f,
-    );
+/// Runs [`non_reading_receivers`] with these budgets and prints its figures under `what`;
+/// every receiver must have been closed with 1013 and the server's RSS have risen by at most
+/// `bound_kib`.
+async fn flood_is_contained(per_connection: u64, total: u64, what: &str, bound_kib: u64) {
+    let f = non_reading_receivers(per_connection, total).await;
+    print_flood(what, &f);
     assert_eq!(f.codes.get("close 1013"), Some(&32), "{:?}", f.codes);
-    let rise_kib = f.rss_peak.saturating_sub(f.rss_before);
-    assert!(rise_kib <= 64 * 1024, "RSS rose by {rise_kib} KiB");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn non_reading_receivers_are_held_to_the_total_budget() {
-    let _heavy = HEAVY.write().await;
-    // Each queue could hold 4 MiB (128 MiB for 32), but all together only 8 MiB.
-    let f = non_reading_receivers(4 << 20, 8 << 20).await;
-    print_flood(
-        "32 non-reading receivers, 4 MiB each but 8 MiB total (RSS bound +20.5 MiB)",
-        &f,
-    );
-    assert_eq!(f.codes.get("close 1013"), Some(&32), "{:?}", f.codes);
-    // The total, each queue's unshared 16 KiB, and 12 MiB for what the budget does not count:
-    // messages being parsed, the sockets' read and write buffers (each keeps the capacity of
-    // the largest frame it held, up to 64 KiB), the allocator's slack.
-    let bound_kib = 8 * 1024 + 32 * 16 + 12 * 1024;
     let rise_kib = f.rss_peak.saturating_sub(f.rss_before);
     assert!(
         rise_kib <= bound_kib,
         "RSS rose by {rise_kib} KiB (bound {bound_kib} KiB)"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reading_receivers_stay_within_the_default_budgets() {
+    let _heavy = HEAVY.write().await;
+    // The defaults: 1 MiB per connection, 64 MiB in all.
+    flood_is_contained(
+        1 << 20,
+        64 << 20,
+        "32 non-reading receivers, default budgets (1 MiB each, 64 MiB total; RSS bound +64 MiB)",
+        64 * 1024,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reading_receivers_are_held_to_the_total_budget() {
+    let _heavy = HEAVY.write().await;
+    // Each queue could hold 4 MiB (128 MiB for 32), but all together only 8 MiB. The bound:
+    // the total, each queue's unshared 16 KiB, and 12 MiB for what the budget does not count:
+    // messages being parsed, the sockets' read and write buffers (each keeps the capacity of
+    // the largest frame it held, up to 64 KiB), the allocator's slack.
+    flood_is_contained(
+        4 << 20,
+        8 << 20,
+        "32 non-reading receivers, 4 MiB each but 8 MiB total (RSS bound +20.5 MiB)",
+        8 * 1024 + 32 * 16 + 12 * 1024,
+    )
+    .await;
 }
 
 /// Reads until the peer closes or resets; returns how long after `since` that was, or `None`
@@ -652,6 +672,26 @@ fn summary(times: &[Option<Duration>]) -> String {
     )
 }
 
+/// How long each of `sockets` took to be closed by the server (see [`time_to_close`]), all
+/// waited for together, at most 5 s.
+async fn close_times(sockets: &mut [(impl AsyncRead + Unpin, Instant)]) -> Vec<Option<Duration>> {
+    let limit = Duration::from_secs(5);
+    futures_util::future::join_all(sockets.iter_mut().map(|s| time_to_close(s, limit))).await
+}
+
+/// Prints under `title` how each kind of stalled socket was closed, then checks that each was
+/// closed near its timeout. A kind: what it is (as printed), its name in a failure, the close
+/// times and the timeout in ms.
+fn report_closes(title: &str, kinds: &[(&str, &str, &[Option<Duration>], u64)]) {
+    println!("{title}:");
+    for (label, _, times, _) in kinds {
+        println!("  {:<35}{}", format!("{label}:"), summary(times));
+    }
+    for (_, what, times, timeout_ms) in kinds {
+        assert_closed_near(what, times, *timeout_ms);
+    }
+}
+
 fn assert_closed_near(what: &str, times: &[Option<Duration>], timeout_ms: u64) {
     for t in times {
         let t = t.unwrap_or_else(|| panic!("{what}: a socket was not closed"));
@@ -667,7 +707,6 @@ fn assert_closed_near(what: &str, times: &[Option<Duration>], timeout_ms: u64) {
 async fn stalled_http_sockets_are_closed_after_the_header_timeout() {
     let _light = HEAVY.read().await;
     let server = TestServer::start(|c| c.header_timeout_ms = 500).await;
-    let limit = Duration::from_secs(5);
     let mut half_lines = Vec::new();
     let mut silent = Vec::new();
     let mut idle = Vec::new();
@@ -687,17 +726,28 @@ async fn stalled_http_sockets_are_closed_after_the_header_timeout() {
     // The server still answers others meanwhile.
     assert_eq!(http(server.addr, "GET", "/").await.status, 200);
     let (half, quiet, kept) = tokio::join!(
-        futures_util::future::join_all(half_lines.iter_mut().map(|s| time_to_close(s, limit))),
-        futures_util::future::join_all(silent.iter_mut().map(|s| time_to_close(s, limit))),
-        futures_util::future::join_all(idle.iter_mut().map(|s| time_to_close(s, limit))),
+        close_times(&mut half_lines),
+        close_times(&mut silent),
+        close_times(&mut idle),
     );
-    println!("plain HTTP, header timeout 500 ms:");
-    println!("  half a request line, then nothing: {}", summary(&half));
-    println!("  connected, nothing sent:           {}", summary(&quiet));
-    println!("  idle keep-alive after a response:  {}", summary(&kept));
-    assert_closed_near("half request line", &half, 500);
-    assert_closed_near("silent", &quiet, 500);
-    assert_closed_near("idle keep-alive", &kept, 500);
+    report_closes(
+        "plain HTTP, header timeout 500 ms",
+        &[
+            (
+                "half a request line, then nothing",
+                "half request line",
+                &half,
+                500,
+            ),
+            ("connected, nothing sent", "silent", &quiet, 500),
+            (
+                "idle keep-alive after a response",
+                "idle keep-alive",
+                &kept,
+                500,
+            ),
+        ],
+    );
 }
 
 #[tokio::test]
@@ -714,7 +764,6 @@ async fn stalled_tls_sockets_are_closed_after_the_handshake_and_header_timeouts(
     assert!(server.url.starts_with("https://"), "{}", server.url);
     let connector = common::tls_client();
     let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
-    let limit = Duration::from_secs(5);
 
     let mut silent = Vec::new();
     let mut partial_hello = Vec::new();
@@ -749,20 +798,35 @@ async fn stalled_tls_sockets_are_closed_after_the_handshake_and_header_timeouts(
         idle.push((tls, Instant::now()));
     }
     let (quiet, hello, half, kept) = tokio::join!(
-        futures_util::future::join_all(silent.iter_mut().map(|s| time_to_close(s, limit))),
-        futures_util::future::join_all(partial_hello.iter_mut().map(|s| time_to_close(s, limit))),
-        futures_util::future::join_all(half_lines.iter_mut().map(|s| time_to_close(s, limit))),
-        futures_util::future::join_all(idle.iter_mut().map(|s| time_to_close(s, limit))),
+        close_times(&mut silent),
+        close_times(&mut partial_hello),
+        close_times(&mut half_lines),
+        close_times(&mut idle),
     );
-    println!("TLS, handshake timeout 500 ms, header timeout 700 ms:");
-    println!("  connected, nothing sent:           {}", summary(&quiet));
-    println!("  a ClientHello begun, never ended:  {}", summary(&hello));
-    println!("  half a request line after TLS:     {}", summary(&half));
-    println!("  idle keep-alive after a response:  {}", summary(&kept));
-    assert_closed_near("silent", &quiet, 500);
-    assert_closed_near("partial ClientHello", &hello, 500);
-    assert_closed_near("half request line", &half, 700);
-    assert_closed_near("idle keep-alive", &kept, 700);
+    report_closes(
+        "TLS, handshake timeout 500 ms, header timeout 700 ms",
+        &[
+            ("connected, nothing sent", "silent", &quiet, 500),
+            (
+                "a ClientHello begun, never ended",
+                "partial ClientHello",
+                &hello,
+                500,
+            ),
+            (
+                "half a request line after TLS",
+                "half request line",
+                &half,
+                700,
+            ),
+            (
+                "idle keep-alive after a response",
+                "idle keep-alive",
+                &kept,
+                700,
+            ),
+        ],
+    );
 }
 
 #[tokio::test]
@@ -801,13 +865,6 @@ async fn a_forged_origin_is_refused() {
         if status == 403 {
             assert!(body.contains("may not connect"), "{body}");
         }
-    }
-}
-
-/// A signaling client from 127.0.0.1.
-async fn connect(addr: SocketAddr) -> Client {
-    Client {
-        ws: ws_from(HOME, addr, None, None).await.expect("connects"),
     }
 }
 
@@ -856,11 +913,7 @@ async fn the_documented_close_codes_arrive() {
     }
 
     // 1008: flooding, with thousands of messages still unread when the server closes.
-    let server = TestServer::start(|c| {
-        c.rate = 5.0;
-        c.burst = 100;
-    })
-    .await;
+    let server = TestServer::start(message_rate(5.0, 100)).await;
     for _ in 0..runs {
         let mut c = stuffed(server.addr).await;
         for i in 0..3000 {
@@ -881,7 +934,7 @@ async fn the_documented_close_codes_arrive() {
     let server = TestServer::start(|c| c.join_timeout_ms = 300).await;
     let mut waited = Vec::new();
     for i in 0..runs {
-        let mut c = connect(server.addr).await;
+        let mut c = Client::connect_from(HOME, server.addr).await;
         let start = Instant::now();
         if i % 2 == 1 {
             c.join("r", "A", 'a', '1', None).await;
@@ -909,7 +962,7 @@ async fn the_documented_close_codes_arrive() {
     let mut server = TestServer::start(|_| {}).await;
     let mut members = Vec::new();
     for n in 0..runs as u32 {
-        let mut c = connect(server.addr).await;
+        let mut c = Client::connect_from(HOME, server.addr).await;
         c.send_raw(Message::Text(join_message("r", n + 1).into()))
             .await;
         assert_eq!(c.recv().await["type"], "welcome");

@@ -163,25 +163,26 @@ async fn api_config_reports_ice_servers_and_limits() {
     assert_eq!(v["heartbeatMs"], 1000);
 }
 
+/// Why the server refuses to start with `config` (it must refuse).
+async fn bind_error(config: tutti_server::Config) -> String {
+    match tutti_server::Server::bind(config).await {
+        Ok(_) => panic!("the server started with a configuration it must refuse"),
+        Err(e) => e.to_string(),
+    }
+}
+
 #[tokio::test]
 async fn bad_start_configurations_are_refused_clearly() {
     let missing = tutti_server::Config::with_dist("/nonexistent/tutti-dist");
-    let e = tutti_server::Server::bind(missing)
-        .await
-        .err()
-        .map(|e| e.to_string());
-    assert!(e.is_some_and(|e| e.contains("npm run build")));
+    let e = bind_error(missing).await;
+    assert!(e.contains("npm run build"), "{e}");
 
     let server = TestServer::start(|_| {}).await;
     let dist = common::TempDist::new();
     let mut clash = tutti_server::Config::with_dist(&dist.dist);
     clash.data_dir = dist.base.join("data");
     clash.port = server.addr.port();
-    let e = tutti_server::Server::bind(clash)
-        .await
-        .err()
-        .map(|e| e.to_string());
-    let e = e.unwrap_or_default();
+    let e = bind_error(clash).await;
     assert!(
         e.contains(&server.addr.port().to_string()) && e.contains("--port"),
         "{e}"
@@ -189,17 +190,13 @@ async fn bad_start_configurations_are_refused_clearly() {
 
     let mut bad_ice = tutti_server::Config::with_dist(&dist.dist);
     bad_ice.ice_servers = "[{\"urls\":\"http://x\"}]".into();
-    assert!(tutti_server::Server::bind(bad_ice).await.is_err());
+    bind_error(bad_ice).await;
 
     // A data directory that is a file, and a damaged database.
     let mut not_a_dir = tutti_server::Config::with_dist(&dist.dist);
     not_a_dir.port = 0;
     not_a_dir.data_dir = dist.base.join("secret.txt");
-    let e = tutti_server::Server::bind(not_a_dir)
-        .await
-        .err()
-        .map(|e| e.to_string());
-    let e = e.unwrap_or_default();
+    let e = bind_error(not_a_dir).await;
     assert!(
         e.contains("data directory") && e.contains("--no-persist"),
         "{e}"
@@ -210,11 +207,7 @@ async fn bad_start_configurations_are_refused_clearly() {
     let mut junk = tutti_server::Config::with_dist(&dist.dist);
     junk.port = 0;
     junk.data_dir = damaged;
-    let e = tutti_server::Server::bind(junk)
-        .await
-        .err()
-        .map(|e| e.to_string());
-    let e = e.unwrap_or_default();
+    let e = bind_error(junk).await;
     assert!(e.contains("rooms.sqlite3") && e.contains("damaged"), "{e}");
 }
 
@@ -258,10 +251,10 @@ async fn turn_credentials_are_time_limited_hmacs_of_the_shared_secret() {
     let dist = common::TempDist::new();
     let mut no_secret = tutti_server::Config::with_dist(&dist.dist);
     no_secret.turn_urls = "turn:t".into();
-    let e = tutti_server::Server::bind(no_secret).await.err();
-    assert!(e.is_some_and(|e| e.to_string().contains("--turn-secret")));
+    let e = bind_error(no_secret).await;
+    assert!(e.contains("--turn-secret"), "{e}");
     let mut short = tutti_server::Config::with_dist(&dist.dist);
     short.turn_urls = "turn:t".into();
     short.turn_secret = Some("short".into());
-    assert!(tutti_server::Server::bind(short).await.is_err());
+    bind_error(short).await;
 }

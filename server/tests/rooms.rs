@@ -4,42 +4,13 @@
 
 mod common;
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use common::{hex_id, BinaryServer, Client, TempDist, TestServer};
-use serde_json::{json, Value};
-use tokio_tungstenite::MaybeTlsStream;
+use common::{assert_fields, hex_id, join_msg, BinaryServer, Client, TempDist, TestServer};
+use serde_json::json;
 
 const KEY: &str = "Zq4mR7tW2xY9bC3dF6gH8jK1";
-
-/// A client whose connection comes from `local` (any 127.x.y.z address is this machine).
-async fn connect_from(local: Ipv4Addr, server: SocketAddr) -> Client {
-    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
-    socket
-        .bind((local, 0).into())
-        .expect("bind a loopback address");
-    let stream = socket.connect(server).await.expect("connect");
-    let (ws, _) =
-        tokio_tungstenite::client_async(format!("ws://{server}/ws"), MaybeTlsStream::Plain(stream))
-            .await
-            .expect("websocket handshake");
-    Client { ws }
-}
-
-/// A join message: peer and token are given in full.
-fn join_msg(room: &str, name: &str, peer: &str, token: &str, extra: Value) -> Value {
-    let mut msg = json!({"type": "join", "room": room, "name": name, "peer": peer, "token": token});
-    if let (Value::Object(m), Value::Object(extra)) = (&mut msg, extra) {
-        m.extend(extra);
-    }
-    msg
-}
-
-async fn ask(c: &mut Client, msg: Value) -> Value {
-    c.send(msg).await;
-    c.recv().await
-}
 
 /// 32 hex chars from a number (distinct peer ids and tokens for many clients).
 fn hex_n(n: u64, salt: u64) -> String {
@@ -97,29 +68,16 @@ async fn password_guessing_from_200_connections_is_held_to_the_rate_and_logged()
     );
     let home = Ipv4Addr::new(127, 0, 0, 1);
     let password = json!({"password": "correct horse battery staple"});
-    let mut owner = connect_from(home, server.addr).await;
-    let (m_peer, m_token) = (hex_id('a'), hex_id('1'));
-    let w = ask(
-        &mut owner,
-        join_msg("vault", "Maya", &m_peer, &m_token, password.clone()),
-    )
-    .await;
-    assert_eq!(
-        (w["type"].clone(), w["isOwner"].clone()),
-        (json!("welcome"), json!(true))
-    );
-    let mut friend = connect_from(home, server.addr).await;
-    let w = ask(
-        &mut friend,
-        join_msg(
-            "vault",
-            "Noor",
-            &hex_id('b'),
-            &hex_id('2'),
-            password.clone(),
-        ),
-    )
-    .await;
+    let mut owner = Client::connect_from(home, server.addr).await;
+    let m_peer = hex_id('a');
+    let w = owner
+        .join_with("vault", "Maya", 'a', '1', password.clone())
+        .await;
+    assert_fields(&w, json!({"type": "welcome", "isOwner": true}));
+    let mut friend = Client::connect_from(home, server.addr).await;
+    let w = friend
+        .join_with("vault", "Noor", 'b', '2', password.clone())
+        .await;
     assert_eq!(w["type"], "welcome", "{w}");
     assert_eq!(owner.recv().await["type"], "peer-joined");
 
@@ -129,7 +87,7 @@ async fn password_guessing_from_200_connections_is_held_to_the_rate_and_logged()
     for n in 0..CONNECTIONS {
         let addr = server.addr;
         guessers.push(tokio::spawn(async move {
-            let mut c = connect_from(home, addr).await;
+            let mut c = Client::connect_from(home, addr).await;
             let (peer, token) = (hex_n(n, 0xfeed), hex_n(n, 0xbeef));
             let (mut sent, mut wrong, mut limited, mut max_retry) = (0u32, 0u32, 0u32, 0u64);
             let mut guess = 0u32;
@@ -163,30 +121,16 @@ async fn password_guessing_from_200_connections_is_held_to_the_rate_and_logged()
         json!({"type": "peer-left", "peer": m_peer, "reason": "closed"})
     );
     let back_at = Instant::now();
-    let mut owner = connect_from(home, server.addr).await;
-    let w = ask(
-        &mut owner,
-        join_msg("vault", "Maya", &m_peer, &m_token, password.clone()),
-    )
-    .await;
+    let mut owner = Client::connect_from(home, server.addr).await;
+    let w = owner
+        .join_with("vault", "Maya", 'a', '1', password.clone())
+        .await;
     let back_ms = back_at.elapsed().as_millis();
-    assert_eq!(
-        (w["type"].clone(), w["isOwner"].clone()),
-        (json!("welcome"), json!(true)),
-        "{w}"
-    );
-    let mut neighbour = connect_from(Ipv4Addr::new(127, 0, 0, 2), server.addr).await;
-    let w = ask(
-        &mut neighbour,
-        join_msg(
-            "vault",
-            "Ravi",
-            &hex_id('c'),
-            &hex_id('3'),
-            password.clone(),
-        ),
-    )
-    .await;
+    assert_fields(&w, json!({"type": "welcome", "isOwner": true}));
+    let mut neighbour = Client::connect_from(Ipv4Addr::new(127, 0, 0, 2), server.addr).await;
+    let w = neighbour
+        .join_with("vault", "Ravi", 'c', '3', password.clone())
+        .await;
     assert_eq!(w["type"], "welcome", "another address is not held: {w}");
 
     let (mut sent, mut wrong, mut limited, mut max_retry) = (0u32, 0u32, 0u32, 0u64);
@@ -262,41 +206,25 @@ async fn a_room_guessed_from_many_addresses_holds_new_addresses_not_members() {
     .await;
     let password = json!({"password": "Dorian mode"});
     let mut owner = server.ws().await;
-    let w = ask(
-        &mut owner,
-        join_msg(
-            "studio",
-            "Ola",
-            &hex_id('a'),
-            &hex_id('1'),
-            password.clone(),
-        ),
-    )
-    .await;
+    let w = owner
+        .join_with("studio", "Ola", 'a', '1', password.clone())
+        .await;
     assert_eq!(w["type"], "welcome");
     // A friend on 127.0.2.1 got in before the guessing started.
     let friend_addr = Ipv4Addr::new(127, 0, 2, 1);
-    let mut friend = connect_from(friend_addr, server.addr).await;
-    let w = ask(
-        &mut friend,
-        join_msg(
-            "studio",
-            "Fin",
-            &hex_id('b'),
-            &hex_id('2'),
-            password.clone(),
-        ),
-    )
-    .await;
+    let mut friend = Client::connect_from(friend_addr, server.addr).await;
+    let w = friend
+        .join_with("studio", "Fin", 'b', '2', password.clone())
+        .await;
     assert_eq!(w["type"], "welcome");
     friend.send(json!({"type": "leave"})).await;
     // 40 addresses, one guess each.
     let (mut reached, mut held) = (0, 0);
     for i in 0..40u8 {
-        let mut c = connect_from(Ipv4Addr::new(127, 0, 1, i + 1), server.addr).await;
+        let mut c = Client::connect_from(Ipv4Addr::new(127, 0, 1, i + 1), server.addr).await;
         let peer = hex_n(u64::from(i), 7);
         let guess = json!({"password": format!("guess {i}")});
-        let reply = ask(&mut c, join_msg("studio", "Eve", &peer, &peer, guess)).await;
+        let reply = c.ask(join_msg("studio", "Eve", &peer, &peer, guess)).await;
         match reply["code"].as_str() {
             Some("wrong-password") => reached += 1,
             Some("too-many-attempts") => held += 1,
@@ -309,35 +237,19 @@ async fn a_room_guessed_from_many_addresses_holds_new_addresses_not_members() {
     );
     assert_eq!((reached, held), (20, 20));
     // A new address with the right password is held too; the friend's address is not.
-    let mut newcomer = connect_from(Ipv4Addr::new(127, 0, 3, 1), server.addr).await;
-    let reply = ask(
-        &mut newcomer,
-        join_msg(
-            "studio",
-            "New",
-            &hex_id('c'),
-            &hex_id('3'),
-            password.clone(),
-        ),
-    )
-    .await;
+    let mut newcomer = Client::connect_from(Ipv4Addr::new(127, 0, 3, 1), server.addr).await;
+    let reply = newcomer
+        .join_with("studio", "New", 'c', '3', password.clone())
+        .await;
     assert_eq!(reply["code"], "too-many-attempts", "{reply}");
     assert!(
         reply["retryAfterMs"].as_u64().is_some_and(|ms| ms > 20_000),
         "{reply}"
     );
-    let mut friend = connect_from(friend_addr, server.addr).await;
-    let w = ask(
-        &mut friend,
-        join_msg(
-            "studio",
-            "Fin",
-            &hex_id('d'),
-            &hex_id('4'),
-            password.clone(),
-        ),
-    )
-    .await;
+    let mut friend = Client::connect_from(friend_addr, server.addr).await;
+    let w = friend
+        .join_with("studio", "Fin", 'd', '4', password.clone())
+        .await;
     assert_eq!(w["type"], "welcome", "{w}");
 }
 
@@ -355,58 +267,32 @@ async fn a_password_room_survives_its_last_member_and_a_restart() {
     let data = dist.base.join("data");
     let password = "Rainy-Tuesday-2026";
     let with_pw = json!({"password": password});
-    let (a_peer, a_token) = (hex_id('a'), hex_id('1'));
 
     let server = BinaryServer::start_on(&dist.dist, &data, &[]);
     let mut a = Client::connect(server.addr).await;
-    let w = ask(
-        &mut a,
-        join_msg("band", "Ana", &a_peer, &a_token, with_pw.clone()),
-    )
-    .await;
+    let w = a.join_with("band", "Ana", 'a', '1', with_pw.clone()).await;
     let secret = w["owner"]
         .as_str()
         .expect("the creator's owner secret")
         .to_owned();
-    assert_eq!(
-        (w["protected"].clone(), w["locked"].clone()),
-        (json!(true), json!(false))
-    );
+    assert_fields(&w, json!({"protected": true, "locked": false}));
     // A private room too, to look for its key on disk.
     let mut p = Client::connect(server.addr).await;
     let private = json!({"key": KEY, "password": password});
-    let w = ask(
-        &mut p,
-        join_msg("band", "Pia", &hex_id('d'), &hex_id('4'), private),
-    )
-    .await;
-    assert_eq!(
-        (w["isOwner"].clone(), w["peers"].clone()),
-        (json!(true), json!([]))
-    );
+    let w = p.join_with("band", "Pia", 'd', '4', private).await;
+    assert_fields(&w, json!({"isOwner": true, "peers": []}));
     p.send(json!({"type": "leave"})).await;
     // The last member goes: the room is kept.
     drop(a);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let mut x = Client::connect(server.addr).await;
-    let e = ask(
-        &mut x,
-        join_msg("band", "Xi", &hex_id('e'), &hex_id('5'), json!({})),
-    )
-    .await;
+    let e = x.join_with("band", "Xi", 'e', '5', json!({})).await;
     assert_eq!(
         e["code"], "wrong-password",
         "re-created without the password: {e}"
     );
-    let w = ask(
-        &mut x,
-        join_msg("band", "Xi", &hex_id('e'), &hex_id('5'), with_pw.clone()),
-    )
-    .await;
-    assert_eq!(
-        (w["type"].clone(), w["isOwner"].clone()),
-        (json!("welcome"), json!(false))
-    );
+    let w = x.join_with("band", "Xi", 'e', '5', with_pw.clone()).await;
+    assert_fields(&w, json!({"type": "welcome", "isOwner": false}));
     x.send(json!({"type": "leave"})).await;
     x.send(json!({"type": "ping"})).await;
     assert_eq!(x.recv().await["type"], "pong");
@@ -418,7 +304,7 @@ async fn a_password_room_survives_its_last_member_and_a_restart() {
         disk.extend(std::fs::read(entry.expect("an entry").path()).expect("a file"));
     }
     assert!(disk.len() > 4096, "{} bytes on disk", disk.len());
-    for secret in [password, KEY, &a_token, &secret, &hex_id('4')] {
+    for secret in [password, KEY, &hex_id('1'), &secret, &hex_id('4')] {
         assert!(
             !disk.windows(secret.len()).any(|w| w == secret.as_bytes()),
             "{secret} is on disk in clear"
@@ -437,44 +323,20 @@ async fn a_password_room_survives_its_last_member_and_a_restart() {
     );
     assert!(server.logs_within("rooms: 2 kept"), "{:?}", server.log());
     let mut y = Client::connect(server.addr).await;
-    let join_y = |extra| join_msg("band", "Yu", &hex_id('f'), &hex_id('6'), extra);
-    assert_eq!(
-        ask(&mut y, join_y(json!({}))).await["code"],
-        "wrong-password"
-    );
-    assert_eq!(
-        ask(&mut y, join_y(json!({"password": "rainy-tuesday-2026"}))).await["code"],
-        "wrong-password"
-    );
+    for extra in [json!({}), json!({"password": "rainy-tuesday-2026"})] {
+        let e = y.join_with("band", "Yu", 'f', '6', extra).await;
+        assert_eq!(e["code"], "wrong-password", "{e}");
+    }
     // Ana's peer id is still hers: another token cannot take it, even with the password.
-    let taken = ask(
-        &mut y,
-        join_msg("band", "Yu", &a_peer, &hex_id('6'), with_pw.clone()),
-    )
-    .await;
+    let taken = y.join_with("band", "Yu", 'a', '6', with_pw.clone()).await;
     assert_eq!(taken["code"], "peer-id-taken", "{taken}");
-    let w = ask(&mut y, join_y(with_pw.clone())).await;
-    assert_eq!(
-        (w["protected"].clone(), w["isOwner"].clone()),
-        (json!(true), json!(false))
-    );
+    let w = y.join_with("band", "Yu", 'f', '6', with_pw.clone()).await;
+    assert_fields(&w, json!({"protected": true, "isOwner": false}));
     // Ana comes back with her token, and her owner secret makes her the owner.
     let mut a = Client::connect(server.addr).await;
-    let w = ask(
-        &mut a,
-        join_msg(
-            "band",
-            "Ana",
-            &a_peer,
-            &a_token,
-            json!({"password": password, "owner": secret}),
-        ),
-    )
-    .await;
-    assert_eq!(
-        (w["isOwner"].clone(), w["owner"].clone()),
-        (json!(true), json!(secret))
-    );
+    let owner = json!({"password": password, "owner": secret});
+    let w = a.join_with("band", "Ana", 'a', '1', owner).await;
+    assert_fields(&w, json!({"isOwner": true, "owner": secret}));
     assert_eq!(w["peers"], json!([{"peer": hex_id('f'), "name": "Yu"}]));
     assert_eq!(server.stop().await.0, Some(0));
 }
@@ -485,10 +347,7 @@ async fn a_password_for_an_open_room_is_refused() {
     let mut a = server.ws().await;
     let mut b = server.ws().await;
     let w = a.join("open", "A", 'a', '1', None).await;
-    assert_eq!(
-        (w["protected"].clone(), w["isOwner"].clone()),
-        (json!(false), json!(true))
-    );
+    assert_fields(&w, json!({"protected": false, "isOwner": true}));
     let e = b.join("open", "B", 'b', '2', Some("hunter2")).await;
     assert_eq!(e["code"], "no-password");
     assert!(
@@ -505,47 +364,24 @@ async fn a_private_room_cannot_be_found_without_its_key() {
     let server = TestServer::start(|_| {}).await;
     let mut a = server.ws().await;
     let private = |pw: &str| json!({"key": KEY, "password": pw});
-    let w = ask(
-        &mut a,
-        join_msg("jam", "Ana", &hex_id('a'), &hex_id('1'), private("pw")),
-    )
-    .await;
+    let w = a.join_with("jam", "Ana", 'a', '1', private("pw")).await;
     assert_eq!(w["type"], "welcome");
     // Without the key, or with another: an empty open room of the same name.
     let mut b = server.ws().await;
     let w = b.join("jam", "Bo", 'b', '2', None).await;
-    assert_eq!(
-        (
-            w["peers"].clone(),
-            w["protected"].clone(),
-            w["isOwner"].clone()
-        ),
-        (json!([]), json!(false), json!(true))
+    assert_fields(
+        &w,
+        json!({"peers": [], "protected": false, "isOwner": true}),
     );
     let mut c = server.ws().await;
     let other_key = json!({"key": format!("{}Q", &KEY[..KEY.len() - 1])});
-    let w = ask(
-        &mut c,
-        join_msg("jam", "Cy", &hex_id('c'), &hex_id('3'), other_key),
-    )
-    .await;
-    assert_eq!(
-        (w["peers"].clone(), w["protected"].clone()),
-        (json!([]), json!(false))
-    );
+    let w = c.join_with("jam", "Cy", 'c', '3', other_key).await;
+    assert_fields(&w, json!({"peers": [], "protected": false}));
     // With the key: its password, then its members.
     let mut d = server.ws().await;
-    let wrong = ask(
-        &mut d,
-        join_msg("jam", "Di", &hex_id('d'), &hex_id('4'), private("nope")),
-    )
-    .await;
+    let wrong = d.join_with("jam", "Di", 'd', '4', private("nope")).await;
     assert_eq!(wrong["code"], "wrong-password");
-    let w = ask(
-        &mut d,
-        join_msg("jam", "Di", &hex_id('d'), &hex_id('4'), private("pw")),
-    )
-    .await;
+    let w = d.join_with("jam", "Di", 'd', '4', private("pw")).await;
     assert_eq!(w["peers"], json!([{"peer": hex_id('a'), "name": "Ana"}]));
     // The public room heard nothing of it.
     b.send(json!({"type": "ping", "t": 1})).await;
@@ -589,10 +425,7 @@ async fn the_owner_locks_and_removes_others_cannot() {
     }
     let mut c = server.ws().await;
     let w = c.join("r", "C", 'c', '3', None).await;
-    assert_eq!(
-        (w["type"].clone(), w["locked"].clone()),
-        (json!("welcome"), json!(true))
-    );
+    assert_fields(&w, json!({"type": "welcome", "locked": true}));
     a.recv().await;
     b.recv().await;
 

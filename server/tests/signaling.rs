@@ -4,7 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{hex_id, Client, TestServer};
+use common::{hex_id, message_rate, Client, TestServer};
 use futures_util::SinkExt;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
@@ -192,11 +192,7 @@ async fn malformed_messages_get_errors_and_the_connection_stays() {
 #[tokio::test]
 async fn oversized_message_closes_with_1009() {
     let server = TestServer::start(|c| c.max_message_bytes = 1024).await;
-    let mut a = server.ws().await;
-    let mut b = server.ws().await;
-    a.join("r", "A", 'a', '1', None).await;
-    b.join("r", "B", 'b', '2', None).await;
-    a.recv().await;
+    let (mut a, mut b) = server.joined_pair().await;
     let big = json!({"type": "ping", "pad": "x".repeat(4000)}).to_string();
     b.send_raw(Message::Text(big.into())).await;
     let (code, texts) = b.closed().await;
@@ -210,11 +206,7 @@ async fn oversized_message_closes_with_1009() {
 
 #[tokio::test]
 async fn flooding_is_rate_limited_then_closed() {
-    let server = TestServer::start(|c| {
-        c.rate = 5.0;
-        c.burst = 10;
-    })
-    .await;
+    let server = TestServer::start(message_rate(5.0, 10)).await;
     let mut a = server.ws().await;
     for i in 0..40 {
         // The server may close before the last ones are written: ignore send failures.
@@ -237,11 +229,7 @@ async fn silent_peer_is_announced_as_timed_out() {
         c.heartbeat_timeout_ms = 500;
     })
     .await;
-    let mut a = server.ws().await;
-    let mut b = server.ws().await;
-    a.join("r", "A", 'a', '1', None).await;
-    b.join("r", "B", 'b', '2', None).await;
-    a.recv().await;
+    let (mut a, b) = server.joined_pair().await;
     // b now reads nothing: it answers no pings and sends nothing.
     let start = Instant::now();
     let left = a.recv_within(Duration::from_millis(1500)).await;
@@ -263,11 +251,7 @@ async fn silent_peer_is_announced_as_timed_out() {
 #[tokio::test]
 async fn closed_socket_is_announced_as_closed() {
     let server = TestServer::start(|_| {}).await;
-    let mut a = server.ws().await;
-    let mut b = server.ws().await;
-    a.join("r", "A", 'a', '1', None).await;
-    b.join("r", "B", 'b', '2', None).await;
-    a.recv().await;
+    let (mut a, b) = server.joined_pair().await;
     drop(b); // TCP close without a close frame
     assert_eq!(
         a.recv().await,
@@ -278,11 +262,7 @@ async fn closed_socket_is_announced_as_closed() {
 #[tokio::test]
 async fn same_peer_and_token_replaces_without_announcements() {
     let server = TestServer::start(|_| {}).await;
-    let mut a = server.ws().await;
-    let mut b_old = server.ws().await;
-    a.join("r", "A", 'a', '1', None).await;
-    b_old.join("r", "B", 'b', '2', None).await;
-    a.recv().await;
+    let (mut a, mut b_old) = server.joined_pair().await;
     let mut b_new = server.ws().await;
     let w = b_new.join("r", "B", 'b', '2', None).await;
     assert_eq!(w["type"], "welcome");
@@ -301,11 +281,7 @@ async fn same_peer_and_token_replaces_without_announcements() {
 #[tokio::test]
 async fn leave_then_rejoin_on_the_same_connection() {
     let server = TestServer::start(|_| {}).await;
-    let mut a = server.ws().await;
-    let mut b = server.ws().await;
-    a.join("r", "A", 'a', '1', None).await;
-    b.join("r", "B", 'b', '2', None).await;
-    a.recv().await;
+    let (mut a, mut b) = server.joined_pair().await;
     b.send(json!({"type": "leave"})).await;
     assert_eq!(
         a.recv().await,
@@ -335,11 +311,7 @@ async fn shutdown_tells_clients_and_closes_with_1001() {
     // Members are not told that the others left: they are still linked peer to peer and will
     // rejoin when the server is back.
     let mut server = TestServer::start(|_| {}).await;
-    let mut a = server.ws().await;
-    a.join("r", "A", 'a', '1', None).await;
-    let mut b = server.ws().await;
-    b.join("r", "B", 'b', '2', None).await;
-    assert_eq!(a.recv().await["type"], "peer-joined");
+    let (mut a, mut b) = server.joined_pair().await;
     let started = Instant::now();
     server.begin_shutdown();
     for c in [&mut a, &mut b] {
@@ -372,21 +344,13 @@ async fn unknown_type_is_named_and_truncated() {
 
 #[tokio::test]
 async fn a_receiver_that_stops_reading_is_dropped_without_blocking_the_room() {
-    let server = TestServer::start(|c| {
-        c.rate = 10_000.0;
-        c.burst = 10_000;
-    })
-    .await;
-    let mut a = server.ws().await;
-    let mut slow = server.ws().await;
+    let server = TestServer::start(message_rate(10_000.0, 10_000)).await;
+    let (mut a, slow) = server.joined_pair().await;
     let mut c = server.ws().await;
-    a.join("r", "A", 'a', '1', None).await;
-    slow.join("r", "S", 'b', '2', None).await;
     c.join("r", "C", 'c', '3', None).await;
-    a.recv().await; // peer-joined b
-    a.recv().await; // peer-joined c
-                    // `slow` reads nothing from here on. ~20 MB of signals overflow the socket buffers and
-                    // then its bounded outbound queue.
+    assert_eq!(a.recv().await["type"], "peer-joined");
+    // `slow` reads nothing from here on. ~20 MB of signals overflow the socket buffers and
+    // then its bounded outbound queue.
     let pad = "x".repeat(32 * 1024);
     let started = Instant::now();
     let mut left = None;

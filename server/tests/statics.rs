@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::net::SocketAddr;
+
 use common::{http, http_with, BinaryServer, HttpResponse, TempDist, INDEX, WASM};
 
 /// The test dist's `assets/app-1a2b3c.js`.
@@ -29,6 +31,11 @@ fn assert_security_headers(r: &HttpResponse, what: &str) {
     );
 }
 
+/// A GET of `path` asking for the byte range `range` (a `Range` header value).
+async fn get_range(addr: SocketAddr, path: &str, range: &str) -> HttpResponse {
+    http_with(addr, "GET", path, &[("Range", range)]).await
+}
+
 #[tokio::test]
 async fn byte_ranges_give_206_or_416() {
     let server = BinaryServer::start(&[]);
@@ -48,7 +55,7 @@ async fn byte_ranges_give_206_or_416() {
         // A last byte past the end is cut to the end.
         ("bytes=11-99", "bytes 11-13/14", b"(1)"),
     ] {
-        let r = http_with(server.addr, "GET", path, &[("Range", range)]).await;
+        let r = get_range(server.addr, path, range).await;
         assert_eq!(r.status, 206, "{range}");
         assert_eq!(r.header("content-range"), Some(content_range), "{range}");
         assert_eq!(
@@ -63,19 +70,13 @@ async fn byte_ranges_give_206_or_416() {
     }
 
     // The wasm engine, by range, keeps its type.
-    let r = http_with(
-        server.addr,
-        "GET",
-        "/assets/engine-4d5e.wasm",
-        &[("Range", "bytes=0-3")],
-    )
-    .await;
+    let r = get_range(server.addr, "/assets/engine-4d5e.wasm", "bytes=0-3").await;
     assert_eq!((r.status, &r.body[..]), (206, &WASM[..4]));
     assert_eq!(r.header("content-type"), Some("application/wasm"));
 
     // No byte of the range exists: 416 with the length, and the headers still.
     for range in ["bytes=14-", "bytes=100-200"] {
-        let r = http_with(server.addr, "GET", path, &[("Range", range)]).await;
+        let r = get_range(server.addr, path, range).await;
         assert_eq!(r.status, 416, "{range}");
         assert_eq!(r.header("content-range"), Some("bytes */14"), "{range}");
         assert!(r.body.is_empty(), "{range}");
@@ -179,13 +180,7 @@ async fn path_rules_hold_in_front_of_the_files() {
         assert_security_headers(&r, path);
     }
     // A Range cannot widen what a refused path reaches.
-    let r = http_with(
-        server.addr,
-        "GET",
-        "/%2e%2e/secret.txt",
-        &[("Range", "bytes=0-")],
-    )
-    .await;
+    let r = get_range(server.addr, "/%2e%2e/secret.txt", "bytes=0-").await;
     assert_eq!(r.status, 400);
 
     let r = http(server.addr, "POST", "/index.html").await;
@@ -213,11 +208,10 @@ async fn large_files_and_symlinks() {
     assert_eq!(r.header("content-length"), Some("3000000"));
     assert!(r.body == big, "the whole file, byte for byte");
 
-    let r = http_with(
+    let r = get_range(
         server.addr,
-        "GET",
         "/assets/big-5f6a.wasm",
-        &[("Range", "bytes=1234567-2345677")],
+        "bytes=1234567-2345677",
     )
     .await;
     assert_eq!(r.status, 206);

@@ -110,6 +110,29 @@ impl TestServer {
     pub async fn ws(&self) -> Client {
         Client::connect(self.addr).await
     }
+
+    /// Two members of room "r": `a` (peer `hex_id('a')`, named "A") and `b` (peer
+    /// `hex_id('b')`, named "B"), with b's arrival already read from a's connection.
+    pub async fn joined_pair(&self) -> (Client, Client) {
+        let mut a = self.ws().await;
+        let mut b = self.ws().await;
+        a.join("r", "A", 'a', '1', None).await;
+        b.join("r", "B", 'b', '2', None).await;
+        assert_eq!(
+            a.recv().await,
+            json!({"type": "peer-joined", "peer": hex_id('b'), "name": "B"})
+        );
+        (a, b)
+    }
+}
+
+/// A [`TestServer::start`] tweak: each connection's message bucket refills at `rate` per
+/// second and holds `burst`.
+pub fn message_rate(rate: f64, burst: u32) -> impl FnOnce(&mut Config) {
+    move |c| {
+        c.rate = rate;
+        c.burst = burst;
+    }
 }
 
 /// The compiled server, started with `--port 0` and `args` on a temporary dist; its stderr is
@@ -356,6 +379,14 @@ impl Client {
         Self { ws }
     }
 
+    /// A client whose connection comes from `local` (any 127.x.y.z address is this machine).
+    pub async fn connect_from(local: impl Into<IpAddr>, server: SocketAddr) -> Self {
+        let ws = ws_from(local.into(), server, None, None)
+            .await
+            .expect("websocket connects");
+        Self { ws }
+    }
+
     pub async fn send(&mut self, v: Value) {
         self.ws
             .send(Message::Text(v.to_string().into()))
@@ -408,6 +439,12 @@ impl Client {
         }
     }
 
+    /// Sends `message` and returns the reply.
+    pub async fn ask(&mut self, message: Value) -> Value {
+        self.send(message).await;
+        self.recv().await
+    }
+
     /// Sends a join for peer `hex_id(p)` with token `hex_id(t)` and returns the reply.
     pub async fn join(
         &mut self,
@@ -417,14 +454,42 @@ impl Client {
         t: char,
         pw: Option<&str>,
     ) -> Value {
-        let mut msg = json!({"type": "join", "room": room, "name": name,
-                             "peer": hex_id(p), "token": hex_id(t)});
-        if let Some(pw) = pw {
-            msg["password"] = json!(pw);
-        }
-        self.send(msg).await;
-        self.recv().await
+        let extra = pw.map_or(json!({}), |pw| json!({"password": pw}));
+        self.join_with(room, name, p, t, extra).await
     }
+
+    /// [`Client::join`] with further fields (`password`, `key`, `owner`) from `extra`.
+    pub async fn join_with(
+        &mut self,
+        room: &str,
+        name: &str,
+        p: char,
+        t: char,
+        extra: Value,
+    ) -> Value {
+        self.ask(join_msg(room, name, &hex_id(p), &hex_id(t), extra))
+            .await
+    }
+}
+
+/// A join message, peer and token given in full, with the fields of `extra` added.
+pub fn join_msg(room: &str, name: &str, peer: &str, token: &str, extra: Value) -> Value {
+    let mut msg = json!({"type": "join", "room": room, "name": name, "peer": peer, "token": token});
+    if let (Value::Object(m), Value::Object(extra)) = (&mut msg, extra) {
+        m.extend(extra);
+    }
+    msg
+}
+
+/// Asserts that `message` has each field of `expected`, with that value (other fields may
+/// be there too).
+#[track_caller]
+pub fn assert_fields(message: &Value, expected: Value) {
+    let Value::Object(fields) = &expected else {
+        panic!("the expected fields are a JSON object: {expected}")
+    };
+    let got = fields.keys().map(|k| (k.clone(), message[k].clone()));
+    assert_eq!(Value::Object(got.collect()), expected, "in {message}");
 }
 
 /// The directory of the test certificate (`test-cert.pem`, `test-key.pem`) and its CA.
