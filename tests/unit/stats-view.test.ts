@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { verdict, THRESHOLDS } from '../../app/src/stats/verdict';
 import { StatsTimeline } from '../../app/src/stats/timeline';
 import { buildExport, CSV_HEADER, toCsv, toJson, type StageHistogram } from '../../app/src/stats/export';
+import { parseCsv } from '../browser/lib/csv.mjs';
 
 const base = {
   oneWayMs: 20,
@@ -107,35 +108,6 @@ describe('StatsTimeline', () => {
     });
   });
 });
-
-/** Splits RFC 4180 CSV text into rows of fields. */
-function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let field = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quoted) {
-      if (c === '"' && text[i + 1] === '"') {
-        field += '"';
-        i++;
-      } else if (c === '"') quoted = false;
-      else field += c;
-    } else if (c === '"') quoted = true;
-    else if (c === ',') {
-      row.push(field);
-      field = '';
-    } else if (c === '\r' && text[i + 1] === '\n') {
-      row.push(field);
-      rows.push(row);
-      row = [];
-      field = '';
-      i++;
-    } else field += c;
-  }
-  return rows;
-}
 
 describe('export', () => {
   const hist: StageHistogram = {
@@ -287,37 +259,52 @@ describe('export', () => {
   });
 });
 
+/** The collector's counters with one peer, 'p1': a clean stream of 1000 packets, with `p1` over it. */
+function countersOf(p1: Record<string, number> = {}) {
+  const clean = {
+    received: 1000,
+    lost: 0,
+    late: 0,
+    duplicates: 0,
+    discarded: 0,
+    concealed: 0,
+    underruns: 0,
+    resets: 0,
+    bufferedMs: 10,
+    targetMs: 10,
+    jitterMs: 2,
+    driftPpm: 0,
+    gapMaxMs: 0,
+    gapsOver20Ms: 0,
+  };
+  return { underruns: 0, quanta: 0, perPeer: { p1: { ...clean, ...p1 } } };
+}
+
+/** A room view with one participant, Ana as 'p1', whose latency the view estimates at 22 ms. */
+function viewOf(format: string) {
+  return {
+    room: 'r',
+    engine: { sampleRate: 48000, blockFrames: 128, underruns: 0, peers: 1 },
+    participants: [{ peer: 'p1', name: 'Ana', format, latencyMs: 22, rttMs: 1.5 }],
+  };
+}
+
 describe('StatsCollector', async () => {
   const { StatsCollector } = await import('../../app/src/stats/collector');
   it('turns the counters into rows with percentages of the packets expected, and a verdict', () => {
     let t = 0;
-    const counters = {
-      underruns: 0,
-      quanta: 0,
-      perPeer: {
-        p1: {
-          received: 990,
-          lost: 10,
-          late: 5,
-          duplicates: 0,
-          discarded: 2,
-          concealed: 12,
-          underruns: 1,
-          resets: 0,
-          bufferedMs: 10,
-          targetMs: 12,
-          jitterMs: 3,
-          driftPpm: -4,
-          gapMaxMs: 0,
-          gapsOver20Ms: 0,
-        },
-      },
-    };
-    const view = {
-      room: 'r',
-      engine: { sampleRate: 48000, blockFrames: 128, underruns: 0, peers: 1 },
-      participants: [{ peer: 'p1', name: 'Ana', format: 'PCM16 mono 128', latencyMs: 22, rttMs: 1.5 }],
-    };
+    const counters = countersOf({
+      received: 990,
+      lost: 10,
+      late: 5,
+      discarded: 2,
+      concealed: 12,
+      underruns: 1,
+      targetMs: 12,
+      jitterMs: 3,
+      driftPpm: -4,
+    });
+    const view = viewOf('PCM16 mono 128');
     const c = new StatsCollector({ view: view as never, counters: () => counters }, () => (t += 1000));
     c.sample();
     counters.perPeer.p1.bufferedMs = 20;
@@ -361,34 +348,9 @@ function stage(p50: number, p95: number, count = 100, max = p95 + 1): StageHisto
 
 describe('StatsCollector with the engine stages', async () => {
   const { StatsCollector } = await import('../../app/src/stats/collector');
-  const counters = {
-    underruns: 0,
-    quanta: 0,
-    perPeer: {
-      p1: {
-        received: 1000,
-        lost: 0,
-        late: 0,
-        duplicates: 0,
-        discarded: 0,
-        concealed: 0,
-        underruns: 0,
-        resets: 0,
-        bufferedMs: 10,
-        targetMs: 10,
-        jitterMs: 2,
-        driftPpm: 0,
-        gapMaxMs: 0,
-        gapsOver20Ms: 0,
-      },
-    },
-  };
-  const view = {
-    room: 'r',
-    engine: { sampleRate: 48000, blockFrames: 128, underruns: 0, peers: 1 },
-    // The view's own estimate says 22 ms: good.
-    participants: [{ peer: 'p1', name: 'Ana', format: 'PCM16 mono 256', latencyMs: 22, rttMs: 1.5 }],
-  };
+  const counters = countersOf();
+  // The view's own estimate says 22 ms: good.
+  const view = viewOf('PCM16 mono 256');
   it("samples and grades the mouthToEar p50 when the engine has one, else the view's estimate", () => {
     let m2e = stage(40, 47, 0);
     const stages = () => ({
