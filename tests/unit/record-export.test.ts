@@ -11,7 +11,7 @@ import { safeName, stamp } from '../../app/src/record/stems';
 import { formatBytes, formatDuration, formatStorage } from '../../app/src/record/format';
 import { encodeWav, wavHeader, WavTooLargeError } from '../../app/src/record/wav';
 import { blobCrc32, dosDateTime, zipBlob } from '../../app/src/record/zip';
-import { crcBitwise, readWav, readZip } from './record-readers';
+import { crcBitwise, readWav, readZip } from '../browser/lib/record-readers.mjs';
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 const bytes = (s: string): Uint8Array => new Uint8Array(Buffer.from(s.replace(/\s+/g, ''), 'hex'));
