@@ -17,6 +17,7 @@ import {
 } from '../kit/harness.mjs';
 import { parseWav } from '../kit/wav.mjs';
 import { toneDbMedian, toneFrequency } from '../kit/audio.mjs';
+import { readDatabase } from './lib/idb.mjs';
 import { readZip } from './lib/record-readers.mjs';
 
 const ROOM = 'e2e-recording';
@@ -73,23 +74,8 @@ function roomFormed() {
 }
 
 /** Every recording's metadata, read from IndexedDB with the browser's own API (not the app's). */
-function recordingsInDb(page) {
-  return page.evaluate(
-    () =>
-      new Promise((resolve, reject) => {
-        const open = indexedDB.open('tutti');
-        open.onerror = () => reject(open.error);
-        open.onsuccess = () => {
-          const db = open.result;
-          const req = db.transaction('recordings').objectStore('recordings').getAll();
-          req.onsuccess = () => {
-            db.close();
-            resolve(req.result);
-          };
-          req.onerror = () => reject(req.error);
-        };
-      }),
-  );
+async function recordingsInDb(page) {
+  return (await readDatabase(page)).recordings;
 }
 
 /** Entries of a zip (store method) by name, read from its central directory and checked. */

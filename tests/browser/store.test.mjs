@@ -12,6 +12,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { collectLogs, ROOM_FLAGS, serverAndBrowser, toneContext, waitFor } from '../kit/harness.mjs';
+import { readDatabase } from './lib/idb.mjs';
 
 /** Fixed depth 6 at 64-frame blocks, ms at 48 kHz. */
 const FIXED_TARGET_MS = (6 * 64 * 1000) / 48000;
@@ -47,34 +48,6 @@ function sessionView(page) {
       })),
     };
   });
-}
-
-/** Everything in the page origin's "tutti" database, read with raw IndexedDB. */
-function readDatabase(page) {
-  return page.evaluate(
-    () =>
-      new Promise((resolve, reject) => {
-        const req = indexedDB.open('tutti');
-        req.onerror = () => reject(req.error);
-        req.onsuccess = () => {
-          const db = req.result;
-          const names = [...db.objectStoreNames];
-          const out = { version: db.version, stores: names };
-          const tx = db.transaction(names.filter((n) => n !== 'chunks'));
-          for (const n of names.filter((n) => n !== 'chunks')) {
-            const r = tx.objectStore(n).getAll();
-            const k = tx.objectStore(n).getAllKeys();
-            r.onsuccess = () => (out[n] = r.result);
-            k.onsuccess = () => (out[`${n}Keys`] = k.result);
-          }
-          tx.oncomplete = () => {
-            db.close();
-            resolve(out);
-          };
-          tx.onerror = () => reject(tx.error);
-        };
-      }),
-  );
 }
 
 async function joinFromLink(page, room, name) {
