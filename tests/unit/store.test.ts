@@ -18,6 +18,7 @@ import { DB_NAME, DB_VERSION } from '../../app/src/store/schema';
 import { loadSettings, resetSettingsMemory, saveAudio, saveName } from '../../app/src/store/settings';
 import { DEFAULT_AUDIO, RECENT_MAX, validAudio, validBuffer } from '../../app/src/store/validate';
 import type { AudioSettings, ParticipantView, RoomView } from '../../app/src/room/types';
+import { createV1 as createV1As } from '../browser/lib/idb.mjs';
 import { freshDatabasePerTest, NOTHING_MEASURED, putRaw } from './idb';
 import { participant, roomView } from './views';
 
@@ -35,27 +36,9 @@ function done<T>(req: IDBRequest<T>): Promise<T> {
   });
 }
 
-/** Creates database version 1 exactly as it was (raw IndexedDB, no code of the app) and fills it. */
+/** Creates database version 1 as it was (tests/browser/lib/idb.mjs) under the app's name, filled. */
 function createV1(rooms: unknown[], settings: [string, unknown][]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const req = indexedDB.open(DB_NAME, 1);
-    req.onupgradeneeded = () => {
-      req.result.createObjectStore('settings');
-      req.result.createObjectStore('rooms', { keyPath: 'name' });
-    };
-    req.onerror = () => reject(req.error);
-    req.onsuccess = () => {
-      const conn = req.result;
-      const tx = conn.transaction(['settings', 'rooms'], 'readwrite');
-      for (const r of rooms) tx.objectStore('rooms').put(r);
-      for (const [k, v] of settings) tx.objectStore('settings').put(v, k);
-      tx.oncomplete = () => {
-        conn.close();
-        resolve();
-      };
-      tx.onerror = () => reject(tx.error);
-    };
-  });
+  return createV1As({ name: DB_NAME, rooms, settings });
 }
 
 function legacyStore(init: Record<string, string>): LegacyStore & { data: Map<string, string> } {

@@ -1,5 +1,7 @@
-// The page origin's "tutti" database read with the browser's own IndexedDB API (not the app's),
-// for the browser tests that check what the app stored.
+// The app's database seen through IndexedDB itself (not the app's code): read back in a page by
+// the browser tests that check what the app stored, and made as version 1 was, both in a page and
+// under fake-indexeddb by the unit tests of the upgrade. Each function is self-contained, so that
+// `page.evaluate` can run it in the page.
 
 /**
  * Every store of the "tutti" database but the audio chunks: each store's values under its name
@@ -33,4 +35,32 @@ export function readDatabase(page) {
         };
       }),
   );
+}
+
+/**
+ * Creates database version 1 exactly as it was (two stores: settings by key, rooms by name) and
+ * fills it: `settings` as [key, value] pairs.
+ * @param {{ name: string, rooms: unknown[], settings: [string, unknown][] }} v1
+ * @returns {Promise<void>}
+ */
+export function createV1({ name, rooms, settings }) {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open(name, 1);
+    req.onupgradeneeded = () => {
+      req.result.createObjectStore('settings');
+      req.result.createObjectStore('rooms', { keyPath: 'name' });
+    };
+    req.onerror = () => reject(req.error);
+    req.onsuccess = () => {
+      const conn = req.result;
+      const tx = conn.transaction(['settings', 'rooms'], 'readwrite');
+      for (const r of rooms) tx.objectStore('rooms').put(r);
+      for (const [k, v] of settings) tx.objectStore('settings').put(v, k);
+      tx.oncomplete = () => {
+        conn.close();
+        resolve();
+      };
+      tx.onerror = () => reject(tx.error);
+    };
+  });
 }
