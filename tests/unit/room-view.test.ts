@@ -81,12 +81,14 @@ describe('room view', () => {
     expect(p.levels.peakL).toBeCloseTo(-6.0206, 3);
     expect(p.levels.peakR).toBeCloseTo(-12.0412, 3);
     expect(p.levels.rmsL).toBe(-Infinity);
-    expect(p.bufferMs).toBe(10);
-    expect(p.targetMs).toBe(20);
-    expect(p.lossPct).toBe(1);
-    expect(p.underruns).toBe(4);
-    expect(p.senderGaps).toBe(1);
-    expect(p.rttMs).toBe(30);
+    expect(p).toMatchObject({
+      bufferMs: 10,
+      targetMs: 20,
+      lossPct: 1,
+      underruns: 4,
+      senderGaps: 1,
+      rttMs: 30,
+    });
     // One block (2.667 ms) + half the round trip + the buffer + the output.
     expect(p.latencyMs).toBeCloseTo(128 / 48 + 15 + 10 + 10, 9);
     expect(p.format).toBe('PCM16 stereo 128');
@@ -217,18 +219,18 @@ describe('session counters', () => {
     net[netPeerIndex(2, NP_RTT_MS)] = 12;
     net[netPeerIndex(2, NP_OFFSET_US)] = -250;
     const c = buildCounters(readGlobals(b), [{ peer: 'bea', slot: 2, stats: readPeer(b, 2) }], net, RATE);
-    expect(c.underruns).toBe(3);
-    expect(c.quanta).toBe(375);
+    expect(c).toMatchObject({ underruns: 3, quanta: 375 });
+    // The stats block's counts and depths (in ms), then the pump's figures.
     const p = c.perPeer.bea;
-    expect(p.received).toBe(990);
-    expect(p.lost).toBe(10);
-    expect(p.bufferedMs).toBe(10);
-    expect(p.targetMs).toBe(20);
-    expect(p.jitterMs).toBe(2);
-    expect(p.oracleMs).toBe(15);
-    expect(p.gapMaxMs).toBe(42);
-    expect(p.rttMs).toBe(12);
-    expect(p.offsetUs).toBe(-250);
+    expect(p).toMatchObject({
+      received: 990,
+      lost: 10,
+      bufferedMs: 10,
+      targetMs: 20,
+      jitterMs: 2,
+      oracleMs: 15,
+    });
+    expect(p).toMatchObject({ gapMaxMs: 42, rttMs: 12, offsetUs: -250 });
   });
 
   it('without a pump reads its counts as 0 and its clock as unknown', () => {

@@ -109,19 +109,27 @@ describe('StatsTimeline', () => {
   });
 });
 
+/** A stage histogram: `counts` in the bins between `edgesMs` (its count is their sum), and its figures. */
+function histogram(
+  edgesMs: number[],
+  counts: number[],
+  figures: Pick<StageHistogram, 'p50' | 'p95' | 'p99' | 'max' | 'min' | 'mean'>,
+  rejected = 0,
+): StageHistogram {
+  return { edgesMs, counts, ...figures, count: counts.reduce((a, b) => a + b, 0), rejected };
+}
+
+type ExportOptions = Parameters<typeof buildExport>[0];
+
 describe('export', () => {
-  const hist: StageHistogram = {
-    edgesMs: [1, 2, 4, 8],
-    counts: [0, 5, 1],
+  const hist = histogram([1, 2, 4, 8], [0, 5, 1], {
     p50: 2.8,
     p95: 4.5,
     p99: 4.9,
     max: 5,
     min: 1.5,
     mean: 3,
-    count: 6,
-    rejected: 0,
-  };
+  });
   const h = new StatsTimeline(Date.UTC(2026, 10, 21, 18, 0, 0));
   h.add('p1', 'Bo, "the drummer"', Date.UTC(2026, 10, 21, 18, 0, 1), {
     bufferMs: 12.5,
@@ -136,16 +144,20 @@ describe('export', () => {
     underruns: 0,
     driftPpm: -3.5,
   });
-  const e = buildExport({
-    room: 'band',
-    startedAt: h.startedAt,
-    now: h.startedAt + 2000,
-    sampleRate: 48000,
-    blockFrames: 128,
-    series: h.peers(),
-    stages: () => ({ jitterWait: hist }),
-    local: { capture: hist },
-  });
+  /** The export of room 'band' two seconds in: Bo's series, `hist` as the capture stage, `stages` per peer. */
+  const exportWith = (stages: ExportOptions['stages'], devices?: ExportOptions['devices']) =>
+    buildExport({
+      room: 'band',
+      startedAt: h.startedAt,
+      now: h.startedAt + 2000,
+      sampleRate: 48000,
+      blockFrames: 128,
+      series: h.peers(),
+      stages,
+      local: { capture: hist },
+      devices,
+    });
+  const e = exportWith(() => ({ jitterWait: hist }));
   it('JSON holds the series and histograms, unmeasured figures as null', () => {
     const j = JSON.parse(toJson(e));
     expect(j.format).toBe('tutti-stats');
@@ -155,41 +167,14 @@ describe('export', () => {
     expect(j.local.capture.p95).toBe(4.5);
   });
   it('carries every stage by name and the devices, in JSON and CSV', () => {
-    const m2e: StageHistogram = {
-      edgesMs: [0, 16, 32, 64],
-      counts: [0, 300, 100],
-      p50: 24.5,
-      p95: 40.25,
-      p99: 55,
-      max: 60,
-      min: 17,
-      mean: 28,
-      count: 400,
-      rejected: 2,
-    };
-    const empty: StageHistogram = {
-      edgesMs: [0, 1, 2],
-      counts: [0, 0],
-      p50: 0,
-      p95: 0,
-      p99: 0,
-      max: 0,
-      min: 0,
-      mean: 0,
-      count: 0,
-      rejected: 0,
-    };
-    const x = buildExport({
-      room: 'band',
-      startedAt: h.startedAt,
-      now: h.startedAt + 2000,
-      sampleRate: 48000,
-      blockFrames: 128,
-      series: h.peers(),
-      stages: () => ({ mouthToEar: m2e, network: empty }),
-      local: { capture: hist },
-      devices: { outputMs: 10.5, inputMs: NaN },
-    });
+    const m2e = histogram(
+      [0, 16, 32, 64],
+      [0, 300, 100],
+      { p50: 24.5, p95: 40.25, p99: 55, max: 60, min: 17, mean: 28 },
+      2,
+    );
+    const empty = histogram([0, 1, 2], [0, 0], { p50: 0, p95: 0, p99: 0, max: 0, min: 0, mean: 0 });
+    const x = exportWith(() => ({ mouthToEar: m2e, network: empty }), { outputMs: 10.5, inputMs: NaN });
     const j = JSON.parse(toJson(x));
     expect(j.devices).toEqual({ outputMs: 10.5, inputMs: null });
     expect(j.peers[0].stages.mouthToEar).toMatchObject({
@@ -332,18 +317,7 @@ describe('StatsCollector', async () => {
 
 /** A histogram with only the summary the view reads (one bin). */
 function stage(p50: number, p95: number, count = 100, max = p95 + 1): StageHistogram {
-  return {
-    edgesMs: [0, 1000],
-    counts: [count],
-    p50,
-    p95,
-    p99: p95 + 0.5,
-    max,
-    min: p50 / 2,
-    mean: p50,
-    count,
-    rejected: 0,
-  };
+  return histogram([0, 1000], [count], { p50, p95, p99: p95 + 0.5, max, min: p50 / 2, mean: p50 });
 }
 
 describe('StatsCollector with the engine stages', async () => {
