@@ -53,6 +53,18 @@ async function hear(page) {
 const fmt = (x) =>
   `${x.alex.toFixed(1)} / ${x.bea.toFixed(1)} / ${x.cy.toFixed(1)} dBFS (floor ${x.floor.toFixed(1)})`;
 
+/** Waits (5 s at most) until `asker`'s last echo request to the peer `id` has the answer `want`. */
+function replyIs(label, asker, id, want) {
+  return waitFor(
+    label,
+    async () => {
+      const reply = await asker.evaluate((id) => window.tutti.session.echoReply(id), id);
+      return { ok: reply === want, reply };
+    },
+    5000,
+  );
+}
+
 function present(label, level, x) {
   assert.ok(
     Math.abs(level - EXPECTED_DB) <= LEVEL_TOL_DB,
@@ -120,14 +132,7 @@ test(
     await bea.getByTestId('echo-notice').waitFor({ timeout: 5000 });
     const allowedAt = Date.now();
     assert.equal(await bea.evaluate(() => window.tutti.session.echoing()), ids.Alex);
-    await waitFor(
-      'Alex told it is allowed',
-      async () => {
-        const reply = await alex.evaluate((bea) => window.tutti.session.echoReply(bea), ids.Bea);
-        return { ok: reply === 'allowed', reply };
-      },
-      5000,
-    );
+    await replyIs('Alex told it is allowed', alex, ids.Bea, 'allowed');
     await new Promise((r) => setTimeout(r, 300));
     const startS = (Date.now() - allowedAt) / 1000;
     const [atAlex, atCy] = await Promise.all([hear(alex), hear(cy)]);
@@ -153,14 +158,7 @@ test(
       }),
       5000,
     );
-    await waitFor(
-      'Alex told it stopped',
-      async () => {
-        const reply = await alex.evaluate((bea) => window.tutti.session.echoReply(bea), ids.Bea);
-        return { ok: reply === 'stopped', reply };
-      },
-      5000,
-    );
+    await replyIs('Alex told it stopped', alex, ids.Bea, 'stopped');
     await new Promise((r) => setTimeout(r, 300));
     const after = await hear(alex);
     console.log(

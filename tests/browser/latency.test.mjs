@@ -104,6 +104,20 @@ function line(who, f) {
     .join('\n');
 }
 
+/** Waits until the round-trip probe `page` started has its ten clicks back, and returns its result. */
+async function tenClicksBack(page) {
+  const { probe } = await waitFor(
+    'ten clicks back',
+    async () => {
+      const probe = await page.evaluate(() => window.tutti.session.probeResult());
+      return { ok: probe?.state === 'done', probe };
+    },
+    30000,
+    250,
+  );
+  return probe;
+}
+
 test(
   '3-page room: every stage fills, network one-way is RTT/2, and a click round trip is the sum of the stages',
   { timeout: 180_000 },
@@ -288,15 +302,7 @@ test(
     assert.equal(await ana.evaluate((id) => window.tutti.session.startProbe(id), boId), true);
     // Bo is asked first; the clicks start once he allows the echo.
     await bo.getByTestId('echo-allow').click();
-    const { probe: result } = await waitFor(
-      'ten clicks back',
-      async () => {
-        const probe = await ana.evaluate(() => window.tutti.session.probeResult());
-        return { ok: probe?.state === 'done', probe };
-      },
-      30000,
-      250,
-    );
+    const result = await tenClicksBack(ana);
     assert.ok(result, 'a probe result');
     const echoedBy = await bo.evaluate(() => window.tutti.session.echoing());
     const after = await Promise.all(pages.slice(0, 2).map(figures));
@@ -395,15 +401,7 @@ test(
     );
     await page.evaluate(() => window.tutti.session.resetLatency());
     assert.equal(await page.evaluate(() => window.tutti.session.startProbe('loopback')), true);
-    const { probe: result } = await waitFor(
-      'ten clicks back',
-      async () => {
-        const probe = await page.evaluate(() => window.tutti.session.probeResult());
-        return { ok: probe?.state === 'done', probe };
-      },
-      30000,
-      250,
-    );
+    const result = await tenClicksBack(page);
     assert.ok(result, 'a probe result');
     const f = await figures(page);
     const st = Object.values(f.peers)[0].stages;

@@ -17,6 +17,8 @@ import {
 } from '../kit/harness.mjs';
 import { parseWav } from '../kit/wav.mjs';
 import { toneDbMedian, toneFrequency } from '../kit/audio.mjs';
+import { readDatabase } from './lib/idb.mjs';
+import { readZip } from './lib/record-readers.mjs';
 
 const ROOM = 'e2e-recording';
 const RATE = 48000;
@@ -72,54 +74,15 @@ function roomFormed() {
 }
 
 /** Every recording's metadata, read from IndexedDB with the browser's own API (not the app's). */
-function recordingsInDb(page) {
-  return page.evaluate(
-    () =>
-      new Promise((resolve, reject) => {
-        const open = indexedDB.open('tutti');
-        open.onerror = () => reject(open.error);
-        open.onsuccess = () => {
-          const db = open.result;
-          const req = db.transaction('recordings').objectStore('recordings').getAll();
-          req.onsuccess = () => {
-            db.close();
-            resolve(req.result);
-          };
-          req.onerror = () => reject(req.error);
-        };
-      }),
-  );
+async function recordingsInDb(page) {
+  return (await readDatabase(page)).recordings;
 }
 
-/** Entries of a zip (store method), read from its central directory. */
+/** Entries of a zip (store method) by name, read from its central directory and checked. */
 function unzip(bytes) {
-  const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  let eocd = -1;
-  for (let i = bytes.length - 22; i >= 0; i--)
-    if (v.getUint32(i, true) === 0x06054b50) {
-      eocd = i;
-      break;
-    }
-  assert.ok(eocd >= 0, 'zip has an end of central directory');
-  const count = v.getUint16(eocd + 10, true);
-  let at = v.getUint32(eocd + 16, true);
-  const out = new Map();
-  for (let i = 0; i < count; i++) {
-    assert.equal(v.getUint32(at, true), 0x02014b50, 'central directory entry');
-    const method = v.getUint16(at + 10, true);
-    const size = v.getUint32(at + 20, true);
-    const nameLen = v.getUint16(at + 28, true);
-    const extra = v.getUint16(at + 30, true);
-    const comment = v.getUint16(at + 32, true);
-    const local = v.getUint32(at + 42, true);
-    const name = new TextDecoder().decode(bytes.subarray(at + 46, at + 46 + nameLen));
-    assert.equal(method, 0, `${name} is stored`);
-    assert.equal(v.getUint32(local, true), 0x04034b50, 'local header');
-    const dataAt = local + 30 + v.getUint16(local + 26, true) + v.getUint16(local + 28, true);
-    out.set(name, bytes.subarray(dataAt, dataAt + size));
-    at += 46 + nameLen + extra + comment;
-  }
-  return out;
+  const { entries } = readZip(bytes);
+  for (const e of entries) assert.equal(e.method, 0, `${e.name} is stored`);
+  return new Map(entries.map((e) => [e.name, e.data]));
 }
 
 let recorded = null;
@@ -236,9 +199,10 @@ test(
     const entries = unzip(zip.bytes);
     assert.equal(entries.size, meta.tracks.length, `zip entries: ${[...entries.keys()].join(', ')}`);
     for (const { file } of stems.values()) {
-      assert.ok(entries.has(file.name), `zip has ${file.name}`);
+      const stored = entries.get(file.name);
+      assert.ok(stored, `zip has ${file.name}`);
       assert.deepEqual(
-        Buffer.from(entries.get(file.name)),
+        Buffer.from(stored),
         Buffer.from(file.bytes),
         `${file.name} in the zip equals the stem`,
       );

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { download, joinRoom, ROOM_FLAGS, serverAndBrowser, waitForRoomOf } from '../kit/harness.mjs';
+import { parseCsv } from './lib/csv.mjs';
 
 const ROOM = 'e2e-stats';
 const PLAYERS = [
@@ -19,35 +20,6 @@ const FIXED_MS = (FIXED_PACKETS * 128 * 1000) / 48000;
 
 function join(p, logs, audio = null) {
   return joinRoom(h, ROOM, p, logs, { audio, options: { acceptDownloads: true } });
-}
-
-/** RFC 4180 rows. */
-function parseCsv(text) {
-  const rows = [];
-  let row = [],
-    field = '',
-    quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quoted) {
-      if (c === '"' && text[i + 1] === '"') {
-        field += '"';
-        i++;
-      } else if (c === '"') quoted = false;
-      else field += c;
-    } else if (c === '"') quoted = true;
-    else if (c === ',') {
-      row.push(field);
-      field = '';
-    } else if (c === '\r' && text[i + 1] === '\n') {
-      row.push(field);
-      rows.push(row);
-      row = [];
-      field = '';
-      i++;
-    } else field += c;
-  }
-  return rows;
 }
 
 test('the stats view fills every second and exports JSON and CSV', { timeout: 120_000 }, async () => {

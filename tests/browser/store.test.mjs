@@ -12,6 +12,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { collectLogs, ROOM_FLAGS, serverAndBrowser, toneContext, waitFor } from '../kit/harness.mjs';
+import { createV1, readDatabase } from './lib/idb.mjs';
 
 /** Fixed depth 6 at 64-frame blocks, ms at 48 kHz. */
 const FIXED_TARGET_MS = (6 * 64 * 1000) / 48000;
@@ -25,6 +26,24 @@ function newContext() {
 async function newPage(context, label) {
   const page = await context.newPage();
   return { page, logs: collectLogs(page, label, []) };
+}
+
+/**
+ * Runs `body` with a page per label, each in a tone context of its own that closes after the test;
+ * if `body` fails, the pages' console lines are printed before the error.
+ */
+async function withPages(t, labels, body) {
+  const contexts = [];
+  for (let k = 0; k < labels.length; k++) contexts.push(await newContext());
+  t.after(() => Promise.all(contexts.map((c) => c.close())));
+  const pages = [];
+  for (const [k, label] of labels.entries()) pages.push(await newPage(contexts[k], label));
+  try {
+    await body(pages);
+  } catch (err) {
+    console.log(pages.flatMap((p) => p.logs).join('\n'));
+    throw err;
+  }
 }
 
 /** The session's view as the page has it (window.tutti, set by the session for diagnostics). */
@@ -49,34 +68,6 @@ function sessionView(page) {
   });
 }
 
-/** Everything in the page origin's "tutti" database, read with raw IndexedDB. */
-function readDatabase(page) {
-  return page.evaluate(
-    () =>
-      new Promise((resolve, reject) => {
-        const req = indexedDB.open('tutti');
-        req.onerror = () => reject(req.error);
-        req.onsuccess = () => {
-          const db = req.result;
-          const names = [...db.objectStoreNames];
-          const out = { version: db.version, stores: names };
-          const tx = db.transaction(names.filter((n) => n !== 'chunks'));
-          for (const n of names.filter((n) => n !== 'chunks')) {
-            const r = tx.objectStore(n).getAll();
-            const k = tx.objectStore(n).getAllKeys();
-            r.onsuccess = () => (out[n] = r.result);
-            k.onsuccess = () => (out[`${n}Keys`] = k.result);
-          }
-          tx.oncomplete = () => {
-            db.close();
-            resolve(out);
-          };
-          tx.onerror = () => reject(tx.error);
-        };
-      }),
-  );
-}
-
 async function joinFromLink(page, room, name) {
   await page.goto(`${h.server.url}r/${room}?ice=loopback`);
   await page.getByTestId('display-name').fill(name);
@@ -92,11 +83,8 @@ async function leaveRoom(page) {
 test(
   'name, audio settings and the recent room survive a reload; the session uses them',
   { timeout: 90_000 },
-  async (t) => {
-    const context = await newContext();
-    const { page, logs } = await newPage(context, 'solo');
-    t.after(() => context.close());
-    try {
+  (t) =>
+    withPages(t, ['solo'], async ([{ page }]) => {
       await page.goto(`${h.server.url}?ice=loopback`);
       await page.getByTestId('display-name').fill('Ada');
       await page.getByLabel('Stereo').check();
@@ -149,36 +137,27 @@ test(
       });
       assert.equal(stored.sessions.length, 1);
       assert.ok(stored.sessions[0].endedAt >= stored.sessions[0].startedAt);
-    } catch (err) {
-      console.log(logs.join('\n'));
-      throw err;
-    }
-  },
+    }),
 );
 
 test(
   "a participant's strip is remembered per room and name; the fixed buffer holds its depth",
   { timeout: 120_000 },
-  async (t) => {
-    const ctxA = await newContext();
-    const ctxB = await newContext();
-    t.after(() => Promise.all([ctxA.close(), ctxB.close()]));
-    const a = await newPage(ctxA, 'Ann');
-    const b = await newPage(ctxB, 'Ben');
-    // Both pages send 64-frame blocks with a fixed buffer of 6 packets (set through the setup card).
-    for (const { page } of [a, b]) {
-      await page.goto(`${h.server.url}?ice=loopback`);
-      await page.locator('input[name="block"][value="64"]').check();
-      await page.getByTestId('buffer-fixed').check();
-      await page.getByTestId('buffer-packets').fill('6');
-      await page.getByTestId('buffer-packets').press('Tab');
-    }
-    const benSeen = async () => {
-      const v = await sessionView(a.page);
-      const ben = v?.participants.find((p) => p.name === 'Ben');
-      return { ok: ben?.link === 'connected', ben, v };
-    };
-    try {
+  (t) =>
+    withPages(t, ['Ann', 'Ben'], async ([a, b]) => {
+      // Both pages send 64-frame blocks with a fixed buffer of 6 packets (set through the setup card).
+      for (const { page } of [a, b]) {
+        await page.goto(`${h.server.url}?ice=loopback`);
+        await page.locator('input[name="block"][value="64"]').check();
+        await page.getByTestId('buffer-fixed').check();
+        await page.getByTestId('buffer-packets').fill('6');
+        await page.getByTestId('buffer-packets').press('Tab');
+      }
+      const benSeen = async () => {
+        const v = await sessionView(a.page);
+        const ben = v?.participants.find((p) => p.name === 'Ben');
+        return { ok: ben?.link === 'connected', ben, v };
+      };
       await joinFromLink(a.page, 'store-duo', 'Ann');
       await joinFromLink(b.page, 'store-duo', 'Ben');
       await waitFor('Ann sees Ben connected', benSeen);
@@ -220,52 +199,28 @@ test(
         stored.rooms.filter((r) => Object.keys(r.mix).length > 0).map((r) => r.name),
         ['store-duo'],
       );
-    } catch (err) {
-      console.log([...a.logs, ...b.logs].join('\n'));
-      throw err;
-    }
-  },
+    }),
 );
 
 test(
   'a version 1 database made before the app opens is upgraded with its values kept',
   { timeout: 60_000 },
-  async (t) => {
-    const context = await newContext();
-    const { page, logs } = await newPage(context, 'upgrade');
-    t.after(() => context.close());
-    try {
+  (t) =>
+    withPages(t, ['upgrade'], async ([{ page }]) => {
       // Same origin, a page that does not open the database.
       await page.goto(`${h.server.url}bench.html`);
-      await page.evaluate(
-        () =>
-          /** @type {Promise<void>} */ (
-            new Promise((resolve, reject) => {
-              const req = indexedDB.open('tutti', 1);
-              req.onupgradeneeded = () => {
-                req.result.createObjectStore('settings');
-                req.result.createObjectStore('rooms', { keyPath: 'name' });
-              };
-              req.onerror = () => reject(req.error);
-              req.onsuccess = () => {
-                const db = req.result;
-                const tx = db.transaction(['settings', 'rooms'], 'readwrite');
-                tx.objectStore('settings').put('Vera', 'name');
-                tx.objectStore('settings').put(
-                  { inputDeviceId: '', outputDeviceId: '', channels: 2, blockFrames: 256 },
-                  'audio',
-                );
-                tx.objectStore('settings').put({ at: 1 }, 'legacyImport');
-                tx.objectStore('rooms').put({ name: 'old-room', lastJoined: Date.now() - 3 * 86_400_000 });
-                tx.objectStore('rooms').put({ name: 'older-room', lastJoined: Date.now() - 5 * 86_400_000 });
-                tx.oncomplete = () => {
-                  db.close();
-                  resolve();
-                };
-              };
-            })
-          ),
-      );
+      await page.evaluate(createV1, {
+        name: 'tutti',
+        rooms: [
+          { name: 'old-room', lastJoined: Date.now() - 3 * 86_400_000 },
+          { name: 'older-room', lastJoined: Date.now() - 5 * 86_400_000 },
+        ],
+        settings: [
+          ['name', 'Vera'],
+          ['audio', { inputDeviceId: '', outputDeviceId: '', channels: 2, blockFrames: 256 }],
+          ['legacyImport', { at: 1 }],
+        ],
+      });
       await page.goto(h.server.url);
       await page.getByTestId('display-name').waitFor();
       assert.equal(await page.getByTestId('display-name').inputValue(), 'Vera');
@@ -278,50 +233,33 @@ test(
       assert.deepEqual([...stored.stores].sort(), ['chunks', 'recordings', 'rooms', 'sessions', 'settings']);
       for (const r of stored.rooms) assert.deepEqual(r.mix, {});
       assert.equal(await page.getByTestId('storage-note').count(), 0);
-    } catch (err) {
-      console.log(logs.join('\n'));
-      throw err;
-    }
-  },
+    }),
 );
 
-test(
-  "the localStorage era's values are imported once, and the old keys removed",
-  { timeout: 60_000 },
-  async (t) => {
-    const context = await newContext();
-    const { page, logs } = await newPage(context, 'import');
-    t.after(() => context.close());
-    try {
-      await page.goto(`${h.server.url}bench.html`);
-      await page.evaluate(() => {
-        localStorage.setItem('tutti.name', JSON.stringify('Lou'));
-        localStorage.setItem('tutti.recent', JSON.stringify(['first-room', 'not a room', 'second-room']));
-        localStorage.setItem(
-          'tutti.audio',
-          JSON.stringify({ inputDeviceId: '', outputDeviceId: '', channels: 2, blockFrames: 32 }),
-        );
-      });
-      await page.goto(h.server.url);
-      await page.getByTestId('display-name').waitFor();
-      assert.equal(await page.getByTestId('display-name').inputValue(), 'Lou');
-      assert.equal(await page.locator('input[name="block"][value="32"]').isChecked(), true);
-      assert.deepEqual(await page.getByTestId('recent-name').allTextContents(), [
-        'first-room',
-        'second-room',
-      ]);
-      const left = await page.evaluate(() =>
-        ['tutti.name', 'tutti.recent', 'tutti.audio'].map((k) => localStorage.getItem(k)),
+test("the localStorage era's values are imported once, and the old keys removed", { timeout: 60_000 }, (t) =>
+  withPages(t, ['import'], async ([{ page }]) => {
+    await page.goto(`${h.server.url}bench.html`);
+    await page.evaluate(() => {
+      localStorage.setItem('tutti.name', JSON.stringify('Lou'));
+      localStorage.setItem('tutti.recent', JSON.stringify(['first-room', 'not a room', 'second-room']));
+      localStorage.setItem(
+        'tutti.audio',
+        JSON.stringify({ inputDeviceId: '', outputDeviceId: '', channels: 2, blockFrames: 32 }),
       );
-      assert.deepEqual(left, [null, null, null]);
-      // Once: an old key written again is not imported on the next load.
-      await page.evaluate(() => localStorage.setItem('tutti.name', JSON.stringify('Someone')));
-      await page.reload();
-      await page.getByTestId('display-name').waitFor();
-      assert.equal(await page.getByTestId('display-name').inputValue(), 'Lou');
-    } catch (err) {
-      console.log(logs.join('\n'));
-      throw err;
-    }
-  },
+    });
+    await page.goto(h.server.url);
+    await page.getByTestId('display-name').waitFor();
+    assert.equal(await page.getByTestId('display-name').inputValue(), 'Lou');
+    assert.equal(await page.locator('input[name="block"][value="32"]').isChecked(), true);
+    assert.deepEqual(await page.getByTestId('recent-name').allTextContents(), ['first-room', 'second-room']);
+    const left = await page.evaluate(() =>
+      ['tutti.name', 'tutti.recent', 'tutti.audio'].map((k) => localStorage.getItem(k)),
+    );
+    assert.deepEqual(left, [null, null, null]);
+    // Once: an old key written again is not imported on the next load.
+    await page.evaluate(() => localStorage.setItem('tutti.name', JSON.stringify('Someone')));
+    await page.reload();
+    await page.getByTestId('display-name').waitFor();
+    assert.equal(await page.getByTestId('display-name').inputValue(), 'Lou');
+  }),
 );

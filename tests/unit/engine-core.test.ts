@@ -18,6 +18,24 @@ function sineBlock(seq: number, freq: number, amp: number): Float32Array {
   return x;
 }
 
+/**
+ * Encodes quantum `q` of a peer's 440 Hz sine at `amp` into `packet` (the same block on both
+ * channels, 16-bit, 128 frames at 48 kHz, sequence number `q`) and returns its length.
+ */
+function sinePacket(packet: Uint8Array, q: number, amp: number, timestamp: number | bigint): number {
+  const block = sineBlock(q, 440, amp);
+  const header = {
+    timestamp,
+    seq: q & 0xffff,
+    frames: 128,
+    rateCode: 3,
+    bits: 16,
+    channelsIn: 2,
+    channelsOut: 2,
+  };
+  return encodePacket(header, null, [block, block], packet);
+}
+
 /** Amplitude of `freq` in `x` (48 kHz), Hann-windowed single-bin DFT. */
 function amplitudeAt(x: Float32Array, freq: number): number {
   let re = 0;
@@ -53,21 +71,7 @@ describe('WasmEngineCore with the real WASM', () => {
     const info = newPacketInfo();
     let sent = 0;
     for (let q = 0; q < quanta; q++) {
-      const block = sineBlock(q, 440, 0.4);
-      const len = encodePacket(
-        {
-          timestamp: q * 128,
-          seq: q & 0xffff,
-          frames: 128,
-          rateCode: 3,
-          bits: 16,
-          channelsIn: 2,
-          channelsOut: 2,
-        },
-        null,
-        [block, block],
-        packet,
-      );
+      const len = sinePacket(packet, q, 0.4, q * 128);
       expect(len).toBeGreaterThan(0);
       expect(writer.push(2, 0, packet, 0, len)).toBe(true);
       core.process(input, outL, outR, q * 128);
@@ -140,22 +144,8 @@ describe('WasmEngineCore with the real WASM', () => {
     const offsetUs = 2_500_000;
     const run = (from: number, to: number): void => {
       for (let q = from; q < to; q++) {
-        const block = sineBlock(q, 440, 0.2);
         const ts = sentAt(q);
-        const len = encodePacket(
-          {
-            timestamp: BigInt(ts),
-            seq: q & 0xffff,
-            frames: 128,
-            rateCode: 3,
-            bits: 16,
-            channelsIn: 2,
-            channelsOut: 2,
-          },
-          null,
-          [block, block],
-          packet,
-        );
+        const len = sinePacket(packet, q, 0.2, BigInt(ts));
         const arrival = (ts + offsetUs + 5000) % 2 ** 32;
         expect(writer.push(1, arrival, packet, 0, len)).toBe(true);
         core.process([], outL, outR, q * 128, 1e12 + q * period);

@@ -1,24 +1,15 @@
 // Session history with the engine's latency stages: the latest histograms per peer, merged per
 // name, stored with the record with a verdict, and validated when read back (old records without
 // them still load). Each test gets its own empty IndexedDB (fake-indexeddb).
-import 'fake-indexeddb/auto';
-import { IDBFactory } from 'fake-indexeddb';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { StageHistogram } from '../../app/src/audio/latency';
 import type { ParticipantView, RoomView } from '../../app/src/room/types';
 import { participant, roomView } from './views';
-import { closeDB, db } from '../../app/src/store/db';
+import { freshDatabasePerTest, NOTHING_MEASURED, putRaw } from './idb';
 import { recentSessions, SessionLog } from '../../app/src/store/history';
 import { STAGE_NAME_MAX, STAGES_MAX } from '../../app/src/store/validate';
 
-beforeEach(async () => {
-  await closeDB();
-  globalThis.indexedDB = new IDBFactory();
-});
-
-afterEach(async () => {
-  await closeDB();
-});
+freshDatabasePerTest();
 
 function view(participants: ParticipantView[]): RoomView {
   return roomView(participants);
@@ -43,15 +34,6 @@ function hist(p50: number, p95: number, count: number, min = 0): StageHistogram 
 /** What the record keeps of `hist(p50, p95, count)`. */
 function kept(p50: number, p95: number, count: number) {
   return { p50, p95, p99: p95 + 1, max: p95 + 2, count };
-}
-
-async function putRaw(value: unknown): Promise<void> {
-  const conn = await db();
-  if (!conn) throw new Error('no database');
-  const tx = conn.transaction('sessions', 'readwrite');
-  // Deliberately untyped: the point is to store what the types forbid.
-  await (tx.store.put as (v: unknown) => Promise<unknown>)(value);
-  await tx.done;
 }
 
 /** Ends a one-participant session whose peer p1 ("Bea") was seen from 1 s to `untilMs`, with
@@ -176,13 +158,7 @@ describe('history verdict', () => {
     await log.end(2000);
     // Both sessions started at the same time: pick this one by its id.
     const rec = (await recentSessions(5, 3000)).find((r) => r.id === log.id)!;
-    expect(rec.summary.participants.Cy).toEqual({
-      underruns: 0,
-      lossPct: 0,
-      avgBufferMs: 0,
-      maxBufferMs: 0,
-      meanLatencyMs: null,
-    });
+    expect(rec.summary.participants.Cy).toEqual(NOTHING_MEASURED);
   });
 });
 
@@ -191,7 +167,11 @@ describe('history validation of the later fields', () => {
   const old = { underruns: 2, lossPct: 1, avgBufferMs: 20, maxBufferMs: 30, meanLatencyMs: 25 };
 
   it('loads a record written before stages, verdict and RTT were kept, as it was', async () => {
-    await putRaw({ ...base, id: 'old', summary: { participants: { Bea: old }, engineUnderruns: 1 } });
+    await putRaw('sessions', {
+      ...base,
+      id: 'old',
+      summary: { participants: { Bea: old }, engineUnderruns: 1 },
+    });
     const [rec] = await recentSessions(5, 3000);
     expect(rec.summary.participants.Bea).toEqual(old);
     expect(Object.keys(rec.summary.participants.Bea)).toEqual(Object.keys(old));
@@ -218,7 +198,7 @@ describe('history validation of the later fields', () => {
       Dan: { ...old, stages: [good], verdict: 'fair', rttMs: 12.5 },
       Eve: { ...old, verdict: 3, rttMs: NaN },
     };
-    await putRaw({ ...base, id: 'bad', summary: { participants, engineUnderruns: 0 } });
+    await putRaw('sessions', { ...base, id: 'bad', summary: { participants, engineUnderruns: 0 } });
     const [rec] = await recentSessions(5, 3000);
     const { Bea, Cy, Dan, Eve } = rec.summary.participants;
     const names = [

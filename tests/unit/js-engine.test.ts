@@ -140,6 +140,14 @@ function packet(seq: number, frames: number, f: (i: number) => number, g = f, us
   return b;
 }
 
+/** A JS engine on fresh buffers with CONFIG and a peer added in each of `slots`. */
+function engineWith(...slots: number[]): { buf: EngineBuffers; engine: JsEngineCore } {
+  const buf = buffers();
+  const engine = new JsEngineCore(buf, CONFIG);
+  for (const slot of slots) engine.control({ type: 'add-peer', slot });
+  return { buf, engine };
+}
+
 function peerStat(stats: SharedArrayBuffer, slot: number, field: number): number {
   return new Float64Array(stats)[S.peerIndex(slot, field)];
 }
@@ -150,9 +158,7 @@ function globalStat(stats: SharedArrayBuffer, field: number): number {
 
 describe('JsEngineCore', () => {
   it('plays a jittered sine back as the same sine (amplitude within 1%, frequency within 0.05%)', () => {
-    const buf = buffers();
-    const engine = new JsEngineCore(buf, CONFIG);
-    engine.control({ type: 'add-peer', slot: 0 });
+    const { buf, engine } = engineWith(0);
     const amplitude = 0.5;
     const feeder = new Feeder(buf.inbound, { peers: 1, seed: 7, loss: 0, amplitude });
     const quanta = 3000;
@@ -189,9 +195,7 @@ describe('JsEngineCore', () => {
   });
 
   it('counts a known loss schedule exactly and conceals every lost block without an underrun', () => {
-    const buf = buffers();
-    const engine = new JsEngineCore(buf, CONFIG);
-    engine.control({ type: 'add-peer', slot: 0 });
+    const { buf, engine } = engineWith(0);
     const writer = new RingWriter(buf.inbound);
     // Single losses and one pair: with a depth of three blocks a later packet is always buffered,
     // so each loss is concealed (a longer run would empty the buffer: an underrun).
@@ -228,9 +232,7 @@ describe('JsEngineCore', () => {
   });
 
   it('counts duplicates, late packets, malformed packets and unknown peers', () => {
-    const buf = buffers();
-    const engine = new JsEngineCore(buf, CONFIG);
-    engine.control({ type: 'add-peer', slot: 2 });
+    const { buf, engine } = engineWith(2);
     const writer = new RingWriter(buf.inbound);
     const tone = (i: number) => 0.1 * Math.sin(i / 10);
     let seq = 0;
@@ -259,10 +261,7 @@ describe('JsEngineCore', () => {
   });
 
   it('excuses the clump that ends a stall of every peer: a stall underrun, the depth unmoved', () => {
-    const buf = buffers();
-    const engine = new JsEngineCore(buf, CONFIG);
-    engine.control({ type: 'add-peer', slot: 0 });
-    engine.control({ type: 'add-peer', slot: 1 });
+    const { buf, engine } = engineWith(0, 1);
     const writer = new RingWriter(buf.inbound);
     const tone = (i: number) => 0.2 * Math.sin(i / 7);
     // Two peers, each packet in its own quantum; at quantum 1000 nothing reaches the engine for
@@ -298,9 +297,7 @@ describe('JsEngineCore', () => {
   });
 
   it('counts our missed callbacks from the wall clock and a sender’s from its send stamps', () => {
-    const buf = buffers();
-    const engine = new JsEngineCore(buf, CONFIG);
-    engine.control({ type: 'add-peer', slot: 0 });
+    const { buf, engine } = engineWith(0);
     const writer = new RingWriter(buf.inbound);
     const tone = (i: number) => 0.2 * Math.sin(i / 7);
     const quantumUs = (Q * 1e6) / 48000;
@@ -326,10 +323,7 @@ describe('JsEngineCore', () => {
   });
 
   it('pans with constant power, mutes and solos with ramps', () => {
-    const buf = buffers();
-    const engine = new JsEngineCore(buf, CONFIG);
-    engine.control({ type: 'add-peer', slot: 0 });
-    engine.control({ type: 'add-peer', slot: 1 });
+    const { buf, engine } = engineWith(0, 1);
     const feeder = new Feeder(buf.inbound, { peers: 2, seed: 3, loss: 0, amplitude: 0.3 });
     let next = 0;
     const run = (n: number) => {

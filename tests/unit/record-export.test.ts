@@ -11,50 +11,55 @@ import { safeName, stamp } from '../../app/src/record/stems';
 import { formatBytes, formatDuration, formatStorage } from '../../app/src/record/format';
 import { encodeWav, wavHeader, WavTooLargeError } from '../../app/src/record/wav';
 import { blobCrc32, dosDateTime, zipBlob } from '../../app/src/record/zip';
-import { crcBitwise, readWav, readZip } from './record-readers';
+import { crcBitwise, readWav, readZip } from '../browser/lib/record-readers.mjs';
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 const bytes = (s: string): Uint8Array => new Uint8Array(Buffer.from(s.replace(/\s+/g, ''), 'hex'));
 
 describe('WAV header and samples', () => {
-  it('float32 mono: 58-byte header with fact chunk, samples as IEEE floats', () => {
-    const wav = encodeWav('f32', 1, 48000, new Float32Array([0.5, -1]));
-    expect(hex(wav)).toBe(
-      hex(
-        bytes(`
+  // Each file byte for byte: RIFF header, fmt (and fact for float) chunk, data.
+  it.each([
+    {
+      name: 'float32 mono: 58-byte header with fact chunk, samples as IEEE floats',
+      format: 'f32',
+      channels: 1,
+      rate: 48000,
+      samples: [0.5, -1],
+      want: `
         52494646 3a000000 57415645
         666d7420 12000000 0300 0100 80bb0000 00ee0200 0400 2000 0000
         66616374 04000000 02000000
-        64617461 08000000 0000003f 000080bf`),
-      ),
-    );
-  });
-
-  it('PCM16 stereo: 44-byte header; round(x*32767), ties away from zero, clipped', () => {
-    const wav = encodeWav('pcm16', 2, 44100, new Float32Array([0, 1, -1, 0.5, 2, -2, -0.5, 0.25]));
-    expect(hex(wav)).toBe(
-      hex(
-        bytes(`
+        64617461 08000000 0000003f 000080bf`,
+    },
+    {
+      name: 'PCM16 stereo: 44-byte header; round(x*32767), ties away from zero, clipped',
+      format: 'pcm16',
+      channels: 2,
+      rate: 44100,
+      samples: [0, 1, -1, 0.5, 2, -2, -0.5, 0.25],
+      want: `
         52494646 34000000 57415645
         666d7420 10000000 0100 0200 44ac0000 10b10200 0400 1000
         64617461 10000000
-        0000 ff7f 0180 0040 ff7f 0180 00c0 0020`),
-      ),
-    );
-  });
-
-  it('PCM24 mono with an odd data size: pad byte counted in RIFF size, not in data size', () => {
-    const wav = encodeWav('pcm24', 1, 48000, new Float32Array([1, -0.5, 3]));
-    expect(hex(wav)).toBe(
-      hex(
-        bytes(`
+        0000 ff7f 0180 0040 ff7f 0180 00c0 0020`,
+    },
+    {
+      name: 'PCM24 mono with an odd data size: pad byte counted in RIFF size, not in data size',
+      format: 'pcm24',
+      channels: 1,
+      rate: 48000,
+      samples: [1, -0.5, 3],
+      want: `
         52494646 2e000000 57415645
         666d7420 10000000 0100 0100 80bb0000 80320200 0300 1800
         64617461 09000000
-        ffff7f 0000c0 ffff7f 00`),
-      ),
-    );
-    // NaN and -Infinity: 0 and negative full scale.
+        ffff7f 0000c0 ffff7f 00`,
+    },
+  ] as const)('$name', ({ format, channels, rate, samples, want }) => {
+    expect(hex(encodeWav(format, channels, rate, new Float32Array(samples)))).toBe(hex(bytes(want)));
+  });
+
+  it('PCM24 writes NaN as 0 and -Infinity as negative full scale', () => {
     const odd = encodeWav('pcm24', 1, 48000, new Float32Array([NaN, -Infinity]));
     expect(hex(odd.subarray(44))).toBe('000000010080');
   });

@@ -19,7 +19,7 @@ import {
   type TrackMeta,
 } from '../../app/src/record/store';
 import { closeDB, db } from '../../app/src/store/db';
-import { readWav, readZip } from './record-readers';
+import { readWav, readZip } from '../browser/lib/record-readers.mjs';
 
 const RATE = 48000;
 const TRACKS: TrackMeta[] = [

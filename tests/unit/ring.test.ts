@@ -97,6 +97,19 @@ function take(reader: RingReader): Entry | undefined {
   return got;
 }
 
+/** A record with any tag and time and a payload of the generator's mix of lengths. */
+function randomEntry(rng: Rng): Entry {
+  return { tag: rng.below(65536), time: rng.nextU32(), bytes: payload(rng.nextU32(), rng.payloadLen()) };
+}
+
+/** Pushes `entry` through `writer` and into the oracle, which must agree on whether it fit; returns that. */
+function pushBoth(writer: RingWriter, oracle: Oracle, entry: Entry): boolean {
+  const ok = writer.push(entry.tag, entry.time, entry.bytes);
+  const fits = oracle.push(entry);
+  if (ok !== fits) expect(ok).toBe(fits);
+  return ok;
+}
+
 const STARTS = [0, 2 ** 32 - 4, 2 ** 32 - 20000, 0x80000004];
 
 describe('ring records', () => {
@@ -137,15 +150,7 @@ describe('ring records', () => {
       for (let step = 0; step < 20000; step++) {
         const pushPercent = Math.floor(step / 700) % 2 === 0 ? 75 : 35;
         if (rng.below(100) < pushPercent) {
-          const entry = {
-            tag: rng.below(65536),
-            time: rng.nextU32(),
-            bytes: payload(rng.nextU32(), rng.payloadLen()),
-          };
-          const ok = writer.push(entry.tag, entry.time, entry.bytes);
-          const fits = oracle.push(entry);
-          if (ok !== fits) expect(ok).toBe(fits);
-          if (!ok) {
+          if (!pushBoth(writer, oracle, randomEntry(rng))) {
             refused++;
             expect(writer.lastError).toBe(RingStatus.Full);
           }
@@ -329,14 +334,7 @@ describe('ring mirror', () => {
     let received = 0;
     for (let quantum = 0; quantum < 3000; quantum++) {
       for (let n = rng.below(6); n > 0; n--) {
-        const entry = {
-          tag: rng.below(65536),
-          time: rng.nextU32(),
-          bytes: payload(rng.nextU32(), rng.payloadLen()),
-        };
-        const ok = writer.push(entry.tag, entry.time, entry.bytes);
-        const fits = oracle.push(entry);
-        if (ok !== fits) expect(ok).toBe(fits);
+        pushBoth(writer, oracle, randomEntry(rng));
       }
       if (quantum === 1500) {
         region.memory.grow(1);
@@ -392,11 +390,7 @@ describe('ring mirror', () => {
       let next = write;
       let dropped = 0;
       for (let n = rng.below(5); n > 0; n--) {
-        const entry = {
-          tag: rng.below(65536),
-          time: rng.nextU32(),
-          bytes: payload(rng.nextU32(), rng.payloadLen()),
-        };
+        const entry = randomEntry(rng);
         const result = writeRecord(
           m,
           0,

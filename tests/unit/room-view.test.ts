@@ -35,31 +35,25 @@ const req: JoinRequest = {
 const strip = { gainDb: 0, pan: 0, mute: false, solo: false };
 const noEcho = { requests: [], echoing: null, autoAllow: false };
 
+/** Writes each figure of `figures` (layout index: value) into `b` at `at(index)`. */
+function put(b: Float64Array, figures: Record<number, number>, at = (i: number) => i): void {
+  for (const [i, v] of Object.entries(figures)) b[at(Number(i))] = v;
+}
+
 /** Slot 2 (Bea): 990 packets received, 10 lost, 480 frames buffered (10 ms), target 960 (20 ms),
  * PCM16 stereo 128, peaks at 0.5 / 0.25; master at 1.0, input peak 0.1; 3 underruns. */
 function block(): Float64Array {
   const b = new Float64Array(S.BLOCK_LEN);
-  const peer = (f: number, v: number) => (b[S.peerIndex(2, f)] = v);
-  peer(S.P_RECEIVED, 990);
-  peer(S.P_LOST, 10);
-  peer(S.P_BUFFERED_FRAMES, 480);
-  peer(S.P_TARGET_FRAMES, 960);
-  peer(S.P_JITTER_FRAMES, 96);
-  peer(S.P_ORACLE_FRAMES, 720);
-  peer(S.P_BITS, 16);
-  peer(S.P_CHANNELS, 2);
-  peer(S.P_BLOCK_FRAMES, 128);
-  peer(S.P_PEAK_L, 0.5);
-  peer(S.P_PEAK_R, 0.25);
-  peer(S.P_UNDERRUNS, 4);
-  peer(S.P_SENDER_GAPS, 1);
-  b[S.G_MASTER_PEAK_L] = 1;
-  b[S.G_MASTER_RMS_R] = 0.1;
-  b[S.G_LIMITER_DB] = -1.5;
-  b[S.G_INPUT_PEAK] = 0.1;
-  b[S.G_UNDERRUNS] = 3;
-  b[S.G_PEERS] = 1;
-  b[S.G_QUANTA] = 375;
+  const slot2 = (f: number) => S.peerIndex(2, f);
+  // Bea's counts, buffer depths, format and levels.
+  put(b, { [S.P_RECEIVED]: 990, [S.P_LOST]: 10, [S.P_UNDERRUNS]: 4, [S.P_SENDER_GAPS]: 1 }, slot2);
+  put(b, { [S.P_BUFFERED_FRAMES]: 480, [S.P_TARGET_FRAMES]: 960 }, slot2);
+  put(b, { [S.P_JITTER_FRAMES]: 96, [S.P_ORACLE_FRAMES]: 720 }, slot2);
+  put(b, { [S.P_BITS]: 16, [S.P_CHANNELS]: 2, [S.P_BLOCK_FRAMES]: 128 }, slot2);
+  put(b, { [S.P_PEAK_L]: 0.5, [S.P_PEAK_R]: 0.25 }, slot2);
+  // The master, the limiter and the input; the engine's counts.
+  put(b, { [S.G_MASTER_PEAK_L]: 1, [S.G_MASTER_RMS_R]: 0.1, [S.G_LIMITER_DB]: -1.5, [S.G_INPUT_PEAK]: 0.1 });
+  put(b, { [S.G_UNDERRUNS]: 3, [S.G_PEERS]: 1, [S.G_QUANTA]: 375 });
   return b;
 }
 
@@ -87,12 +81,14 @@ describe('room view', () => {
     expect(p.levels.peakL).toBeCloseTo(-6.0206, 3);
     expect(p.levels.peakR).toBeCloseTo(-12.0412, 3);
     expect(p.levels.rmsL).toBe(-Infinity);
-    expect(p.bufferMs).toBe(10);
-    expect(p.targetMs).toBe(20);
-    expect(p.lossPct).toBe(1);
-    expect(p.underruns).toBe(4);
-    expect(p.senderGaps).toBe(1);
-    expect(p.rttMs).toBe(30);
+    expect(p).toMatchObject({
+      bufferMs: 10,
+      targetMs: 20,
+      lossPct: 1,
+      underruns: 4,
+      senderGaps: 1,
+      rttMs: 30,
+    });
     // One block (2.667 ms) + half the round trip + the buffer + the output.
     expect(p.latencyMs).toBeCloseTo(128 / 48 + 15 + 10 + 10, 9);
     expect(p.format).toBe('PCM16 stereo 128');
@@ -223,18 +219,18 @@ describe('session counters', () => {
     net[netPeerIndex(2, NP_RTT_MS)] = 12;
     net[netPeerIndex(2, NP_OFFSET_US)] = -250;
     const c = buildCounters(readGlobals(b), [{ peer: 'bea', slot: 2, stats: readPeer(b, 2) }], net, RATE);
-    expect(c.underruns).toBe(3);
-    expect(c.quanta).toBe(375);
+    expect(c).toMatchObject({ underruns: 3, quanta: 375 });
+    // The stats block's counts and depths (in ms), then the pump's figures.
     const p = c.perPeer.bea;
-    expect(p.received).toBe(990);
-    expect(p.lost).toBe(10);
-    expect(p.bufferedMs).toBe(10);
-    expect(p.targetMs).toBe(20);
-    expect(p.jitterMs).toBe(2);
-    expect(p.oracleMs).toBe(15);
-    expect(p.gapMaxMs).toBe(42);
-    expect(p.rttMs).toBe(12);
-    expect(p.offsetUs).toBe(-250);
+    expect(p).toMatchObject({
+      received: 990,
+      lost: 10,
+      bufferedMs: 10,
+      targetMs: 20,
+      jitterMs: 2,
+      oracleMs: 15,
+    });
+    expect(p).toMatchObject({ gapMaxMs: 42, rttMs: 12, offsetUs: -250 });
   });
 
   it('without a pump reads its counts as 0 and its clock as unknown', () => {
@@ -265,10 +261,7 @@ describe('probe result', () => {
   });
   const done = () => {
     const b = new Float64Array(S.BLOCK_LEN);
-    b[S.G_PROBE_STATE] = 2;
-    b[S.G_PROBE_CLICKS] = 4;
-    b[S.G_PROBE_SENT] = 4;
-    b[S.G_PROBE_HEARD] = 3;
+    put(b, { [S.G_PROBE_STATE]: 2, [S.G_PROBE_CLICKS]: 4, [S.G_PROBE_SENT]: 4, [S.G_PROBE_HEARD]: 3 });
     b.set([30, NaN, 10, 20], S.G_PROBE_RESULTS_AT);
     return readProbe(b);
   };

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { verdict, THRESHOLDS } from '../../app/src/stats/verdict';
 import { StatsTimeline } from '../../app/src/stats/timeline';
 import { buildExport, CSV_HEADER, toCsv, toJson, type StageHistogram } from '../../app/src/stats/export';
+import { parseCsv } from '../browser/lib/csv.mjs';
 
 const base = {
   oneWayMs: 20,
@@ -108,48 +109,27 @@ describe('StatsTimeline', () => {
   });
 });
 
-/** Splits RFC 4180 CSV text into rows of fields. */
-function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let field = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quoted) {
-      if (c === '"' && text[i + 1] === '"') {
-        field += '"';
-        i++;
-      } else if (c === '"') quoted = false;
-      else field += c;
-    } else if (c === '"') quoted = true;
-    else if (c === ',') {
-      row.push(field);
-      field = '';
-    } else if (c === '\r' && text[i + 1] === '\n') {
-      row.push(field);
-      rows.push(row);
-      row = [];
-      field = '';
-      i++;
-    } else field += c;
-  }
-  return rows;
+/** A stage histogram: `counts` in the bins between `edgesMs` (its count is their sum), and its figures. */
+function histogram(
+  edgesMs: number[],
+  counts: number[],
+  figures: Pick<StageHistogram, 'p50' | 'p95' | 'p99' | 'max' | 'min' | 'mean'>,
+  rejected = 0,
+): StageHistogram {
+  return { edgesMs, counts, ...figures, count: counts.reduce((a, b) => a + b, 0), rejected };
 }
 
+type ExportOptions = Parameters<typeof buildExport>[0];
+
 describe('export', () => {
-  const hist: StageHistogram = {
-    edgesMs: [1, 2, 4, 8],
-    counts: [0, 5, 1],
+  const hist = histogram([1, 2, 4, 8], [0, 5, 1], {
     p50: 2.8,
     p95: 4.5,
     p99: 4.9,
     max: 5,
     min: 1.5,
     mean: 3,
-    count: 6,
-    rejected: 0,
-  };
+  });
   const h = new StatsTimeline(Date.UTC(2026, 10, 21, 18, 0, 0));
   h.add('p1', 'Bo, "the drummer"', Date.UTC(2026, 10, 21, 18, 0, 1), {
     bufferMs: 12.5,
@@ -164,16 +144,20 @@ describe('export', () => {
     underruns: 0,
     driftPpm: -3.5,
   });
-  const e = buildExport({
-    room: 'band',
-    startedAt: h.startedAt,
-    now: h.startedAt + 2000,
-    sampleRate: 48000,
-    blockFrames: 128,
-    series: h.peers(),
-    stages: () => ({ jitterWait: hist }),
-    local: { capture: hist },
-  });
+  /** The export of room 'band' two seconds in: Bo's series, `hist` as the capture stage, `stages` per peer. */
+  const exportWith = (stages: ExportOptions['stages'], devices?: ExportOptions['devices']) =>
+    buildExport({
+      room: 'band',
+      startedAt: h.startedAt,
+      now: h.startedAt + 2000,
+      sampleRate: 48000,
+      blockFrames: 128,
+      series: h.peers(),
+      stages,
+      local: { capture: hist },
+      devices,
+    });
+  const e = exportWith(() => ({ jitterWait: hist }));
   it('JSON holds the series and histograms, unmeasured figures as null', () => {
     const j = JSON.parse(toJson(e));
     expect(j.format).toBe('tutti-stats');
@@ -183,41 +167,14 @@ describe('export', () => {
     expect(j.local.capture.p95).toBe(4.5);
   });
   it('carries every stage by name and the devices, in JSON and CSV', () => {
-    const m2e: StageHistogram = {
-      edgesMs: [0, 16, 32, 64],
-      counts: [0, 300, 100],
-      p50: 24.5,
-      p95: 40.25,
-      p99: 55,
-      max: 60,
-      min: 17,
-      mean: 28,
-      count: 400,
-      rejected: 2,
-    };
-    const empty: StageHistogram = {
-      edgesMs: [0, 1, 2],
-      counts: [0, 0],
-      p50: 0,
-      p95: 0,
-      p99: 0,
-      max: 0,
-      min: 0,
-      mean: 0,
-      count: 0,
-      rejected: 0,
-    };
-    const x = buildExport({
-      room: 'band',
-      startedAt: h.startedAt,
-      now: h.startedAt + 2000,
-      sampleRate: 48000,
-      blockFrames: 128,
-      series: h.peers(),
-      stages: () => ({ mouthToEar: m2e, network: empty }),
-      local: { capture: hist },
-      devices: { outputMs: 10.5, inputMs: NaN },
-    });
+    const m2e = histogram(
+      [0, 16, 32, 64],
+      [0, 300, 100],
+      { p50: 24.5, p95: 40.25, p99: 55, max: 60, min: 17, mean: 28 },
+      2,
+    );
+    const empty = histogram([0, 1, 2], [0, 0], { p50: 0, p95: 0, p99: 0, max: 0, min: 0, mean: 0 });
+    const x = exportWith(() => ({ mouthToEar: m2e, network: empty }), { outputMs: 10.5, inputMs: NaN });
     const j = JSON.parse(toJson(x));
     expect(j.devices).toEqual({ outputMs: 10.5, inputMs: null });
     expect(j.peers[0].stages.mouthToEar).toMatchObject({
@@ -287,37 +244,52 @@ describe('export', () => {
   });
 });
 
+/** The collector's counters with one peer, 'p1': a clean stream of 1000 packets, with `p1` over it. */
+function countersOf(p1: Record<string, number> = {}) {
+  const clean = {
+    received: 1000,
+    lost: 0,
+    late: 0,
+    duplicates: 0,
+    discarded: 0,
+    concealed: 0,
+    underruns: 0,
+    resets: 0,
+    bufferedMs: 10,
+    targetMs: 10,
+    jitterMs: 2,
+    driftPpm: 0,
+    gapMaxMs: 0,
+    gapsOver20Ms: 0,
+  };
+  return { underruns: 0, quanta: 0, perPeer: { p1: { ...clean, ...p1 } } };
+}
+
+/** A room view with one participant, Ana as 'p1', whose latency the view estimates at 22 ms. */
+function viewOf(format: string) {
+  return {
+    room: 'r',
+    engine: { sampleRate: 48000, blockFrames: 128, underruns: 0, peers: 1 },
+    participants: [{ peer: 'p1', name: 'Ana', format, latencyMs: 22, rttMs: 1.5 }],
+  };
+}
+
 describe('StatsCollector', async () => {
   const { StatsCollector } = await import('../../app/src/stats/collector');
   it('turns the counters into rows with percentages of the packets expected, and a verdict', () => {
     let t = 0;
-    const counters = {
-      underruns: 0,
-      quanta: 0,
-      perPeer: {
-        p1: {
-          received: 990,
-          lost: 10,
-          late: 5,
-          duplicates: 0,
-          discarded: 2,
-          concealed: 12,
-          underruns: 1,
-          resets: 0,
-          bufferedMs: 10,
-          targetMs: 12,
-          jitterMs: 3,
-          driftPpm: -4,
-          gapMaxMs: 0,
-          gapsOver20Ms: 0,
-        },
-      },
-    };
-    const view = {
-      room: 'r',
-      engine: { sampleRate: 48000, blockFrames: 128, underruns: 0, peers: 1 },
-      participants: [{ peer: 'p1', name: 'Ana', format: 'PCM16 mono 128', latencyMs: 22, rttMs: 1.5 }],
-    };
+    const counters = countersOf({
+      received: 990,
+      lost: 10,
+      late: 5,
+      discarded: 2,
+      concealed: 12,
+      underruns: 1,
+      targetMs: 12,
+      jitterMs: 3,
+      driftPpm: -4,
+    });
+    const view = viewOf('PCM16 mono 128');
     const c = new StatsCollector({ view: view as never, counters: () => counters }, () => (t += 1000));
     c.sample();
     counters.perPeer.p1.bufferedMs = 20;
@@ -345,50 +317,14 @@ describe('StatsCollector', async () => {
 
 /** A histogram with only the summary the view reads (one bin). */
 function stage(p50: number, p95: number, count = 100, max = p95 + 1): StageHistogram {
-  return {
-    edgesMs: [0, 1000],
-    counts: [count],
-    p50,
-    p95,
-    p99: p95 + 0.5,
-    max,
-    min: p50 / 2,
-    mean: p50,
-    count,
-    rejected: 0,
-  };
+  return histogram([0, 1000], [count], { p50, p95, p99: p95 + 0.5, max, min: p50 / 2, mean: p50 });
 }
 
 describe('StatsCollector with the engine stages', async () => {
   const { StatsCollector } = await import('../../app/src/stats/collector');
-  const counters = {
-    underruns: 0,
-    quanta: 0,
-    perPeer: {
-      p1: {
-        received: 1000,
-        lost: 0,
-        late: 0,
-        duplicates: 0,
-        discarded: 0,
-        concealed: 0,
-        underruns: 0,
-        resets: 0,
-        bufferedMs: 10,
-        targetMs: 10,
-        jitterMs: 2,
-        driftPpm: 0,
-        gapMaxMs: 0,
-        gapsOver20Ms: 0,
-      },
-    },
-  };
-  const view = {
-    room: 'r',
-    engine: { sampleRate: 48000, blockFrames: 128, underruns: 0, peers: 1 },
-    // The view's own estimate says 22 ms: good.
-    participants: [{ peer: 'p1', name: 'Ana', format: 'PCM16 mono 256', latencyMs: 22, rttMs: 1.5 }],
-  };
+  const counters = countersOf();
+  // The view's own estimate says 22 ms: good.
+  const view = viewOf('PCM16 mono 256');
   it("samples and grades the mouthToEar p50 when the engine has one, else the view's estimate", () => {
     let m2e = stage(40, 47, 0);
     const stages = () => ({

@@ -2,8 +2,7 @@
 // from version 1, the import from the localStorage era, and storage that is missing or refused.
 // Each test gets its own empty IndexedDB (fake-indexeddb).
 import 'fake-indexeddb/auto';
-import { IDBFactory } from 'fake-indexeddb';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import {
   closeDB,
   db,
@@ -19,17 +18,14 @@ import { DB_NAME, DB_VERSION } from '../../app/src/store/schema';
 import { loadSettings, resetSettingsMemory, saveAudio, saveName } from '../../app/src/store/settings';
 import { DEFAULT_AUDIO, RECENT_MAX, validAudio, validBuffer } from '../../app/src/store/validate';
 import type { AudioSettings, ParticipantView, RoomView } from '../../app/src/room/types';
+import { createV1 as createV1As } from '../browser/lib/idb.mjs';
+import { freshDatabasePerTest, NOTHING_MEASURED, putRaw } from './idb';
 import { participant, roomView } from './views';
 
-beforeEach(async () => {
-  await closeDB();
-  globalThis.indexedDB = new IDBFactory();
+freshDatabasePerTest();
+beforeEach(() => {
   resetSettingsMemory();
   resetRoomsMemory();
-});
-
-afterEach(async () => {
-  await closeDB();
 });
 
 /** Runs one raw IndexedDB request to completion. */
@@ -40,38 +36,9 @@ function done<T>(req: IDBRequest<T>): Promise<T> {
   });
 }
 
-/** Creates database version 1 exactly as it was (raw IndexedDB, no code of the app) and fills it. */
+/** Creates database version 1 as it was (tests/browser/lib/idb.mjs) under the app's name, filled. */
 function createV1(rooms: unknown[], settings: [string, unknown][]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const req = indexedDB.open(DB_NAME, 1);
-    req.onupgradeneeded = () => {
-      req.result.createObjectStore('settings');
-      req.result.createObjectStore('rooms', { keyPath: 'name' });
-    };
-    req.onerror = () => reject(req.error);
-    req.onsuccess = () => {
-      const conn = req.result;
-      const tx = conn.transaction(['settings', 'rooms'], 'readwrite');
-      for (const r of rooms) tx.objectStore('rooms').put(r);
-      for (const [k, v] of settings) tx.objectStore('settings').put(v, k);
-      tx.oncomplete = () => {
-        conn.close();
-        resolve();
-      };
-      tx.onerror = () => reject(tx.error);
-    };
-  });
-}
-
-/** Writes a raw value into a store of the current database (what a hand edit or an older build
- * could leave behind). */
-async function putRaw(store: 'settings' | 'rooms' | 'sessions', value: unknown, key?: string): Promise<void> {
-  const conn = await db();
-  if (!conn) throw new Error('no database');
-  const tx = conn.transaction(store, 'readwrite');
-  // Deliberately untyped: the point is to store what the types forbid.
-  await (tx.store.put as (v: unknown, k?: string) => Promise<unknown>)(value, key);
-  await tx.done;
+  return createV1As({ name: DB_NAME, rooms, settings });
 }
 
 function legacyStore(init: Record<string, string>): LegacyStore & { data: Map<string, string> } {
@@ -221,13 +188,7 @@ describe('history', () => {
     expect(bea.meanLatencyMs).toBeCloseTo(30, 9);
     // Loss: p1's last figure (2 %, over 3 samples) and p3's (0 %, 1 sample), weighed by samples.
     expect(bea.lossPct).toBeCloseTo((2 * 3 + 0 * 1) / 4, 9);
-    expect(rec.summary.participants.Cy).toEqual({
-      underruns: 0,
-      lossPct: 0,
-      avgBufferMs: 0,
-      maxBufferMs: 0,
-      meanLatencyMs: null,
-    });
+    expect(rec.summary.participants.Cy).toEqual(NOTHING_MEASURED);
   });
 
   it('counts a participant met within the last second before leaving', async () => {

@@ -9,7 +9,7 @@ import RoomHeader from '../../app/src/ui/components/RoomHeader.svelte';
 import Strip from '../../app/src/ui/components/Strip.svelte';
 import JoinCard from '../../app/src/ui/components/JoinCard.svelte';
 import Room from '../../app/src/ui/components/Room.svelte';
-import type { ParticipantView, RoomAccess, RoomError, RoomSession, RoomView } from '../../app/src/room/types';
+import type { RoomAccess, RoomError, RoomSession, RoomView } from '../../app/src/room/types';
 import { participant, roomView } from './views';
 
 let mounted: ReturnType<typeof mount> | null = null;
@@ -156,21 +156,7 @@ describe('room header', () => {
 });
 
 describe('participant strip', () => {
-  const p: ParticipantView = {
-    peer: 'p1',
-    name: 'Bo',
-    link: 'connected',
-    levels: { peakL: -12, peakR: -12, rmsL: -20, rmsR: -20 },
-    strip: { gainDb: 0, pan: 0, mute: false, solo: false },
-    latencyMs: null,
-    rttMs: null,
-    bufferMs: 0,
-    targetMs: 0,
-    lossPct: 0,
-    underruns: 0,
-    senderGaps: 0,
-    format: '',
-  };
+  const p = participant('p1', 'Bo', { levels: { peakL: -12, peakR: -12, rmsL: -20, rmsR: -20 } });
 
   it('lets the owner remove a participant after confirming', () => {
     let removed = 0;

@@ -5,46 +5,25 @@ import { flushSync, mount, unmount } from 'svelte';
 import { afterEach, describe, expect, it } from 'vitest';
 import Room from '../../app/src/ui/components/Room.svelte';
 import type { ParticipantView, RoomSession, RoomView, StripSettings } from '../../app/src/room/types';
+import * as views from './views';
 
-const silent = { peakL: -Infinity, peakR: -Infinity, rmsL: -Infinity, rmsR: -Infinity };
-
+/** A participant with live figures: levels, latency, buffer, loss and a format to show. */
 function participant(peer: string, name: string): ParticipantView {
-  return {
-    peer,
-    name,
-    link: 'connected',
+  return views.participant(peer, name, {
     levels: { peakL: -12, peakR: -18, rmsL: -20, rmsR: -24 },
-    strip: { gainDb: 0, pan: 0, mute: false, solo: false },
     latencyMs: 23.4,
     rttMs: 12.1,
     bufferMs: 5.3,
     targetMs: 5.3,
     lossPct: 0.12,
     underruns: 3,
-    senderGaps: 0,
     format: 'PCM16 stereo 128',
-  };
+  });
 }
 
+/** Room 'warm-cello-42', joined, empty and idle with the monitor at 0 dB, `over` on top. */
 function fixture(over: Partial<RoomView> = {}): RoomView {
-  return {
-    room: 'warm-cello-42',
-    key: null,
-    access: { isOwner: false, locked: false, protected: false, private: false },
-    notice: null,
-    self: { peer: 'me', name: 'Me' },
-    signaling: 'open',
-    error: null,
-    joined: true,
-    participants: [],
-    master: { gainDb: 0, levels: silent, limiterDb: 0 },
-    input: { levels: silent, channels: 1 },
-    monitor: { on: false, gainDb: 0 },
-    engine: { underruns: 0, peers: 0, sampleRate: 48000, blockFrames: 128 },
-    recording: { state: 'idle', id: null, seconds: 0, bytes: 0, error: null },
-    echo: { requests: [], echoing: null, autoAllow: false },
-    ...over,
-  };
+  return { ...views.roomView([]), room: 'warm-cello-42', monitor: { on: false, gainDb: 0 }, ...over };
 }
 
 interface FakeSession extends Omit<RoomSession, 'view'> {

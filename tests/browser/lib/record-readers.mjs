@@ -1,7 +1,13 @@
 // Independent readers for the record tests, written from the formats' specifications (RIFF/WAVE
-// and PKWARE's APPNOTE), sharing no code with the writers they check.
+// and PKWARE's APPNOTE), sharing no code with the writers they check: the unit tests of the
+// writers and the browser test of a recording's export both read with them.
 
-export function crcBitwise(bytes: Uint8Array): number {
+/**
+ * CRC-32 (IEEE), bit by bit.
+ * @param {Uint8Array} bytes
+ * @returns {number}
+ */
+export function crcBitwise(bytes) {
   let c = 0xffffffff;
   for (const b of bytes) {
     c ^= b;
@@ -10,33 +16,37 @@ export function crcBitwise(bytes: Uint8Array): number {
   return (c ^ 0xffffffff) >>> 0;
 }
 
-export interface ParsedWav {
-  formatTag: number;
-  channels: number;
-  sampleRate: number;
-  byteRate: number;
-  blockAlign: number;
-  bits: number;
-  factFrames: number | null;
-  frames: number;
-  /** Interleaved, as floats: PCM divided by 2^(bits-1). */
-  samples: Float64Array;
-  chunkIds: string[];
-}
+/**
+ * A WAV file's header fields and its samples (`samples` interleaved, as floats: PCM divided by
+ * 2^(bits-1)).
+ * @typedef {{
+ *   formatTag: number, channels: number, sampleRate: number, byteRate: number, blockAlign: number,
+ *   bits: number, factFrames: number | null, frames: number, samples: Float64Array, chunkIds: string[],
+ * }} ParsedWav
+ */
 
-const ascii = (b: Uint8Array, at: number): string => String.fromCharCode(...b.subarray(at, at + 4));
+/** @type {(b: Uint8Array, at: number) => string} */
+const ascii = (b, at) => String.fromCharCode(...b.subarray(at, at + 4));
 
-/** Walks the RIFF chunks; throws on any inconsistency a player would trip over. */
-export function readWav(b: Uint8Array): ParsedWav {
+/**
+ * Walks the RIFF chunks; throws on any inconsistency a player would trip over.
+ * @param {Uint8Array} b
+ * @returns {ParsedWav}
+ */
+export function readWav(b) {
   const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
   if (ascii(b, 0) !== 'RIFF' || ascii(b, 8) !== 'WAVE') throw new Error('not RIFF/WAVE');
   if (v.getUint32(4, true) !== b.length - 8)
     throw new Error(`RIFF size ${v.getUint32(4, true)} for ${b.length} bytes`);
   let at = 12;
-  const ids: string[] = [];
-  let fmt: DataView | null = null;
-  let fact: number | null = null;
-  let data: Uint8Array | null = null;
+  /** @type {string[]} */
+  const ids = [];
+  /** @type {DataView | null} */
+  let fmt = null;
+  /** @type {number | null} */
+  let fact = null;
+  /** @type {Uint8Array | null} */
+  let data = null;
   while (at + 8 <= b.length) {
     const id = ascii(b, at);
     const size = v.getUint32(at + 4, true);
@@ -81,20 +91,21 @@ export function readWav(b: Uint8Array): ParsedWav {
   };
 }
 
-export interface ParsedZipEntry {
-  name: string;
-  flags: number;
-  method: number;
-  crc: number;
-  data: Uint8Array;
-  localOffset: number;
-}
+/**
+ * One entry of a zip as its headers describe it, with its stored bytes.
+ * @typedef {{ name: string, flags: number, method: number, crc: number, data: Uint8Array, localOffset: number }} ParsedZipEntry
+ */
 
-const u64 = (v: DataView, at: number): number => v.getUint32(at, true) + v.getUint32(at + 4, true) * 2 ** 32;
+/** @type {(v: DataView, at: number) => number} */
+const u64 = (v, at) => v.getUint32(at, true) + v.getUint32(at + 4, true) * 2 ** 32;
 
-/** Reads a stored (method 0) zip from its end: EOCD (and the ZIP64 records when flagged), the
- * central directory, then each local header, checking that both headers agree and every CRC. */
-export function readZip(b: Uint8Array): { entries: ParsedZipEntry[]; zip64: boolean } {
+/**
+ * Reads a stored (method 0) zip from its end: EOCD (and the ZIP64 records when flagged), the
+ * central directory, then each local header, checking that both headers agree and every CRC.
+ * @param {Uint8Array} b
+ * @returns {{ entries: ParsedZipEntry[], zip64: boolean }}
+ */
+export function readZip(b) {
   const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
   const eocd = b.length - 22; // no archive comment
   if (v.getUint32(eocd, true) !== 0x06054b50) throw new Error('no end of central directory');
@@ -118,7 +129,8 @@ export function readZip(b: Uint8Array): { entries: ParsedZipEntry[]; zip64: bool
   if (v.getUint16(eocd + 8, true) !== v.getUint16(eocd + 10, true)) throw new Error('entry counts differ');
 
   const dec = new TextDecoder('utf-8', { fatal: true });
-  const entries: ParsedZipEntry[] = [];
+  /** @type {ParsedZipEntry[]} */
+  const entries = [];
   let at = cdOffset;
   for (let i = 0; i < count; i++) {
     if (v.getUint32(at, true) !== 0x02014b50) throw new Error(`central header ${i} signature`);
