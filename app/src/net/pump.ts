@@ -37,7 +37,8 @@
 // Counters go to the net stats block (net-stats.ts, re-exported here), a shared Float64Array that
 // the main thread reads when it likes.
 
-import { HEADER_WORDS, RingReader, RingWriter, WRITE_WORD } from './../audio/ring';
+import { HEADER_WORDS, WRITE_WORD } from '../audio/ring';
+import { RingReader, RingWriter } from '../audio/ring-ends';
 import { CONTROL_PACKET_LEN, HEADER_LEN, MAX_PACKET_LEN, SAMPLE_RATES_HZ } from '../audio/packet';
 import { ClockEstimator } from './clock';
 import {
