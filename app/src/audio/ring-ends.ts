@@ -9,8 +9,9 @@
  */
 
 import {
-  bump,
   capacityOf,
+  countDropped,
+  countRead,
   DATA_OFFSET,
   DROPPED_BYTES_WORD,
   DROPPED_RECORDS_WORD,
@@ -80,8 +81,7 @@ export class RingWriter extends RingEnd {
     );
     if (next < 0) {
       this.lastError = next;
-      bump(this.words, DROPPED_RECORDS_WORD, 1);
-      bump(this.words, DROPPED_BYTES_WORD, length);
+      countDropped(this.words, 1, length);
       return false;
     }
     Atomics.store(this.words, WRITE_WORD, next);
@@ -150,7 +150,7 @@ export class RingReader extends RingEnd {
     if (status < 0) {
       this.lastError = status;
       Atomics.store(this.words, READ_WORD, write);
-      bump(this.words, RESYNCS_WORD, 1);
+      countRead(this.words, 0, 1);
     }
     return false;
   }
@@ -160,7 +160,7 @@ export class RingReader extends RingEnd {
     if (!this.pending) return false;
     this.pending = false;
     Atomics.store(this.words, READ_WORD, this.view.next);
-    bump(this.words, RECORDS_READ_WORD, 1);
+    countRead(this.words, 1, 0);
     return true;
   }
 

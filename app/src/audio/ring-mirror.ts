@@ -2,16 +2,13 @@
 // WASM engine's linear memory and moves bytes and counters between the two. Layout in ring.ts.
 
 import {
-  bump,
   capacityOf,
+  countDropped,
+  countRead,
   DATA_OFFSET,
-  DROPPED_BYTES_WORD,
-  DROPPED_RECORDS_WORD,
   HEADER_WORDS,
   READ_WORD,
   RECORD_ALIGN,
-  RECORDS_READ_WORD,
-  RESYNCS_WORD,
   WRITE_WORD,
 } from './ring';
 
@@ -110,13 +107,7 @@ export class RingMirror {
    * a later copy that covers them again brings them up to date.
    */
   copyToMirror(from: number, to: number): void {
-    const n = (to - from) >>> 0;
-    if (n === 0) return;
-    let c = this.firstChunk(from, n);
-    for (let left = this.chunkCount(from, n); left > 0; left--) {
-      this.mirror.set(this.ringChunks[c], c << this.shift);
-      c = (c + 1) & (this.chunks - 1);
-    }
+    this.copyChunks(from, to, this.ringChunks, this.mirror);
   }
 
   /**
@@ -129,13 +120,7 @@ export class RingMirror {
    * mirror must start equal (`syncMirror`).
    */
   copyFromMirror(from: number, to: number): void {
-    const n = (to - from) >>> 0;
-    if (n === 0) return;
-    let c = this.firstChunk(from, n);
-    for (let left = this.chunkCount(from, n); left > 0; left--) {
-      this.ringData.set(this.mirrorChunks[c], c << this.shift);
-      c = (c + 1) & (this.chunks - 1);
-    }
+    this.copyChunks(from, to, this.mirrorChunks, this.ringData);
   }
 
   /** Copy the ring's whole data area into the mirror (to start an outbound mirror equal). */
@@ -164,8 +149,7 @@ export class RingMirror {
   /** Inbound: release everything before `read`, and count consumed records and resyncs. */
   commitRead(read: number, records: number, resyncs = 0): void {
     Atomics.store(this.words, READ_WORD, read >>> 0);
-    if (records !== 0) bump(this.words, RECORDS_READ_WORD, records);
-    if (resyncs !== 0) bump(this.words, RESYNCS_WORD, resyncs);
+    countRead(this.words, records, resyncs);
   }
 
   /** Outbound: copy the records in `[write, next)` from the mirror to the ring, then publish. */
@@ -184,9 +168,18 @@ export class RingMirror {
 
   /** Outbound: count records the engine refused. */
   addDropped(records: number, bytes: number): void {
-    if (records === 0) return;
-    bump(this.words, DROPPED_RECORDS_WORD, records);
-    bump(this.words, DROPPED_BYTES_WORD, bytes);
+    countDropped(this.words, records, bytes);
+  }
+
+  /** Copy the chunks of `source` covering counters `from` to `to` into `target` at their place. */
+  private copyChunks(from: number, to: number, source: Uint8Array[], target: Uint8Array): void {
+    const n = (to - from) >>> 0;
+    if (n === 0) return;
+    let c = this.firstChunk(from, n);
+    for (let left = this.chunkCount(from, n); left > 0; left--) {
+      target.set(source[c], c << this.shift);
+      c = (c + 1) & (this.chunks - 1);
+    }
   }
 
   private makeChunks(region: Uint8Array): Uint8Array[] {

@@ -24,7 +24,7 @@
  *   engine's linear memory, where Rust's `read_record` / `write_record` work on them, and moves
  *   the counters.
  *
- * Real-time safety: `bump` allocates nothing and never blocks; `createRing` and `readCounters`
+ * Real-time safety: `countDropped` and `countRead` allocate nothing and never blocks; `createRing` and `readCounters`
  * allocate and run off the audio path.
  */
 
@@ -132,6 +132,19 @@ export function capacityOf(buffer: ArrayBufferLike): number {
 }
 
 /** Add to a counter this side owns (only this side stores it, so load + store is exact). */
-export function bump(words: Uint32Array, index: number, by: number): void {
+function bump(words: Uint32Array, index: number, by: number): void {
   Atomics.store(words, index, (Atomics.load(words, index) + by) >>> 0);
+}
+
+/** The producer counts `records` it refused, of `bytes` payload bytes (nothing when 0). */
+export function countDropped(words: Uint32Array, records: number, bytes: number): void {
+  if (records === 0) return;
+  bump(words, DROPPED_RECORDS_WORD, records);
+  bump(words, DROPPED_BYTES_WORD, bytes);
+}
+
+/** The consumer counts `records` it consumed and `resyncs` it made (either may be 0). */
+export function countRead(words: Uint32Array, records: number, resyncs: number): void {
+  if (records !== 0) bump(words, RECORDS_READ_WORD, records);
+  if (resyncs !== 0) bump(words, RESYNCS_WORD, resyncs);
 }
