@@ -7,7 +7,7 @@
 // CYCLE_BLOCKS packets, so only the sequence number and timestamp change, and they are patched in
 // place before the ring copies the packet. `feed()` allocates nothing.
 
-import { RingWriter } from '../../app/src/audio/ring';
+import { RingWriter } from '../../app/src/audio/ring-ends';
 
 /** Frames per packet (one render quantum). */
 export const FRAMES = 128;

@@ -37,7 +37,7 @@ import {
 } from '../../app/src/audio/buffer-policy';
 import type { Control, EngineBuffers, EngineConfig, EngineCore } from '../../app/src/audio/engine-core';
 import { HEADER_LEN, MAX_PACKET_LEN, newPacketInfo, parsePacket } from '../../app/src/audio/packet';
-import { RingReader, RingWriter } from '../../app/src/audio/ring';
+import { RingReader, RingWriter } from '../../app/src/audio/ring-ends';
 import * as S from '../../app/src/audio/stats';
 import { Continuity } from './js-continuity';
 import {

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { createBuffers, WasmEngineCore, DEFAULT_CONFIG } from '../../app/src/audio/engine-core';
 import { encodePacket, newPacketInfo, parsePacket } from '../../app/src/audio/packet';
-import { RingReader, RingWriter } from '../../app/src/audio/ring';
+import { RingReader, RingWriter } from '../../app/src/audio/ring-ends';
 import * as S from '../../app/src/audio/stats';
 import { readLatency } from '../../app/src/audio/latency';
 

@@ -7,7 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { WasmEngineCore, type EngineBuffers, type EngineConfig } from '../../app/src/audio/engine-core';
 import { JsEngineCore } from '../../bench/web/js-engine-core';
 import { newPacketInfo, parsePacket } from '../../app/src/audio/packet';
-import { createRing, RingWriter } from '../../app/src/audio/ring';
+import { createRing } from '../../app/src/audio/ring';
+import { RingWriter } from '../../app/src/audio/ring-ends';
 import * as S from '../../app/src/audio/stats';
 import { Feeder, FRAMES, PACKET_BYTES, peerFrequency, peerPhase } from '../../bench/web/feeder';
 

@@ -2,7 +2,8 @@
 // handling with a stand-in for RTCDataChannel (the real channels run in tests/browser/room).
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LoopbackChannel } from '../../app/src/net/loopback';
-import { MIN_CAPACITY, RingReader, RingWriter, createRing } from '../../app/src/audio/ring';
+import { MIN_CAPACITY, createRing } from '../../app/src/audio/ring';
+import { RingReader, RingWriter } from '../../app/src/audio/ring-ends';
 import { parsePeerSignal, parseServerMessage, randomId, PEER_ID } from '../../app/src/net/protocol';
 import {
   N_IN_PACKETS,

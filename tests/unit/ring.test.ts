@@ -7,17 +7,14 @@ import {
   MAX_PAYLOAD,
   MIN_CAPACITY,
   READ_WORD,
-  RingMirror,
-  RingReader,
   RingStatus,
-  RingWriter,
   createRing,
-  newRecordView,
   readCounters,
-  readRecord,
   recordLen,
-  writeRecord,
 } from '../../app/src/audio/ring';
+import { RingReader, RingWriter } from '../../app/src/audio/ring-ends';
+import { RingMirror } from '../../app/src/audio/ring-mirror';
+import { newRecordView, readRecord, writeRecord } from '../../app/src/audio/ring-record';
 import { Prng } from '../../app/src/selftest/prng';
 
 /** The shared test generator, with the payload lengths these tests draw. */

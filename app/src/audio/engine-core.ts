@@ -19,7 +19,9 @@ import {
   sanitizePolicy,
   type BufferPolicy,
 } from './buffer-policy';
-import { DATA_OFFSET, RingMirror, RingWriter } from './ring';
+import { DATA_OFFSET } from './ring';
+import { RingWriter } from './ring-ends';
+import { RingMirror } from './ring-mirror';
 import { G_SEQUENCE, STATS_BYTES } from './stats';
 import { HB_SEQUENCE, HISTOGRAM_BYTES } from './latency';
 

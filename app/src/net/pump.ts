@@ -16,15 +16,8 @@
 // path) skips packets rather than queueing audio that would arrive too late to play; skips are
 // counted per peer.
 //
-// Each link may also carry a control channel (clock.ts): the pump answers the peer's pings at
-// once and pings the peer itself (a burst when the link opens, then once a second), so that the
-// clock offset and RTT it publishes are measured where the audio goes, on the pump's thread.
-// The same channel carries echo requests (a peer measuring its round trip to us) and their
-// replies. A request is never applied on its own: the consent policy (echo-consent.ts) decides,
-// the pump tells its host (`onEcho`: the session shows the user who asks and what it does) and
-// only the user's yes (answerEcho) makes the pump write the engine's TAG_ECHO record; a no, or no
-// answer within the bound, goes back to the asker as an echo reply. The user can stop the echo
-// at any time (stopEcho). Ours go out with requestEcho(), and their replies come to `onEcho`.
+// Each link may also carry a control channel (clock pings, round-trip echo requests and the
+// user's consent to them): pump-control.ts serves those, on the same thread.
 //
 // Per packet handed to a channel the pump also writes a TAG_SEND_QUEUE record (no payload, time
 // = the channel's queue ahead of it in µs) into the inbound ring: the engine's send-queue stage.
@@ -41,35 +34,41 @@
 //   clock there; the wire carries the send time, which the receiver's core turns into the
 //   one-way delay with the clock offset.
 //
-// Counters go to a shared Float64Array (layout below) that the main thread reads when it likes.
+// Counters go to the net stats block (net-stats.ts, re-exported here), a shared Float64Array that
+// the main thread reads when it likes.
 
-import { HEADER_WORDS, RingReader, RingWriter, WRITE_WORD } from './../audio/ring';
+import { HEADER_WORDS, WRITE_WORD } from '../audio/ring';
+import { RingReader, RingWriter } from '../audio/ring-ends';
 import { CONTROL_PACKET_LEN, HEADER_LEN, MAX_PACKET_LEN, SAMPLE_RATES_HZ } from '../audio/packet';
+import { ClockEstimator } from './clock';
 import {
-  CTL_ECHO,
-  CTL_ECHO_REPLY,
-  CTL_PING,
-  CTL_PONG,
-  ClockEstimator,
-  ECHO_ALLOWED,
-  ECHO_BUSY,
-  ECHO_DECLINED,
-  ECHO_LEN,
-  ECHO_REPLY_LEN,
-  ECHO_STOPPED,
-  ECHO_UNANSWERED,
-  MAX_ECHO_MS,
-  PING_LEN,
-  PONG_LEN,
-  newControlMessage,
-  nextPingAt,
-  parseControl,
-  writeEcho,
-  writeEchoReply,
-  writePing,
-  writePong,
-} from './clock';
-import { Cancel, EchoConsent, Outcome, Verdict } from './echo-consent';
+  ChannelState,
+  N_IN_PACKETS,
+  N_OUT_PACKETS,
+  N_OUT_UNROUTED,
+  N_THREAD,
+  N_WAKEUPS,
+  NET_PEER_LEN,
+  NP_BUFFERED,
+  NP_GAP_MAX_MS,
+  NP_GAPS_OVER_20MS,
+  NP_LAST_RX_MS,
+  NP_OFFSET_US,
+  NP_RTT_MS,
+  NP_RX_BYTES,
+  NP_RX_DROPPED,
+  NP_RX_PACKETS,
+  NP_SEND_QUEUE_MS,
+  NP_STAMP_LAG_MS,
+  NP_STATE,
+  NP_TX_PACKETS,
+  NP_TX_SKIPPED,
+  netPeerIndex,
+} from './net-stats';
+import { ControlChannels, type EchoEvent, type Link } from './pump-control';
+
+export * from './net-stats';
+export type { EchoEvent } from './pump-control';
 
 // Ring tags, written once in Rust (core/src/engine.rs, core/src/capture.rs); a core test reads
 // these lines and compares.
@@ -83,15 +82,6 @@ export const OUT_ALL_BUT = 0x8000;
 export const OUT_SLOT_MASK = 0x00ff;
 const NO_PAYLOAD = new Uint8Array(0);
 
-/** What the pump tells its host about round-trip echoes (see the header). */
-export type EchoEvent =
-  /** The peer in `slot` asks us to echo its stream for `ms` ms: ask our user (answerEcho). */
-  | { type: 'echo-request'; slot: number; ms: number }
-  /** Its prompt is gone: the asker withdrew, it went unanswered, or the peer left. */
-  | { type: 'echo-withdrawn'; slot: number }
-  /** The peer in `slot` answered our request (ECHO_ALLOWED..ECHO_STOPPED, clock.ts). */
-  | { type: 'echo-reply'; slot: number; answer: number };
-
 /** Send-queue bytes beyond which a channel skips packets (~30 PCM16 stereo 128-frame packets). */
 export const SEND_QUEUE_LIMIT = 64 * 1024;
 /** Longest the outbound loop sleeps when the engine is quiet, ms. */
@@ -99,39 +89,6 @@ const IDLE_WAIT_MS = 200;
 /** How often the pump looks for pings due (the burst's pings are 100 ms apart). */
 const CLOCK_TICK_MS = 50;
 const TWO_32 = 4294967296;
-
-// Net stats block: NET_GLOBAL_LEN globals, then NET_PEER_LEN values per slot.
-export const NET_GLOBAL_LEN = 8;
-export const NET_PEER_LEN = 18;
-export const N_WAKEUPS = 0;
-export const N_OUT_PACKETS = 1;
-export const N_IN_PACKETS = 2;
-export const N_THREAD = 3; // 1: the pump runs in a worker, 2: on the main thread
-export const N_OUT_UNROUTED = 4; // outbound records whose tag names no destination: dropped
-export const NP_STATE = 0; // ChannelState
-export const NP_RX_PACKETS = 1;
-export const NP_RX_BYTES = 2;
-export const NP_RX_DROPPED = 3; // not binary, or refused by a full inbound ring
-export const NP_TX_PACKETS = 4;
-export const NP_TX_SKIPPED = 5; // channel not open, or its send queue was over the limit
-export const NP_BUFFERED = 6; // bufferedAmount at the last send, bytes
-export const NP_LAST_RX_MS = 7; // performance.now() of the last packet (pump's clock)
-export const NP_GAP_MAX_MS = 8; // longest time between two packets, ms
-export const NP_GAPS_OVER_20MS = 9; // times between two packets over 20 ms
-export const NP_RTT_MS = 10; // median RTT of the last exchanges on the control channel; NaN: none yet
-export const NP_OFFSET_US = 11; // our wall clock − the peer's, µs (min-RTT exchange); NaN: unknown
-/** The last send's backlog as time: bytes the channel still held when the pass began / the stream's bytes per second, the
- * latter computed from the packet itself (length × sample rate / frames per packet). */
-export const NP_SEND_QUEUE_MS = 12;
-export const NP_CTL_BAD = 13; // control messages malformed (or refused as exchanges): dropped
-export const NP_PINGS = 14; // pings sent
-export const NP_EXCHANGES = 15; // pongs taken as clock samples
-/** The last packet's arrival time − the send time in its header, ms: the one-way delay plus the
- * clock offset (a diagnostic; NaN until a packet with a header arrives). */
-export const NP_STAMP_LAG_MS = 16;
-/** Echo requests from the peer dropped unasked: one pending already, its echo running, or in the
- * cooldown after a denial, an unanswered or withdrawn request or a stop (echo-consent.ts). */
-export const NP_ECHO_DROPPED = 17;
 
 /** Atomics.waitAsync (ES2024; in every browser the engine runs in). */
 interface AtomicsWaitAsync {
@@ -141,29 +98,6 @@ interface AtomicsWaitAsync {
     value: number,
     timeout?: number,
   ): { async: false; value: string } | { async: true; value: Promise<string> };
-}
-
-export const ChannelState = { None: 0, Connecting: 1, Open: 2, Closed: 3 } as const;
-
-export function netStatsBytes(maxPeers: number): number {
-  return (NET_GLOBAL_LEN + maxPeers * NET_PEER_LEN) * 8;
-}
-
-export function netPeerIndex(slot: number, field: number): number {
-  return NET_GLOBAL_LEN + slot * NET_PEER_LEN + field;
-}
-
-interface Link {
-  slot: number;
-  channel: RTCDataChannel;
-  control: RTCDataChannel | null;
-  base: number;
-  clock: ClockEstimator;
-  /** bufferedAmount when the current pass over the outbound ring began (-1: not read yet). */
-  queuedAtPass: number;
-  pingsSent: number;
-  /** performance.now() of the last ping. */
-  lastPingMs: number;
 }
 
 export class PacketPump {
@@ -179,17 +113,7 @@ export class PacketPump {
   private readonly scratch: (Uint8Array<ArrayBuffer> | undefined)[] = new Array(MAX_PACKET_LEN + 1);
   private readonly scratchWords: (Uint32Array | undefined)[] = new Array(MAX_PACKET_LEN + 1);
   private readonly scratchViews: (DataView | undefined)[] = new Array(MAX_PACKET_LEN + 1);
-  /** Control messages out (one at a time: each is sent before the next is written). */
-  private readonly pingBuf = new ArrayBuffer(PING_LEN);
-  private readonly pingView = new DataView(this.pingBuf);
-  private readonly pongBuf = new ArrayBuffer(PONG_LEN);
-  private readonly pongView = new DataView(this.pongBuf);
-  private readonly echoBuf = new ArrayBuffer(ECHO_LEN);
-  private readonly echoView = new DataView(this.echoBuf);
-  private readonly replyBuf = new ArrayBuffer(ECHO_REPLY_LEN);
-  private readonly replyView = new DataView(this.replyBuf);
-  private readonly consent: EchoConsent;
-  private readonly ctlIn = newControlMessage();
+  private readonly control: ControlChannels;
   private readonly timeOrigin = performance.timeOrigin;
   private running = false;
   private clockTimer: ReturnType<typeof setInterval> | null = null;
@@ -201,9 +125,8 @@ export class PacketPump {
     readonly maxPeers: number,
     thread: 'worker' | 'main',
     /** Round-trip requests to show our user, and answers to ours (see the header). */
-    private readonly onEcho: (ev: EchoEvent) => void = () => {},
+    onEcho: (ev: EchoEvent) => void = () => {},
   ) {
-    this.consent = new EchoConsent(maxPeers);
     this.writer = new RingWriter(inbound);
     this.reader = new RingReader(outbound);
     this.outWords = new Int32Array(outbound, 0, HEADER_WORDS);
@@ -211,6 +134,9 @@ export class PacketPump {
     this.stats = new Float64Array(netStats);
     this.links = new Array<Link | null>(maxPeers).fill(null);
     this.stats[N_THREAD] = thread === 'worker' ? 1 : 2;
+    this.control = new ControlChannels(this.links, this.stats, onEcho, (slot, ms) =>
+      this.tellEngine(slot, ms),
+    );
   }
 
   /**
@@ -277,69 +203,7 @@ export class PacketPump {
       this.dropOpen(link);
     };
     if (channel.readyState === 'open') this.open.push(link);
-    if (control) this.serveControl(link, control);
-  }
-
-  /** Answers the peer's pings and takes our pings' answers as clock samples. */
-  private serveControl(link: Link, control: RTCDataChannel): void {
-    const s = this.stats;
-    const base = link.base;
-    const origin = this.timeOrigin;
-    const msg = this.ctlIn;
-    control.binaryType = 'arraybuffer';
-    control.onmessage = (ev: MessageEvent) => {
-      // The receive time first: everything after it counts as the peer's processing time.
-      const tIn = (origin + performance.now()) * 1000;
-      const data = ev.data;
-      if (!(data instanceof ArrayBuffer) || !parseControl(new DataView(data), msg)) {
-        s[base + NP_CTL_BAD]++;
-        return;
-      }
-      if (msg.type === CTL_PING) {
-        writePong(this.pongView, msg.t1, tIn, (origin + performance.now()) * 1000);
-        this.sendControl(link, this.pongBuf);
-      } else if (msg.type === CTL_PONG) {
-        if (!link.clock.add(msg.t1, msg.t2, msg.t3, tIn)) {
-          s[base + NP_CTL_BAD]++;
-          return;
-        }
-        s[base + NP_EXCHANGES]++;
-        s[base + NP_RTT_MS] = link.clock.medianRttUs() / 1000;
-        s[base + NP_OFFSET_US] = link.clock.offsetUs();
-      } else if (msg.type === CTL_ECHO) {
-        this.echoRequested(link, msg.ms);
-      } else if (msg.type === CTL_ECHO_REPLY) {
-        this.onEcho({ type: 'echo-reply', slot: link.slot, answer: msg.answer });
-      }
-    };
-    control.onopen = () => this.tickClock();
-  }
-
-  /** A peer's echo request (ms > 0) or its "stop" (0), through the consent policy. */
-  private echoRequested(link: Link, ms: number): void {
-    const now = performance.now();
-    const slot = link.slot;
-    if (ms === 0) {
-      const c = this.consent.cancel(slot, now);
-      if (c === Cancel.Withdrawn) this.onEcho({ type: 'echo-withdrawn', slot });
-      else if (c === Cancel.Stop) this.tellEngine(slot, 0);
-      return;
-    }
-    switch (this.consent.request(slot, ms, now)) {
-      case Verdict.Drop:
-        this.stats[link.base + NP_ECHO_DROPPED]++;
-        break;
-      case Verdict.Ask:
-        this.onEcho({ type: 'echo-request', slot, ms });
-        break;
-      case Verdict.Grant:
-        this.tellEngine(slot, ms);
-        this.reply(slot, ECHO_ALLOWED);
-        break;
-      case Verdict.Busy:
-        this.reply(slot, ECHO_BUSY);
-        break;
-    }
+    if (control) this.control.serve(link, control);
   }
 
   /**
@@ -348,30 +212,17 @@ export class PacketPump {
    * An answer to a prompt that is gone (withdrawn, timed out) does nothing.
    */
   answerEcho(slot: number, allow: boolean): void {
-    switch (this.consent.answer(slot, allow, performance.now())) {
-      case Outcome.Grant:
-        this.tellEngine(slot, this.consent.grantedMs(slot));
-        this.reply(slot, ECHO_ALLOWED);
-        break;
-      case Outcome.Declined:
-        this.reply(slot, ECHO_DECLINED);
-        break;
-      case Outcome.Busy:
-        this.reply(slot, ECHO_BUSY);
-        break;
-    }
+    this.control.answerEcho(slot, allow);
   }
 
   /** Our user stops the echo of the peer in `slot` (if one runs); the peer is told. */
   stopEcho(slot: number): void {
-    if (!this.consent.stop(slot, performance.now())) return;
-    this.tellEngine(slot, 0);
-    this.reply(slot, ECHO_STOPPED);
+    this.control.stopEcho(slot);
   }
 
   /** "Allow round-trip requests without asking", for this session (off by default). */
   setEchoAutoAllow(on: boolean): void {
-    this.consent.autoAllow = on;
+    this.control.setEchoAutoAllow(on);
   }
 
   /** The engine's TAG_ECHO record: echo the peer in `slot` for `ms` ms (0: stop). */
@@ -380,34 +231,12 @@ export class PacketPump {
     if (!this.writer.push(TAG_ECHO | slot, ms, NO_PAYLOAD) && link) this.stats[link.base + NP_RX_DROPPED]++;
   }
 
-  /** A prompt went unanswered for too long: the asker is told, the prompt goes. */
-  private readonly unanswered = (slot: number): void => {
-    this.reply(slot, ECHO_UNANSWERED);
-    this.onEcho({ type: 'echo-withdrawn', slot });
-  };
-
-  private reply(slot: number, answer: number): void {
-    const link = this.links[slot];
-    if (!link) return;
-    writeEchoReply(this.replyView, answer);
-    this.sendControl(link, this.replyBuf);
-  }
-
   /**
    * Sends the pings that are due: right away on a new link, a burst, then one a second; and times
    * out round-trip prompts nobody answered. Called by the pump's timer (and by tests).
    */
   tickClock(nowMs = performance.now()): void {
-    this.consent.tick(nowMs, this.unanswered);
-    for (let slot = 0; slot < this.links.length; slot++) {
-      const link = this.links[slot];
-      if (!link || !link.control || link.control.readyState !== 'open') continue;
-      if (nowMs < nextPingAt(link.pingsSent, link.lastPingMs)) continue;
-      writePing(this.pingView, (this.timeOrigin + performance.now()) * 1000);
-      link.pingsSent++;
-      link.lastPingMs = nowMs;
-      if (this.sendControl(link, this.pingBuf)) this.stats[link.base + NP_PINGS]++;
-    }
+    this.control.tick(nowMs);
   }
 
   /**
@@ -415,22 +244,7 @@ export class PacketPump {
    * probe. Returns false when the link has no open control channel.
    */
   requestEcho(slot: number, ms: number): boolean {
-    const link = this.links[slot];
-    if (!link) return false;
-    writeEcho(this.echoView, Math.max(0, Math.min(MAX_ECHO_MS, Math.round(ms) || 0)));
-    return this.sendControl(link, this.echoBuf);
-  }
-
-  private sendControl(link: Link, buf: ArrayBuffer): boolean {
-    const ch = link.control;
-    if (!ch || ch.readyState !== 'open') return false;
-    try {
-      ch.send(buf);
-      return true;
-    } catch {
-      // Closed between its close event and now: the exchange is simply lost.
-      return false;
-    }
+    return this.control.requestEcho(slot, ms);
   }
 
   /** Stops serving `slot` and closes its channel. */
@@ -438,7 +252,7 @@ export class PacketPump {
     const link = this.links[slot];
     if (!link) return;
     // The engine drops the peer's echo with the peer; a prompt for it goes too.
-    if (this.consent.remove(slot)) this.onEcho({ type: 'echo-withdrawn', slot });
+    this.control.remove(slot);
     this.links[slot] = null;
     this.dropOpen(link);
     link.channel.onmessage = null;

@@ -5,7 +5,7 @@
 //
 // At most one chunk per track plus one poll interval is ever unwritten: ~0.6 s of audio.
 
-import { RingReader } from '../audio/ring';
+import { RingReader } from '../audio/ring-ends';
 import { RECORD_TRACK_SAMPLES } from '../audio/engine-core';
 import { TrackAssembler, type TrackInfo } from './assembler';
 import { appendChunks, createRecording, finishRecording } from './store';

@@ -66,6 +66,48 @@ function setU64(v: DataView, at: number, n: number): void {
   v.setUint32(at + 4, Math.floor(n / 2 ** 32), true);
 }
 
+/** What an entry's local header and its central directory record both say of it. */
+interface EntryFields {
+  /** Version needed to extract (4.5 with zip64, else 2.0). */
+  version: number;
+  time: number;
+  date: number;
+  crc: number;
+  size: number;
+  nameLength: number;
+  zip64: boolean;
+}
+
+/**
+ * The run of fields the local header (at 4) and the central directory record (at 6) have in
+ * common, in the spec's order: version needed, flags, method (0, stored), time, date, CRC-32,
+ * compressed and uncompressed size (0xFFFFFFFF when zip64 carries them), name and extra lengths.
+ */
+function writeEntryFields(v: DataView, at: number, f: EntryFields, extraLength: number): void {
+  v.setUint16(at, f.version, true);
+  v.setUint16(at + 2, FLAG_UTF8, true);
+  v.setUint16(at + 4, 0, true); // stored
+  v.setUint16(at + 6, f.time, true);
+  v.setUint16(at + 8, f.date, true);
+  v.setUint32(at + 10, f.crc, true);
+  v.setUint32(at + 14, f.zip64 ? 0xffffffff : f.size, true);
+  v.setUint32(at + 18, f.zip64 ? 0xffffffff : f.size, true);
+  v.setUint16(at + 22, f.nameLength, true);
+  v.setUint16(at + 24, extraLength, true);
+}
+
+/**
+ * The zip64 extended information extra field at `at`: original and compressed size, then, in the
+ * central directory only (`offset` not null), the local header's offset.
+ */
+function writeZip64Extra(v: DataView, at: number, size: number, offset: number | null): void {
+  v.setUint16(at, 0x0001, true);
+  v.setUint16(at + 2, offset === null ? 16 : 24, true);
+  setU64(v, at + 4, size); // original size
+  setU64(v, at + 12, size); // compressed size
+  if (offset !== null) setU64(v, at + 20, offset);
+}
+
 /** Builds the archive. Throws on duplicate or over-long names. */
 export async function zipBlob(entries: readonly ZipEntry[], opts: ZipOptions = {}): Promise<Blob> {
   const enc = new TextEncoder();
@@ -95,53 +137,24 @@ export async function zipBlob(entries: readonly ZipEntry[], opts: ZipOptions = {
     const { date, time } = dosDateTime(e.modified ?? new Date());
     const version = zip64 ? 45 : 20;
 
+    const fields: EntryFields = { version, time, date, crc, size, nameLength: name.length, zip64 };
+
     const local = new Uint8Array(30 + name.length + (zip64 ? 20 : 0));
     const lv = new DataView(local.buffer);
     lv.setUint32(0, SIG_LOCAL, true);
-    lv.setUint16(4, version, true);
-    lv.setUint16(6, FLAG_UTF8, true);
-    lv.setUint16(8, 0, true); // stored
-    lv.setUint16(10, time, true);
-    lv.setUint16(12, date, true);
-    lv.setUint32(14, crc, true);
-    lv.setUint32(18, zip64 ? 0xffffffff : size, true);
-    lv.setUint32(22, zip64 ? 0xffffffff : size, true);
-    lv.setUint16(26, name.length, true);
-    lv.setUint16(28, zip64 ? 20 : 0, true);
+    writeEntryFields(lv, 4, fields, zip64 ? 20 : 0);
     local.set(name, 30);
-    if (zip64) {
-      const x = 30 + name.length;
-      lv.setUint16(x, 0x0001, true);
-      lv.setUint16(x + 2, 16, true);
-      setU64(lv, x + 4, size); // original size
-      setU64(lv, x + 12, size); // compressed size
-    }
+    if (zip64) writeZip64Extra(lv, 30 + name.length, size, null);
 
     const cd = new Uint8Array(46 + name.length + (zip64 ? 28 : 0));
     const cv = new DataView(cd.buffer);
     cv.setUint32(0, SIG_CENTRAL, true);
     cv.setUint16(4, version, true); // made by: MS-DOS attributes, this spec version
-    cv.setUint16(6, version, true); // needed to extract
-    cv.setUint16(8, FLAG_UTF8, true);
-    cv.setUint16(10, 0, true);
-    cv.setUint16(12, time, true);
-    cv.setUint16(14, date, true);
-    cv.setUint32(16, crc, true);
-    cv.setUint32(20, zip64 ? 0xffffffff : size, true);
-    cv.setUint32(24, zip64 ? 0xffffffff : size, true);
-    cv.setUint16(28, name.length, true);
-    cv.setUint16(30, zip64 ? 28 : 0, true);
+    writeEntryFields(cv, 6, fields, zip64 ? 28 : 0);
     // comment length, disk number start, internal and external attributes: 0
     cv.setUint32(42, zip64 ? 0xffffffff : offset, true);
     cd.set(name, 46);
-    if (zip64) {
-      const x = 46 + name.length;
-      cv.setUint16(x, 0x0001, true);
-      cv.setUint16(x + 2, 24, true);
-      setU64(cv, x + 4, size);
-      setU64(cv, x + 12, size);
-      setU64(cv, x + 20, offset);
-    }
+    if (zip64) writeZip64Extra(cv, 46 + name.length, size, offset);
 
     parts.push(local, e.data);
     central.push(cd);

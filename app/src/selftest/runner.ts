@@ -1,21 +1,24 @@
 // Runs one self-test scenario through the real engine: a realtime AudioContext, the product
 // engine worklet with the WASM core, a Worker playing the injected network into the inbound ring,
 // and a tap worklet capturing the engine's output. Then compares the engine's stats with the
-// schedule's ledger and analyses the captured audio.
+// schedule's ledger and analyses the captured audio into a ScenarioResult, which report.ts
+// judges (its types and judge are re-exported here).
 
 import { createBuffers } from '../audio/engine-core';
 import { createEngine } from '../audio/host';
 import * as S from '../audio/stats';
-import { readGlobals, readPeer, type EngineGlobals, type EnginePeerStats } from '../audio/stats-reader';
-import {
-  analyseChannel,
-  scanSamples,
-  stepBound,
-  type ChannelAnalysis,
-  type SampleScan,
-  type ToneSpec,
-} from './analysis';
+import { readGlobals, readPeer } from '../audio/stats-reader';
+import { analyseChannel, scanSamples, stepBound, type ToneSpec } from './analysis';
 import { Fft } from './fft';
+import {
+  GLOBAL_FIELDS,
+  judge,
+  PEER_FIELDS,
+  type ChannelResult,
+  type GlobalStats,
+  type PeerStats,
+  type ScenarioResult,
+} from './report';
 import {
   AMPLITUDE,
   ENGINE_CONFIG,
@@ -24,123 +27,19 @@ import {
   RENDER_CLOCK_LIMIT_PPM,
   type Scenario,
 } from './scenarios';
-import {
-  BLOCK_MS,
-  buildSchedule,
-  EventKind,
-  FFT_LEN,
-  SAMPLE_RATE,
-  type BadLedger,
-  type PeerLedger,
-} from './schedule';
+import { BLOCK_MS, buildSchedule, EventKind, FFT_LEN, SAMPLE_RATE } from './schedule';
 import type { SendReport } from './sender-worker';
 import { createTapBuffer, TAP_ARMED, TAP_FULL, TAP_SILENT, TAP_WRITTEN, tapViews } from '../audio/tap';
 import tapUrl from '../audio/tap-worklet.ts?worker&url';
 
-export interface Check {
-  name: string;
-  ok: boolean;
-  detail: string;
-}
-
-/** The per-peer figures the report keeps, in its order: a subset of the stats reader's. */
-const PEER_FIELDS = [
-  'received',
-  'lost',
-  'late',
-  'duplicates',
-  'concealed',
-  'underruns',
-  'discarded',
-  'malformed',
-  'resets',
-  'targetFrames',
-  'bufferedFrames',
-  'jitterFrames',
-  'driftPpm',
-] as const satisfies readonly (keyof EnginePeerStats)[];
-
-/** The engine-wide figures the report keeps, in its order. */
-const GLOBAL_FIELDS = [
-  'quanta',
-  'peers',
-  'unknownPeer',
-  'malformed',
-  'recordsRead',
-  'ringResyncs',
-  'nonfinite',
-  'limiterDb',
-  'underruns',
-] as const satisfies readonly (keyof EngineGlobals)[];
-
-export type PeerStats = { slot: number } & Pick<EnginePeerStats, (typeof PEER_FIELDS)[number]>;
-export type GlobalStats = Pick<EngineGlobals, (typeof GLOBAL_FIELDS)[number]>;
-
-export interface ChannelResult extends ChannelAnalysis {
-  /** Scan of the analysed window. */
-  window: SampleScan;
-  /** Scan of everything captured (start-up and drain included). */
-  whole: SampleScan;
-  /** Analytic bound of |x[n] - x[n-1]| for this channel's sum of sines. */
-  stepBound: number;
-}
-
-export interface ScenarioResult {
-  name: string;
-  description: string;
-  ok: boolean;
-  checks: Check[];
-  ledger: { peers: PeerLedger[]; bad: BadLedger; records: number };
-  /** Stats when the sender finished, and after the drain (the ones compared with the ledger). */
-  statsAtEnd: { global: GlobalStats; peers: PeerStats[] };
-  stats: { global: GlobalStats; peers: PeerStats[] };
-  audio: {
-    left: ChannelResult;
-    right: ChannelResult;
-    windowS: number;
-    capturedS: number;
-    silentQuanta: number;
-    droppedQuanta: number;
-  };
-  sender: Omit<SendReport, 'lags'>;
-  /**
-   * Regular packets (and copies) the sender wrote so late, through no choice of the schedule
-   * (a busy machine), that they may have missed their slot: the ledger is exact only when this
-   * is 0. Measured against IN_TIME_LIMIT_MS from the packet's due time. `renderStarved`: the
-   * audio clock ran more than RENDER_CLOCK_LIMIT_PPM from the sender's, so the audio thread was
-   * starved by a busy machine.
-   */
-  disturbed: {
-    packets: number;
-    worstDelayMs: number;
-    limitMs: number;
-    renderStarved: boolean;
-    /**
-     * Blocks the jitter buffers skipped while streaming. With a floor far above the injected
-     * jitter a buffer only overshoots its target when the audio thread stalled and then caught
-     * up; it then skips blocks (crossfaded, counted as discarded), which a listener barely
-     * notices but which puts lines of -40 to -50 dB around the tone into an exact spectral check.
-     */
-    skippedBlocks: number;
-  };
-  /** Audio clock against the sender's clock (performance.now), ppm. */
-  clockPpm: number;
-  /** Stats sampled every SERIES_MS while streaming: seconds, and per peer (scenario order) the
-   * buffered frames, target frames, drift in ppm and blocks concealed so far. */
-  series: {
-    t: number;
-    buffered: number[];
-    target: number[];
-    driftPpm: number[];
-    concealed: number[];
-  }[];
-  context: { sampleRate: number; baseLatency: number; outputLatency: number };
-  tolerances: Scenario['tolerances'];
-  wallMs: number;
-  engineErrors: string[];
-  /** Which run this is (1 = first); a run whose sender was disturbed is repeated. */
-  attempt: number;
-}
+export {
+  judge,
+  type ChannelResult,
+  type Check,
+  type GlobalStats,
+  type PeerStats,
+  type ScenarioResult,
+} from './report';
 
 const SERIES_MS = 100;
 /**
@@ -180,8 +79,6 @@ async function waitFor(what: string, ms: number, cond: () => boolean): Promise<v
     await sleep(10);
   }
 }
-
-const fmt = (x: number, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : String(x));
 
 /** The captured output of a run, for inspection (see `keep` in runScenario). */
 export interface Capture {
@@ -422,114 +319,4 @@ function clockOffsetPpm(a: AudioTimestamp | null, b: AudioTimestamp | null): num
   if (a.performanceTime === undefined || b.performanceTime === undefined) return NaN;
   const wall = (b.performanceTime - a.performanceTime) / 1000;
   return wall > 0 ? ((b.contextTime - a.contextTime) / wall - 1) * 1e6 : NaN;
-}
-
-/** The pass/fail checks of a scenario's result. */
-export function judge(r: ScenarioResult): Check[] {
-  const checks: Check[] = [];
-  const add = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
-  const t = r.tolerances;
-
-  add(
-    'the sender kept its schedule',
-    r.disturbed.packets === 0,
-    `${r.disturbed.packets} regular packets written over ${r.disturbed.limitMs} ms after their due time ` +
-      `(worst ${fmt(r.disturbed.worstDelayMs, 1)} ms): the machine was too busy for an exact ledger`,
-  );
-  add(
-    'the audio thread kept its clock',
-    !r.disturbed.renderStarved,
-    `audio clock ${fmt(r.clockPpm, 0)} ppm against the sender's (limit ±${RENDER_CLOCK_LIMIT_PPM}): ` +
-      'the machine was too busy for the audio thread to render in time',
-  );
-  add(
-    'no jitter buffer skipped a block',
-    r.disturbed.skippedBlocks === 0,
-    `${r.disturbed.skippedBlocks} blocks skipped: the audio thread stalled and caught up, so a buffer ` +
-      'overshot its target and dropped audio to come back (the machine was too busy for an exact spectrum)',
-  );
-  add(
-    'engine ran without errors',
-    r.engineErrors.length === 0,
-    r.engineErrors.join('; ') || 'no error reported',
-  );
-  add(
-    'every record was written into the ring',
-    r.sender.refused === 0 && r.sender.written === r.ledger.records,
-    `${r.sender.written} of ${r.ledger.records} written, ${r.sender.refused} refused (ring full)`,
-  );
-
-  for (const l of r.ledger.peers) {
-    const s = r.stats.peers.find((p) => p.slot === l.slot)!;
-    for (const f of ['received', 'lost', 'late', 'duplicates'] as const) {
-      add(`peer ${l.slot} ${f} = ledger`, s[f] === l[f], `engine ${s[f]}, injected ${l[f]}`);
-    }
-    const bad = r.ledger.bad.malformedBySlot[l.slot] ?? 0;
-    add(`peer ${l.slot} malformed = injected`, s.malformed === bad, `engine ${s.malformed}, injected ${bad}`);
-  }
-  const g = r.stats.global;
-  add(
-    'malformed records = injected',
-    g.malformed === r.ledger.bad.malformed,
-    `engine ${g.malformed}, injected ${r.ledger.bad.malformed}`,
-  );
-  add(
-    'unknown-peer records = injected',
-    g.unknownPeer === r.ledger.bad.unknownPeer,
-    `engine ${g.unknownPeer}, injected ${r.ledger.bad.unknownPeer}`,
-  );
-  add(
-    'records read = records written',
-    g.recordsRead === r.ledger.records,
-    `engine ${g.recordsRead}, written ${r.ledger.records}`,
-  );
-  add('no ring resync', g.ringResyncs === 0, `${g.ringResyncs} resyncs`);
-  add('no non-finite master block', g.nonfinite === 0, `${g.nonfinite} blocks silenced`);
-
-  for (const [side, ch] of [
-    ['left', r.audio.left],
-    ['right', r.audio.right],
-  ] as const) {
-    for (const tone of ch.tones) {
-      const name = `${side} ${fmt(tone.hz)} Hz (peer ${tone.slot})`;
-      if (tone.errorDb === null) {
-        const db = 20 * Math.log10(Math.max(tone.measured, 1e-12) / AMPLITUDE);
-        add(`${name} absent`, db <= t.spurDb, `${fmt(db, 1)} dB re ${AMPLITUDE} (limit ${t.spurDb} dB)`);
-      } else {
-        add(
-          `${name} level`,
-          Math.abs(tone.errorDb) <= t.levelDb,
-          `${fmt(20 * Math.log10(tone.measured), 2)} dBFS, expected ${fmt(20 * Math.log10(tone.expected), 2)} ` +
-            `(${tone.errorDb >= 0 ? '+' : ''}${fmt(tone.errorDb, 3)} dB, limit ±${t.levelDb} dB)`,
-        );
-      }
-    }
-    add(
-      `${side}: nothing else above ${t.spurDb} dB`,
-      ch.spur.db <= t.spurDb,
-      `largest other line ${fmt(ch.spur.db, 1)} dB re ${AMPLITUDE} at ${fmt(ch.spur.hz, 1)} Hz`,
-    );
-    add(
-      `${side}: no NaN or infinity`,
-      ch.whole.nonFinite === 0,
-      `${ch.whole.nonFinite} non-finite samples in ${ch.whole.samples}`,
-    );
-    add(
-      `${side}: no sample beyond ±1`,
-      ch.whole.overs === 0,
-      `${ch.whole.overs} overs, peak ${fmt(ch.whole.peak, 4)}`,
-    );
-    const stepDetail =
-      `largest step ${ch.window.maxStep.toFixed(5)}, analytic bound ${ch.stepBound.toFixed(5)} ` +
-      `(x${fmt(ch.window.maxStep / ch.stepBound, 3)})`;
-    if (t.stepFactor !== null) {
-      add(
-        `${side}: no discontinuity`,
-        ch.window.maxStep <= t.stepFactor * ch.stepBound,
-        `${stepDetail}, limit x${t.stepFactor}`,
-      );
-    }
-  }
-  add('capture complete', r.audio.droppedQuanta === 0, `${r.audio.droppedQuanta} quanta dropped by the tap`);
-  return checks;
 }

@@ -7,7 +7,7 @@
 // out: { type: 'started' } when the first send is 20 ms away, then { type: 'done', ...SendReport }
 //      or { type: 'error', message }.
 
-import { RingWriter } from '../audio/ring';
+import { RingWriter } from '../audio/ring-ends';
 import { badRecord } from './bad-input';
 import { EventKind, type ScenarioSpec, type SendEvent } from './schedule';
 import { PeerSynth } from './synth';

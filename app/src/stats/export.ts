@@ -85,22 +85,16 @@ const SERIES_FIELDS = [
   'driftPpm',
 ] as const satisfies readonly (keyof PeerSample)[];
 
+/** A series field's CSV column: its name in snake case with the unit last (bufferMs: buffer_ms). */
+const seriesColumn = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+const SERIES_COLUMNS = SERIES_FIELDS.map(seriesColumn);
+
 export const CSV_HEADER = [
   'record',
   'peer',
   'name',
   't_s',
-  'buffer_ms',
-  'target_ms',
-  'latency_ms',
-  'rtt_ms',
-  'received',
-  'lost',
-  'late',
-  'concealed',
-  'discarded',
-  'underruns',
-  'drift_ppm',
+  ...SERIES_COLUMNS,
   'stage',
   'bin_from_ms',
   'bin_to_ms',
@@ -134,7 +128,6 @@ function cell(v: string | number | null): string {
 export function toCsv(e: StatsExport): string {
   type Cell = string | number | null;
   const rows: Cell[][] = [CSV_HEADER];
-  const SERIES_COLUMNS = CSV_HEADER.slice(4, 4 + SERIES_FIELDS.length);
   /** A row from its record, peer and name and the other cells by column name. */
   const row = (record: string, peer: string, name: string, cells: Record<string, Cell>) => {
     for (const k of Object.keys(cells)) if (!CSV_HEADER.includes(k)) throw new Error(`no CSV column ${k}`);

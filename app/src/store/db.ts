@@ -13,7 +13,7 @@
 // version open in another tab): `db()` then resolves to null, the store modules keep values in
 // memory for this page's life, and `storageNote()` says so in a sentence for the user.
 
-import { openDB, type IDBPDatabase, type IDBPTransaction, type StoreNames } from 'idb';
+import { openDB, type IDBPDatabase, type IDBPTransaction, type IndexNames, type StoreNames } from 'idb';
 import { DB_NAME, DB_VERSION, type RoomRecord, type TuttiSchema } from './schema';
 import { isRoomName, RECENT_MAX, validAudio, validName } from './validate';
 
@@ -256,6 +256,31 @@ export function db(): Promise<TuttiDB | null> {
   });
   opening = attempt;
   return attempt;
+}
+
+/**
+ * Up to `limit` records of `store`, newest first by its time index `index`, each passed through
+ * `keep` (a validator: null leaves the record out). One read-only transaction that awaits nothing
+ * but its own cursor.
+ */
+export async function newestFirst<Name extends StoreNames<TuttiSchema>, T>(
+  conn: TuttiDB,
+  store: Name,
+  index: IndexNames<TuttiSchema, Name>,
+  limit: number,
+  keep: (value: unknown) => T | null,
+): Promise<T[]> {
+  const out: T[] = [];
+  const tx = conn.transaction(store);
+  for (
+    let c = await tx.store.index(index).openCursor(null, 'prev');
+    c && out.length < limit;
+    c = await c.continue()
+  ) {
+    const kept = keep(c.value);
+    if (kept !== null) out.push(kept);
+  }
+  return out;
 }
 
 /** Closes the shared connection and forgets it (tests, and before deleting the database). */

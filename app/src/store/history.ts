@@ -14,7 +14,7 @@
 import type { StageHistogram } from '../audio/latency';
 import type { ParticipantView, RoomView } from '../room/types';
 import { verdict } from '../stats/verdict';
-import { db } from './db';
+import { db, newestFirst } from './db';
 import type { ParticipantSummary, SessionRecord, SessionSummary, StageSummary } from './schema';
 import {
   isRoomName,
@@ -347,17 +347,7 @@ export async function recentSessions(limit = 5, now = Date.now()): Promise<Sessi
   const conn = await db();
   if (!conn) return [...memory.values()].sort((a, b) => b.startedAt - a.startedAt).slice(0, limit);
   await closeDangling(now);
-  const out: SessionRecord[] = [];
-  const tx = conn.transaction('sessions');
-  for (
-    let c = await tx.store.index('startedAt').openCursor(null, 'prev');
-    c && out.length < limit;
-    c = await c.continue()
-  ) {
-    const rec = validSession(c.value);
-    if (rec) out.push(rec);
-  }
-  return out;
+  return newestFirst(conn, 'sessions', 'startedAt', limit, validSession);
 }
 
 /** Forgets the in-memory records (tests). */

@@ -9,7 +9,7 @@
 // not another one of the same name; joining the room by its name alone forgets the key.
 
 import type { MixMemory, StripSettings } from '../room/types';
-import { db } from './db';
+import { db, newestFirst } from './db';
 import type { RememberedStrip, RoomRecord } from './schema';
 import { isRoomKey, isRoomName, NAME_MAX, RECENT_MAX, validCount, validMix } from './validate';
 
@@ -39,22 +39,15 @@ function recent(r: RoomRecord): RecentRoom {
 
 /** Recent rooms, newest first, at most `limit`. */
 export async function recentRooms(limit = RECENT_MAX): Promise<RecentRoom[]> {
-  const out: RecentRoom[] = [];
   const conn = await db();
   if (!conn) {
     const all = [...memory.values()].sort((a, b) => b.lastJoined - a.lastJoined);
     return all.slice(0, limit).map(recent);
   }
-  const tx = conn.transaction('rooms');
-  for (
-    let c = await tx.store.index('lastJoined').openCursor(null, 'prev');
-    c && out.length < limit;
-    c = await c.continue()
-  ) {
-    const r = validRoom(c.value);
-    if (r) out.push(recent(r));
-  }
-  return out;
+  return newestFirst(conn, 'rooms', 'lastJoined', limit, (v) => {
+    const r = validRoom(v);
+    return r && recent(r);
+  });
 }
 
 async function getRoom(name: string): Promise<RoomRecord | null> {
