@@ -17,7 +17,7 @@
 //! | [`continuity`] | noticing missed device callbacks: ours, and each sender's from its packets' stamps |
 //! | [`drift`] | drift correction: the loop that turns a peer's buffer fill into a resampling ratio |
 //! | [`resample`] | the per-peer staging FIFO read at that ratio by a cubic interpolator |
-//! | [`mix`] | gain, pan, mute, solo, meters, master limiter (submodules: meters, the fader gain, the strip and master, their SIMD kernels and lane type) |
+//! | [`mix`] | gain, pan, mute, solo, meters, master limiter (submodules: meters, the fader gain, the strip and master, their SIMD kernels and lane type, the mix-minus that makes every listener's personal mix for a hub) |
 //! | [`latency`] | fixed-size latency histograms per stage, the shared histogram block's layout and its writer |
 //! | [`probe`] | the round-trip probe: clicks out, found again in a peer's stream |
 //! | [`capture`] | our input into outgoing packets, each with its destination; the echo lane |

@@ -1,7 +1,8 @@
 //! The render path allocates nothing: a counting global allocator watches thousands of quanta
 //! of push, drain, capture, render, stats and latency histograms (every stage recorded), with
-//! peers joining and leaving. Peers are built and
-//! freed outside the watched region, as the worklet's message handler does.
+//! peers joining and leaving. Peers are built and freed outside the watched region, as the
+//! worklet's message handler does. The mix-minus (a personal mix per listener, for a hub in mix
+//! mode) is watched the same way: strips change, lists fill and clear.
 
 mod common;
 
@@ -13,6 +14,7 @@ use common::{sine_packet, Rng};
 use tutti_core::capture::Destination;
 use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM, TAG_ECHO, TAG_SEND_QUEUE};
 use tutti_core::latency::HB_BLOCK_LEN;
+use tutti_core::mix::{GainControl, MixMinus};
 use tutti_core::ring;
 use tutti_core::stats::BLOCK_LEN;
 
@@ -184,4 +186,55 @@ fn render_path_never_allocates() {
     assert!(peers.iter().any(|p| p.send_queue().count() > 100));
     assert!(engine.probe().sent() > 0, "a probe ran");
     assert!(engine.counters().echo_sent > 0, "the echo lane ran");
+}
+
+#[test]
+fn mix_minus_never_allocates() {
+    const SLOTS: usize = 64;
+    let mut mix = MixMinus::new(SLOTS, 8);
+    let mut rng = Rng::new(11);
+    // Every slot but the last eight plays; the sources are made before the watch.
+    let room: Vec<Option<[[f32; QUANTUM]; 2]>> = (0..SLOTS)
+        .map(|slot| (slot < SLOTS - 8).then_some([[0.01 * slot as f32; QUANTUM]; 2]))
+        .collect();
+    let (mut l, mut r) = ([0f32; QUANTUM], [0f32; QUANTUM]);
+    let mut refused = 0;
+    watched(|| {
+        for block in 0..2000 {
+            // Changes come and go (new ones fill the listeners' lists; a full list refuses).
+            for _ in 0..4 {
+                let (listener, source) = (rng.below(SLOTS as u64), rng.below(SLOTS as u64));
+                match mix.strip_mut(listener as usize, source as usize) {
+                    Ok(strip) if rng.below(3) == 0 => {
+                        strip.set_gain(1.0);
+                        strip.set_pan(0.0);
+                        strip.set_mute(false);
+                        strip.set_solo(false);
+                    }
+                    Ok(strip) => {
+                        strip.set_gain_db(-6.0);
+                        strip.set_solo(rng.below(10) == 0);
+                    }
+                    Err(_) => refused += 1,
+                }
+            }
+            if block % 100 == 0 {
+                mix.clear(rng.below(SLOTS as u64) as usize).ok();
+            }
+            mix.sum(room.as_slice());
+            for listener in 0..SLOTS {
+                mix.render(listener, room.as_slice(), &mut l, &mut r).ok();
+            }
+        }
+    });
+    assert_eq!(
+        ALLOCATIONS.load(Ordering::SeqCst),
+        0,
+        "allocations while mixing"
+    );
+    assert!(refused > 0, "full change lists and own voices were refused");
+    assert!(
+        (0..SLOTS).any(|s| mix.changes(s) == 8),
+        "some list filled up"
+    );
 }

@@ -1,12 +1,15 @@
 //! Mixer kernels per 128-frame stereo quantum: one strip (steady, ramping, inaudible), the master
-//! (passthrough, limiting), and the whole mix section of a five-peer quantum.
+//! (passthrough, limiting), the whole mix section of a five-peer quantum, and a room's personal
+//! mixes for a hub in mix mode: every listener's mix-minus of N players (O(N) for the room) beside
+//! the direct mix (a strip per listener and player, O(N²)). Divide a room's time by N for the
+//! cost per listener and block; 375 blocks make a second.
 //!
 //! Run: `cargo bench -p tutti-bench --bench mix`.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use tutti_core::mix::{GainControl, Master, Strip, QUANTUM};
+use tutti_core::mix::{GainControl, Master, MixMinus, Strip, QUANTUM};
 
 fn sine(freq: f32, amp: f32, phase: f32) -> [f32; QUANTUM] {
     let mut out = [0.0; QUANTUM];
@@ -126,5 +129,61 @@ fn five_peers(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, strip, master, five_peers);
+/// One block of a room of `n` players: every listener's personal mix, by mix-minus (each listener
+/// with `changes` faders of its own moved) and, where N² stays affordable, directly.
+fn room(c: &mut Criterion) {
+    let mut g = c.benchmark_group("room_personal_mixes_128");
+    for n in [8usize, 32, 128, 500] {
+        let sources: Vec<Option<[[f32; QUANTUM]; 2]>> = (0..n)
+            .map(|k| {
+                let f = 110.0 + 7.0 * k as f32;
+                Some([sine(f, 0.05, 0.0), sine(f, 0.05, 0.3)])
+            })
+            .collect();
+        let (mut l, mut r) = ([0.0f32; QUANTUM], [0.0f32; QUANTUM]);
+        for changes in [0usize, 4] {
+            let mut mix = MixMinus::new(n, 8);
+            for listener in 0..n {
+                for k in 1..=changes {
+                    let strip = mix.strip_mut(listener, (listener + k) % n).unwrap();
+                    strip.set_gain_db(-3.0 * k as f32);
+                    strip.set_pan(0.2);
+                }
+            }
+            g.bench_function(format!("mix_minus_{n}_players_{changes}_changes"), |b| {
+                b.iter(|| {
+                    mix.sum(black_box(sources.as_slice()));
+                    for listener in 0..n {
+                        mix.render(listener, sources.as_slice(), &mut l, &mut r)
+                            .unwrap();
+                        black_box((&l, &r));
+                    }
+                })
+            });
+        }
+        if n <= 32 {
+            let mut strips: Vec<Vec<Strip>> = vec![vec![Strip::new(); n]; n];
+            let mut masters = vec![Master::new(); n];
+            g.bench_function(format!("direct_{n}_players"), |b| {
+                b.iter(|| {
+                    for (listener, (row, master)) in strips.iter_mut().zip(&mut masters).enumerate()
+                    {
+                        l.fill(0.0);
+                        r.fill(0.0);
+                        for (j, (s, src)) in row.iter_mut().zip(&sources).enumerate() {
+                            if let (false, Some([sl, sr])) = (j == listener, src) {
+                                s.mix_into(black_box(sl), black_box(sr), &mut l, &mut r, true);
+                            }
+                        }
+                        master.process(&mut l, &mut r);
+                        black_box((&l, &r));
+                    }
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, strip, master, five_peers, room);
 criterion_main!(benches);

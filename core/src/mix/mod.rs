@@ -1,6 +1,8 @@
 //! The mixer: one [`Strip`] per peer (gain, pan, mute, solo, source meters) summing into a stereo
 //! bus, and one [`Master`] (master gain, soft limiter, output meters) that makes the bus safe to
-//! hand to the sound card.
+//! hand to the sound card. For a hub in mix mode, [`MixMinus`] makes every listener's personal
+//! mix of the same sources (the room less its own voice, with its own strips and master) in O(N)
+//! per block for the whole room.
 //!
 //! # Units
 //! - Samples are linear `f32`, full scale = ±1.0. Gains are linear factors; the `*_db` helpers
@@ -180,6 +182,7 @@ mod gain;
 mod kernels;
 mod master;
 mod meter;
+mod minus;
 pub(crate) mod simd;
 mod strip;
 #[cfg(test)]
@@ -189,5 +192,6 @@ pub use gain::{Gain, GainControl};
 pub(crate) use kernels::Groups;
 pub use master::Master;
 pub use meter::Meter;
+pub use minus::{MixMinus, MixMinusError, Sources, MAX_SOURCE_PEAK};
 pub(crate) use simd::{Lanes, Simd};
 pub use strip::Strip;

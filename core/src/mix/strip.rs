@@ -44,6 +44,16 @@ impl Strip {
         }
     }
 
+    /// Unity gain, centre, unmuted, not soloed, with its left/right factors already at `current`:
+    /// for a strip that takes over a source already being heard at that level (a mix-minus
+    /// listener's first change of a source), so nothing fades.
+    pub(super) fn settled(current: [f32; 2]) -> Self {
+        Self {
+            current,
+            ..Self::new()
+        }
+    }
+
     /// Sets the pan, −1 (hard left) … 1 (hard right), clamped; NaN is ignored.
     pub fn set_pan(&mut self, pan: f32) {
         if !pan.is_nan() {
