@@ -11,6 +11,7 @@
 //! | module | concept |
 //! | --- | --- |
 //! | [`packet`] | the wire format: JackTrip's header, planar PCM16/PCM24/float32, Tutti's extension |
+//! | [`bundle`] | several whole packets in one data-channel message (a hub's forwarding to one listener) |
 //! | [`ring`] | the lock-free single-producer/single-consumer byte ring shared with JavaScript |
 //! | [`jitter`] | per-peer reordering, loss accounting and playout (submodules: the push and pop sides, the depth policy, lateness estimation, payload storage, local-stall detection) |
 //! | [`conceal`] | filling a missing block without a click |
@@ -31,6 +32,7 @@
 //! everything a quantum calls is real-time safe: no allocation, no lock, no log, no panic on any
 //! input. `core/tests/engine_alloc.rs` proves the allocation part with a counting allocator.
 
+pub mod bundle;
 pub mod capture;
 pub mod conceal;
 pub mod continuity;
@@ -46,3 +48,5 @@ pub mod ring;
 pub mod stats;
 #[cfg(test)]
 mod testing;
+#[cfg(test)]
+mod vectors;
