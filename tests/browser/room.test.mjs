@@ -561,15 +561,6 @@ test(
           members.map((m) => `${m.tone} Hz ${r.tones[m.tone].db.toFixed(1)} dBFS`).join(', '),
       );
     });
-    reports.forEach((r, i) => {
-      const own = members[i].tone;
-      checkTones(
-        r,
-        own,
-        members.map((m) => m.tone).filter((f) => f !== own),
-        `${members[i].name} after the soak`,
-      );
-    });
     /** When each page's underruns began, s into the soak. */
     const rises = [];
     for (let k = 1; k < polls.length; k++) {
@@ -582,7 +573,8 @@ test(
       const peers = Object.entries(a.perPeer).map(([peer, p]) => {
         const q = before[i].perPeer[peer] ?? {};
         return (
-          `${peer.slice(0, 6)}: buf ${p.bufferedMs.toFixed(1)}/${p.targetMs.toFixed(1)} ms, underruns ${p.underruns - (q.underruns ?? 0)} ` +
+          `${peer.slice(0, 6)}: received ${p.received - (q.received ?? 0)}, ` +
+          `buf ${p.bufferedMs.toFixed(1)}/${p.targetMs.toFixed(1)} ms, underruns ${p.underruns - (q.underruns ?? 0)} ` +
           `(late ${(p.lateUnderruns ?? 0) - (q.lateUnderruns ?? 0)}, stall ${(p.stallUnderruns ?? 0) - (q.stallUnderruns ?? 0)})`
         );
       });
@@ -592,6 +584,15 @@ test(
       `three pages, ${SOAK_SECONDS} s, CPU busy ${busy.toFixed(0)}%:\n${lines.join('\n')}` +
         (rises.length ? `\nunderruns began: ${rises.join(', ')}` : ''),
     );
+    reports.forEach((r, i) => {
+      const own = members[i].tone;
+      checkTones(
+        r,
+        own,
+        members.map((m) => m.tone).filter((f) => f !== own),
+        `${members[i].name} after the soak`,
+      );
+    });
     glitchVerdict(
       t,
       rises.length > 0 ? [`underruns with three pages: ${rises.join(', ')}`] : [],
