@@ -10,8 +10,11 @@ import {
   NP_GAPS_OVER_20MS,
   NP_OFFSET_US,
   NP_RTT_MS,
+  NP_BUFFERED,
   NP_SEND_QUEUE_MS,
   NP_STAMP_LAG_MS,
+  NP_TX_PACKETS,
+  NP_TX_SKIPPED,
   netPeerIndex,
 } from '../net/pump';
 
@@ -43,6 +46,11 @@ export interface PeerCounters {
   clockExchanges?: number;
   /** The send queue to the peer at the last send, as time, ms. */
   sendQueueMs?: number;
+  /** Packets the pump handed to the channel towards them, and skipped because its send queue
+   * was over the limit or closed (net/pump.ts); the queue's bytes at the last send. */
+  txPackets?: number;
+  txSkipped?: number;
+  sendBufferedBytes?: number;
   /** The last packet's arrival − the send time in its header, ms (one-way + clock offset). */
   stampLagMs?: number;
   // Where the dropouts come from (core/src/jitter, core/src/continuity.rs); optional so that
@@ -118,6 +126,9 @@ export function buildCounters(
       offsetUs: net ? nat(NP_OFFSET_US) : NaN,
       clockExchanges: nat(NP_EXCHANGES),
       sendQueueMs: nat(NP_SEND_QUEUE_MS),
+      txPackets: nat(NP_TX_PACKETS),
+      txSkipped: nat(NP_TX_SKIPPED),
+      sendBufferedBytes: nat(NP_BUFFERED),
       stampLagMs: net ? nat(NP_STAMP_LAG_MS) : NaN,
       lateUnderruns: s.lateUnderruns,
       stallUnderruns: s.stallUnderruns,
