@@ -30,8 +30,10 @@
 //! The host drives an [`engine::Engine`] once per 128-frame quantum — see the example in
 //! [`engine`]. Functions that may allocate say so (constructors, [`engine::Peer::new`]);
 //! everything a quantum calls is real-time safe: no allocation, no lock, no log, no panic on any
-//! input. `core/tests/engine_alloc.rs` proves the allocation part with a counting allocator.
+//! input. `core/tests/engine_alloc.rs` proves the allocation part with the counting allocator of
+//! [`alloc_watch`] (the hub's tests use it too).
 
+pub mod alloc_watch;
 pub mod bundle;
 pub mod capture;
 pub mod conceal;
@@ -40,6 +42,7 @@ pub mod drift;
 pub mod engine;
 pub mod jitter;
 pub mod latency;
+pub mod meters;
 pub mod mix;
 pub mod packet;
 pub mod probe;

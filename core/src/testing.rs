@@ -119,6 +119,24 @@ pub(crate) fn fit_sine(points: impl Iterator<Item = (f64, f64)>, w: f64) -> (f64
     ((yc * ss - ys * cs) / det, (ys * cc - yc * cs) / det)
 }
 
+/// The TypeScript mirror `ts` (named `file` in failures) exports each of `want` with the same
+/// value (it may export more).
+pub(crate) fn assert_ts_exports(ts: &str, file: &str, want: &[(&str, f64)]) {
+    let found = ts_numeric_constants(ts);
+    for (name, value) in want {
+        let got = found.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        assert_eq!(got, Some(*value), "{file} {name}");
+    }
+}
+
+/// A layout's reader refuses every strict prefix of the whole message `bytes` (`parses`: the
+/// reader accepts these bytes).
+pub(crate) fn assert_every_cut_refused(bytes: &[u8], parses: impl Fn(&[u8]) -> bool) {
+    for cut in 0..bytes.len() {
+        assert!(!parses(&bytes[..cut]), "{cut} of {} bytes", bytes.len());
+    }
+}
+
 /// Every `export const NAME = <number>;` line of a TypeScript mirror (layout constants), as
 /// (name, value); lines whose value is not a plain decimal number are skipped.
 pub(crate) fn ts_numeric_constants(src: &str) -> Vec<(String, f64)> {

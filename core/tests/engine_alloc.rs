@@ -6,11 +6,8 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use common::{sine_packet, Rng};
+use tutti_core::alloc_watch::{calls, watched, Counting};
 use tutti_core::capture::Destination;
 use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM, TAG_ECHO, TAG_SEND_QUEUE};
 use tutti_core::latency::HB_BLOCK_LEN;
@@ -18,45 +15,8 @@ use tutti_core::mix::{GainControl, MixMinus};
 use tutti_core::ring;
 use tutti_core::stats::BLOCK_LEN;
 
-struct Counting;
-
-thread_local! {
-    /// Only the test's own thread is watched: the harness's threads allocate as they please.
-    static WATCHING: Cell<bool> = const { Cell::new(false) };
-}
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if WATCHING.with(Cell::get) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if WATCHING.with(Cell::get) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
-        if WATCHING.with(Cell::get) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.realloc(ptr, layout, new)
-    }
-}
-
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn watched<T>(f: impl FnOnce() -> T) -> T {
-    WATCHING.with(|w| w.set(true));
-    let out = f();
-    WATCHING.with(|w| w.set(false));
-    out
-}
 
 #[test]
 fn render_path_never_allocates() {
@@ -168,11 +128,7 @@ fn render_path_never_allocates() {
             }
         });
     }
-    assert_eq!(
-        ALLOCATIONS.load(Ordering::SeqCst),
-        0,
-        "allocations on the render path"
-    );
+    assert_eq!(calls(), 0, "allocations on the render path");
     assert!(engine.counters().records_read > 10_000);
     assert!(engine.counters().packets_sent > 0);
     // Every stage was recorded on the way.
@@ -227,11 +183,7 @@ fn mix_minus_never_allocates() {
             }
         }
     });
-    assert_eq!(
-        ALLOCATIONS.load(Ordering::SeqCst),
-        0,
-        "allocations while mixing"
-    );
+    assert_eq!(calls(), 0, "allocations while mixing");
     assert!(refused > 0, "full change lists and own voices were refused");
     assert!(
         (0..SLOTS).any(|s| mix.changes(s) == 8),

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::packet;
-use crate::testing::ts_numeric_constants;
+use crate::testing::{assert_every_cut_refused, assert_ts_exports};
 use crate::vectors::{assert_refused, unhex, Json, JsonReader};
 
 fn vectors() -> Json {
@@ -77,13 +77,7 @@ fn packets_in_a_bundle_are_packets_with_their_stream_ids() {
 fn every_cut_of_a_bundle_is_refused() {
     let doc = vectors();
     let bytes = unhex(doc.get("valid").arr()[1].get("hex").str());
-    for cut in 0..bytes.len() {
-        assert!(
-            parse(&bytes[..cut]).is_err(),
-            "{cut} of {} bytes",
-            bytes.len()
-        );
-    }
+    assert_every_cut_refused(&bytes, |b| parse(b).is_ok());
     let mut longer = bytes.clone();
     longer.push(0);
     assert_eq!(
@@ -137,15 +131,14 @@ fn the_typescript_reader_uses_the_same_constants() {
     let ts = include_str!("../../../app/src/net/bundle.ts");
     // The magic is a pair there as here; the bad-magic vector holds both readers to it.
     assert!(ts.contains("BUNDLE_MAGIC: readonly [number, number] = [0x54, 0x42];"));
-    let found = ts_numeric_constants(ts);
-    let want = [
-        ("BUNDLE_VERSION", f64::from(BUNDLE_VERSION)),
-        ("BUNDLE_HEADER_LEN", BUNDLE_HEADER_LEN as f64),
-        ("ENTRY_LEN_BYTES", ENTRY_LEN_BYTES as f64),
-        ("MAX_BUNDLE_PACKETS", MAX_BUNDLE_PACKETS as f64),
-    ];
-    for (name, value) in want {
-        let got = found.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
-        assert_eq!(got, Some(value), "bundle.ts {name}");
-    }
+    assert_ts_exports(
+        ts,
+        "bundle.ts",
+        &[
+            ("BUNDLE_VERSION", f64::from(BUNDLE_VERSION)),
+            ("BUNDLE_HEADER_LEN", BUNDLE_HEADER_LEN as f64),
+            ("ENTRY_LEN_BYTES", ENTRY_LEN_BYTES as f64),
+            ("MAX_BUNDLE_PACKETS", MAX_BUNDLE_PACKETS as f64),
+        ],
+    );
 }

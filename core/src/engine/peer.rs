@@ -4,7 +4,7 @@
 
 use crate::continuity::Continuity;
 use crate::drift::DriftController;
-use crate::jitter::{JitterBuffer, JitterConfig, PopKind, PushOutcome};
+use crate::jitter::{JitterBuffer, JitterConfig, JitterCounters, PopKind, PushOutcome};
 use crate::latency::Histogram;
 use crate::mix::Strip;
 use crate::packet;
@@ -116,6 +116,29 @@ impl Peer {
     /// between the sender's and our devices (their own latency aside).
     pub fn one_way(&self) -> &Histogram {
         &self.one_way
+    }
+
+    /// The jitter buffer's counters (received, late, concealed, underruns ...).
+    pub fn jitter_counters(&self) -> JitterCounters {
+        self.jitter.counters()
+    }
+
+    /// Places one parsed packet in this peer's jitter buffer, for a host that plays its peers
+    /// itself (a hub's mix) instead of through the [`Engine`](super::Engine): `now` is the local
+    /// frame at which the current quantum starts. Real-time safe.
+    pub fn push(&mut self, pkt: &packet::Packet<'_>, now: u64) -> PushOutcome {
+        let outcome = self.jitter.push_noted(pkt, now, f64::NAN);
+        self.note_send_stamp(pkt, outcome);
+        outcome
+    }
+
+    /// Plays one quantum of this peer, the quantum starting at local frame `now`, into
+    /// `out_l`/`out_r` (overwritten) before its strip: what left the jitter buffer, concealment
+    /// and drift correction. The host mixes it itself. Real-time safe.
+    pub fn pull(&mut self, now: u64, out_l: &mut [f32; QUANTUM], out_r: &mut [f32; QUANTUM]) {
+        let mut bus_l = [0.0; QUANTUM];
+        let mut bus_r = [0.0; QUANTUM];
+        self.play(now, &mut bus_l, &mut bus_r, out_l, out_r, false, true);
     }
 
     /// Records the network one-way delay of a packet stamped `timestamp` (the sender's wall

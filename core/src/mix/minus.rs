@@ -31,10 +31,17 @@
 //! decoder of another format) is held to the same rule here, where one bad sample would otherwise
 //! poison the shared sum and every listener's limiter would silence the room.
 //!
+//! Source meters: the scan that checks each source block also meters it, with the ballistics of
+//! a strip's pre-fader meter (peak hold and fall, RMS), so a hub can tell each listener how loud
+//! every player arrives ([`MixMinus::source_meter`]) at no extra pass over the samples.
+//!
 //! Real-time safety: [`MixMinus::new`] allocates every listener's change list up front; the block
 //! functions and the setters allocate, lock and panic on nothing.
 
-use super::{pan_gains, solo_audible, Master, Strip, QUANTUM};
+use super::kernels::scan;
+use super::meter::MeterState;
+use super::simd::Simd;
+use super::{pan_gains, solo_audible, Master, Meter, Strip, QUANTUM};
 
 /// Largest sample magnitude a source block may hold (+12 dBFS); a block with a larger one, or a
 /// non-finite one, is rejected for that block.
@@ -114,6 +121,8 @@ pub struct MixMinus {
     live: Box<[bool]>,
     /// Blocks rejected per slot.
     rejected: Box<[u64]>,
+    /// Each source's pre-fader meter.
+    meters: Box<[MeterState]>,
     /// `D`: the default strip's left and right factors.
     default: [f32; 2],
     max_changes: usize,
@@ -130,6 +139,7 @@ impl MixMinus {
             sum: [[0.0; QUANTUM]; 2],
             live: vec![false; slots].into_boxed_slice(),
             rejected: vec![0; slots].into_boxed_slice(),
+            meters: vec![MeterState::default(); slots].into_boxed_slice(),
             default: [l, r],
             max_changes,
             listeners: (0..slots).map(|_| Listener::new(max_changes)).collect(),
@@ -141,8 +151,9 @@ impl MixMinus {
         self.listeners.len()
     }
 
-    /// Sums this block's live sources (slots beyond the capacity are not read). Call it once per
-    /// block, before [`MixMinus::render`] for each listener with the same `sources`.
+    /// Sums this block's live sources (slots beyond the capacity are not read) and meters each.
+    /// Call it once per block, before [`MixMinus::render`] for each listener with the same
+    /// `sources`.
     pub fn sum(&mut self, sources: &(impl Sources + ?Sized)) {
         let [sum_l, sum_r] = &mut self.sum;
         sum_l.fill(0.0);
@@ -152,10 +163,17 @@ impl MixMinus {
             let Some((l, r)) = sources.block(slot) else {
                 continue;
             };
-            if !(within_peak(l) && within_peak(r)) {
+            // One scan checks the block and meters it: a non-finite sample makes the sum of
+            // squares non-finite; its largest magnitude is the peak.
+            let stats = scan::<Simd>(l, r, QUANTUM);
+            if !(stats.is_finite()
+                && stats.peak[0] <= MAX_SOURCE_PEAK
+                && stats.peak[1] <= MAX_SOURCE_PEAK)
+            {
                 self.rejected[slot] += 1;
                 continue;
             }
+            self.meters[slot].update(QUANTUM, &stats);
             *live = true;
             add(sum_l, l, 1.0);
             add(sum_r, r, 1.0);
@@ -302,6 +320,27 @@ impl MixMinus {
         Ok(())
     }
 
+    /// Source `slot`'s pre-fader meter: how loud that player arrives, before anyone's fader.
+    /// Blocks left out (non-finite, too large) are not metered; a slot no block came to reads
+    /// silence.
+    pub fn source_meter(&self, slot: usize) -> Option<Meter> {
+        self.meters.get(slot).map(MeterState::reading)
+    }
+
+    /// Forgets every listener's strip for source `slot` (its client left), so that whoever takes
+    /// the slot next starts at the default for everyone, and the slot's meter. Keeps the change
+    /// lists' allocations.
+    pub fn forget_source(&mut self, slot: usize) {
+        if let Some(m) = self.meters.get_mut(slot) {
+            *m = MeterState::default();
+        }
+        for who in self.listeners.iter_mut() {
+            if let Some(at) = who.changes.iter().position(|c| c.source == slot) {
+                who.changes.swap_remove(at);
+            }
+        }
+    }
+
     /// Source blocks of `slot` left out for a non-finite or too large sample.
     pub fn rejected_blocks(&self, slot: usize) -> u64 {
         self.rejected.get(slot).copied().unwrap_or(0)
@@ -312,13 +351,6 @@ impl MixMinus {
 fn is_default(strip: &Strip) -> bool {
     use super::GainControl;
     strip.gain() == 1.0 && strip.pan() == 0.0 && !strip.mute() && !strip.solo()
-}
-
-/// Whether every sample is finite and within ±[`MAX_SOURCE_PEAK`] (`!(|x| <= peak)` also catches NaN).
-fn within_peak(block: &[f32; QUANTUM]) -> bool {
-    block
-        .iter()
-        .fold(true, |ok, x| ok & (x.abs() <= MAX_SOURCE_PEAK))
 }
 
 /// `out += k·x`.

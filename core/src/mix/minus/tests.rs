@@ -190,6 +190,27 @@ fn hostile_blocks_are_dropped_counted_and_disturb_nobody() {
 }
 
 #[test]
+fn a_forgotten_source_is_at_the_default_for_every_listener() {
+    let mut mix = MixMinus::new(SLOTS, 4);
+    for listener in [1, 2, 4] {
+        mix.strip_mut(listener, 0).unwrap().set_gain(0.25);
+    }
+    mix.strip_mut(1, 3).unwrap().set_gain(0.5);
+    mix.forget_source(0);
+    assert_eq!([mix.changes(1), mix.changes(2), mix.changes(4)], [1, 0, 0]);
+    assert!(mix.strip(1, 0).is_none() && mix.strip(1, 3).is_some());
+    // Heard at the default level again, by everyone but itself.
+    let outs = run(&mut mix, tones);
+    for listener in [1, 2, 4] {
+        let got = level(&outs[listener][0], HZ[0]);
+        assert!(
+            (got / centre() - 1.0).abs() < 1e-3,
+            "listener {listener}: {got}"
+        );
+    }
+}
+
+#[test]
 fn refusals_say_why() {
     let mut mix = MixMinus::new(3, 1);
     assert_eq!(mix.strip_mut(0, 0).err(), Some(MixMinusError::OwnVoice(0)));
@@ -349,4 +370,64 @@ fn equals_the_direct_mix_over_random_changes() {
         (0..N).all(|l| mix.changes(l) == 0),
         "all back at the default"
     );
+}
+
+#[test]
+fn source_meters_read_each_player_as_it_arrives_before_any_fader() {
+    let mut mix = MixMinus::new(SLOTS, 4);
+    // Faders do not move a source meter: it is the player's level, not a listener's.
+    mix.strip_mut(1, 0).unwrap().set_gain(0.0);
+    mix.strip_mut(2, 1).unwrap().set_pan(1.0);
+    // The worklet's strip, fed the same blocks, is the meter a mesh listener would see.
+    let mut strip = Strip::new();
+    let (mut l, mut r) = ([0.0; QUANTUM], [0.0; QUANTUM]);
+    for b in 0..1_500 {
+        let room = tones(b);
+        mix.sum(room.as_slice());
+        let [x, y] = room[0].unwrap();
+        strip.mix_into(&x, &y, &mut l, &mut r, true);
+    }
+    let amp = f64::from(AMP);
+    for slot in 0..4 {
+        let m = mix.source_meter(slot).unwrap();
+        for peak in [m.peak_l, m.peak_r] {
+            let peak = f64::from(peak);
+            assert!(
+                peak <= amp * 1.000_01 && peak >= amp * 0.999,
+                "slot {slot}: peak {peak}, tone {amp}"
+            );
+        }
+        for rms in [m.rms_l, m.rms_r] {
+            let want = amp * std::f64::consts::FRAC_1_SQRT_2;
+            assert!(
+                (f64::from(rms) / want - 1.0).abs() < 0.01,
+                "slot {slot}: RMS {rms}, want {want}"
+            );
+        }
+    }
+    let (ours, worklet) = (mix.source_meter(0).unwrap(), strip.meter());
+    for (a, b) in ours.to_f64s().iter().zip(worklet.to_f64s()) {
+        assert!(
+            (a - b).abs() < 1e-6,
+            "hub {ours:?}, worklet strip {worklet:?}"
+        );
+    }
+    assert_eq!(
+        mix.source_meter(4),
+        Some(Meter::default()),
+        "a listener only"
+    );
+    assert_eq!(mix.source_meter(SLOTS), None);
+    mix.forget_source(0);
+    assert_eq!(mix.source_meter(0), Some(Meter::default()));
+}
+
+#[test]
+fn a_hostile_block_is_not_metered() {
+    let mut mix = MixMinus::new(2, 1);
+    let mut x = [0.1f32; QUANTUM];
+    x[5] = f32::NAN;
+    mix.sum([Some([x, x]), Some([[0.5; QUANTUM]; 2])].as_slice());
+    assert_eq!(mix.source_meter(0), Some(Meter::default()));
+    assert_eq!(mix.source_meter(1).unwrap().peak_l, 0.5);
 }
