@@ -8,6 +8,7 @@ use clap::Parser;
 use serde_json::Value;
 
 use crate::attempts::Policy;
+use crate::hub::HubConfig;
 use crate::turn::TurnRest;
 
 /// Longest `--room-retention-hours`: a year.
@@ -173,6 +174,52 @@ pub struct Config {
     /// forgotten after 12 times this without an attempt.
     #[arg(long, env = "TUTTI_PASSWORD_BACKOFF_MAX_MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub password_backoff_max_ms: u64,
+
+    /// Run the media hub (rooms whose topology is `forward` or `mix` send their audio through
+    /// this server over WebRTC data channels). `--hub false` turns it off.
+    #[arg(long, env = "TUTTI_HUB", default_value_t = true, action = clap::ArgAction::Set)]
+    pub hub: bool,
+
+    /// Move a mesh room to the hub (forward) by itself when a member reports that its uplink no
+    /// longer carries the mesh, unless the room's owner chose the mesh. `--hub-auto false`
+    /// leaves every move to the owners.
+    #[arg(long, env = "TUTTI_HUB_AUTO", default_value_t = true, action = clap::ArgAction::Set)]
+    pub hub_auto: bool,
+
+    /// Hub worker threads (rooms are spread over them); 0 = one per core.
+    #[arg(long, env = "TUTTI_HUB_THREADS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=256))]
+    pub hub_threads: u32,
+
+    /// Real-time (SCHED_FIFO) priority of the hub's worker threads, 1-99, as audio servers ask
+    /// for theirs (JACK's default is 10); 0 keeps normal scheduling. When the system refuses,
+    /// the workers run at normal priority and the log says why.
+    #[arg(long, env = "TUTTI_HUB_PRIORITY", default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=99))]
+    pub hub_priority: u8,
+
+    /// Address browsers send hub audio to (the hub's ICE candidate): this machine's public or
+    /// LAN address. Default: the listen address, or 127.0.0.1 when listening on all interfaces.
+    #[arg(long, env = "TUTTI_HUB_ADDRESS")]
+    pub hub_address: Option<IpAddr>,
+
+    /// First hub UDP port (worker i uses port + i); 0 lets the system pick free ports.
+    #[arg(long, env = "TUTTI_HUB_PORT", default_value_t = 0)]
+    pub hub_port: u16,
+
+    /// TCP port of the hub's JackTrip handshake, on --addr: JackTrip clients join with
+    /// `jacktrip -C HOST -P PORT -K room/name` (their default port is 4464). 0 turns JackTrip
+    /// clients off.
+    #[arg(long, env = "TUTTI_JACKTRIP_PORT", default_value_t = 4464)]
+    pub jacktrip_port: u16,
+
+    /// The room a JackTrip client joins when its name (`-K`) has no `room/` in front. Without
+    /// it, such a client is refused.
+    #[arg(long, env = "TUTTI_JACKTRIP_ROOM")]
+    pub jacktrip_room: Option<String>,
+
+    /// First UDP port of the JackTrip clients' slots: the handshake answers this plus the
+    /// slot's number (JackTrip hubs use 61002 too).
+    #[arg(long, env = "TUTTI_JACKTRIP_UDP_BASE", default_value_t = 61_002, value_parser = clap::value_parser!(u16).range(1..))]
+    pub jacktrip_udp_base: u16,
 }
 
 impl Config {
@@ -182,6 +229,28 @@ impl Config {
         let mut c = Config::parse_from(["tutti-server"]);
         c.dist = dist.into();
         c
+    }
+
+    /// The hub's settings, `None` when it is off.
+    pub fn hub(&self) -> Option<HubConfig> {
+        if !self.hub {
+            return None;
+        }
+        let threads = match self.hub_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n as usize,
+        };
+        let advertise = self.hub_address.unwrap_or(match self.addr {
+            ip if ip.is_unspecified() => IpAddr::from([127, 0, 0, 1]),
+            ip => ip,
+        });
+        Some(HubConfig {
+            threads,
+            bind: self.addr,
+            advertise,
+            port: self.hub_port,
+            priority: self.hub_priority,
+        })
     }
 
     pub fn heartbeat(&self) -> Duration {
@@ -318,6 +387,20 @@ impl Config {
             return Err(format!(
                 "--password-backoff-max-ms must be at most {MAX_BACKOFF_MS} (a day), not {}.",
                 self.password_backoff_max_ms
+            ));
+        }
+        if let Some(room) = &self.jacktrip_room {
+            crate::protocol::validate_room(room).map_err(|e| {
+                format!(
+                    "--jacktrip-room (TUTTI_JACKTRIP_ROOM) {room:?} is not a room name: {}.",
+                    e.message
+                )
+            })?;
+        }
+        if self.jacktrip_port != 0 && self.jacktrip_port == self.port {
+            return Err(format!(
+                "--jacktrip-port must differ from --port ({}); 0 turns JackTrip clients off.",
+                self.port
             ));
         }
         parse_ice_servers(&self.ice_servers)
@@ -512,5 +595,57 @@ mod tests {
         };
         assert!(c.no_persist);
         assert_eq!(c.data_dir, PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn jacktrip_flags() {
+        let c = Config::with_dist("d");
+        assert_eq!(
+            (
+                c.jacktrip_port,
+                c.jacktrip_room.as_deref(),
+                c.jacktrip_udp_base
+            ),
+            (4464, None, 61_002)
+        );
+        let parse = |args: &[&str]| {
+            Config::try_parse_from([&["tutti-server"], args].concat()).map(|c| c.validate())
+        };
+        let Ok(c) = Config::try_parse_from([
+            "tutti-server",
+            "--jacktrip-port",
+            "0",
+            "--jacktrip-room",
+            "choir",
+            "--jacktrip-udp-base",
+            "50000",
+        ]) else {
+            panic!("flags parse")
+        };
+        assert_eq!(
+            (
+                c.jacktrip_port,
+                c.jacktrip_room.as_deref(),
+                c.jacktrip_udp_base
+            ),
+            (0, Some("choir"), 50_000)
+        );
+        assert!(c.validate().is_ok());
+        let r = parse(&["--jacktrip-room", "no spaces"]);
+        assert!(
+            matches!(r, Ok(Err(ref m)) if m.contains("--jacktrip-room")),
+            "{r:?}"
+        );
+        let r = parse(&["--port", "4464"]);
+        assert!(
+            matches!(r, Ok(Err(ref m)) if m.contains("--jacktrip-port")),
+            "{r:?}"
+        );
+        assert!(matches!(
+            parse(&["--port", "4464", "--jacktrip-port", "0"]),
+            Ok(Ok(_))
+        ));
+        assert!(parse(&["--jacktrip-udp-base", "0"]).is_err());
+        assert!(parse(&["--jacktrip-port", "65536"]).is_err());
     }
 }

@@ -23,6 +23,7 @@ pub mod attempts;
 pub mod budget;
 pub mod config;
 pub mod headers;
+pub mod hub;
 pub mod limits;
 pub mod log;
 pub mod origin;
@@ -85,6 +86,10 @@ const PURGE_EVERY_MAX: Duration = Duration::from_secs(60);
 /// State shared by all requests and connections.
 pub struct App {
     rooms: Rooms,
+    /// The media hub, unless `--hub false`.
+    hub: Option<hub::Hub>,
+    /// Rooms move to the hub by themselves on members' uplink reports (`--hub-auto`).
+    hub_auto: bool,
     attempts: Mutex<Attempts>,
     /// Wrong-password log lines, and refused-attempt log lines.
     failure_log: Mutex<LogBudget>,
@@ -214,6 +219,15 @@ impl fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
+/// The hub workers' figures, per worker (none when the hub is off); see [`Server::hub_stats`].
+pub struct HubStats(Arc<App>);
+
+impl HubStats {
+    pub fn snapshot(&self) -> Vec<hub::worker::StatsSnapshot> {
+        self.0.hub.as_ref().map(|h| h.stats()).unwrap_or_default()
+    }
+}
+
 /// A server bound to its port, not yet serving.
 pub struct Server {
     listener: TcpListener,
@@ -224,6 +238,10 @@ pub struct Server {
     shutdown: watch::Sender<bool>,
     url: String,
     local_addr: SocketAddr,
+    /// The JackTrip handshake port (with the hub, unless `--jacktrip-port 0`).
+    jacktrip: Option<hub::jacktrip::listener::JackTripListener>,
+    /// What the hub's workers report (JackTrip clients that ended).
+    hub_events: Option<tokio::sync::mpsc::UnboundedReceiver<hub::HubEvent>>,
 }
 
 impl Server {
@@ -294,8 +312,32 @@ impl Server {
             "rooms: {kept} kept, in {kept_in}; kept {:?} h after they empty",
             config.room_retention_hours
         );
+        let (hub_tx, hub_events) = tokio::sync::mpsc::unbounded_channel();
+        let hub = match config.hub() {
+            Some(hub_config) => {
+                let hub = hub::Hub::start(&hub_config, Some(hub_tx)).map_err(|error| {
+                    StartError::Bind {
+                        addr: SocketAddr::new(hub_config.bind, hub_config.port),
+                        error,
+                    }
+                })?;
+                tracing::info!(
+                    "hub: {} worker(s), UDP {}",
+                    hub_config.threads,
+                    hub.addresses()
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                );
+                Some(hub)
+            }
+            None => None,
+        };
         let app = Arc::new(App {
             rooms,
+            hub_auto: config.hub_auto,
+            hub,
             attempts: Mutex::new(Attempts::new(config.password_policy(), ATTEMPTS_TRACKED)),
             failure_log: Mutex::new(LogBudget::new(PASSWORD_FAILURE_LINES, PASSWORD_LOG_WINDOW)),
             refusal_log: Mutex::new(LogBudget::new(PASSWORD_REFUSAL_LINES, PASSWORD_LOG_WINDOW)),
@@ -329,6 +371,32 @@ impl Server {
             shutdown: shutdown_rx,
             idle: Notify::new(),
         });
+        let jacktrip = if app.hub.is_some() && config.jacktrip_port != 0 {
+            let addr = SocketAddr::new(config.addr, config.jacktrip_port);
+            let admission = hub::admit::Admission {
+                app: app.clone(),
+                bind: config.addr,
+                udp_base: config.jacktrip_udp_base,
+            };
+            let listener_config = hub::jacktrip::listener::ListenerConfig {
+                default_room: config.jacktrip_room.clone(),
+                ..Default::default()
+            };
+            let listener = hub::jacktrip::listener::JackTripListener::bind(
+                addr,
+                listener_config,
+                Arc::new(admission),
+            )
+            .await
+            .map_err(|error| StartError::Bind { addr, error })?;
+            tracing::info!(
+                "jacktrip: handshake on TCP {addr}, UDP from port {}",
+                config.jacktrip_udp_base
+            );
+            Some(listener)
+        } else {
+            None
+        };
         let transport = Transport {
             tls,
             header_timeout: config.header_timeout(),
@@ -342,6 +410,8 @@ impl Server {
             shutdown,
             url,
             local_addr,
+            jacktrip,
+            hub_events: Some(hub_events),
         })
     }
 
@@ -352,6 +422,16 @@ impl Server {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Reads the hub workers' figures while the server runs (`run` takes the server itself).
+    pub fn hub_stats(&self) -> HubStats {
+        HubStats(self.app.clone())
+    }
+
+    /// The JackTrip handshake's address, when JackTrip clients are on.
+    pub fn jacktrip_addr(&self) -> Option<SocketAddr> {
+        self.jacktrip.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// Serves until `signal` completes, then shuts down: stops accepting, tells every
@@ -365,6 +445,8 @@ impl Server {
             app,
             shutdown,
             local_addr,
+            jacktrip,
+            hub_events,
             ..
         } = self;
         let tls = transport.tls.is_some();
@@ -402,11 +484,30 @@ impl Server {
             ))
         });
         let purge = tokio::spawn(purge_loop(app.clone()));
+        let hub_report = app
+            .hub
+            .is_some()
+            .then(|| tokio::spawn(hub_report_loop(app.clone())));
+        let departures =
+            hub_events.map(|events| tokio::spawn(hub::admit::departures(app.clone(), events)));
+        let jacktrip = jacktrip.map(|listener| {
+            let mut stopping = app.shutdown.clone();
+            tokio::spawn(listener.run(async move {
+                let _ = stopping.wait_for(|&s| s).await;
+            }))
+        });
         let mut signal = tokio::spawn(signal);
         tokio::select! {
             result = &mut server => {
                 signal.abort();
                 sweeper.abort();
+                for task in jacktrip
+                    .iter()
+                    .chain(departures.iter())
+                    .chain(hub_report.iter())
+                {
+                    task.abort();
+                }
                 return result.map_err(io::Error::other)?;
             }
             _ = &mut signal => {}
@@ -425,6 +526,13 @@ impl Server {
         sweeper.abort();
         app.sweep(true);
         purge.abort();
+        for task in jacktrip
+            .iter()
+            .chain(departures.iter())
+            .chain(hub_report.iter())
+        {
+            task.abort();
+        }
         match drained {
             Ok(()) => tracing::info!("stopped"),
             Err(_) => tracing::info!("stopped (some connections did not close in time)"),
@@ -473,6 +581,31 @@ pub(crate) fn unix_ms() -> u64 {
 
 /// Drops expired rooms and idle limiter counters, and logs how many password lines were held
 /// back, every [`App::purge_every`].
+/// How often the hub's workers are asked what went wrong.
+const HUB_REPORT_EVERY: Duration = Duration::from_secs(10);
+
+/// Every [`HUB_REPORT_EVERY`], one warning per hub worker whose trouble figures grew (see
+/// `StatsSnapshot::trouble_since`): what an operator needs to see when listeners hear gaps.
+async fn hub_report_loop(app: Arc<App>) {
+    let Some(hub) = app.hub.as_ref() else {
+        return;
+    };
+    let mut every = tokio::time::interval(HUB_REPORT_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every.tick().await;
+    let mut last = hub.stats();
+    loop {
+        every.tick().await;
+        let now = hub.stats();
+        for (i, (was, is)) in last.iter().zip(&now).enumerate() {
+            if let Some(line) = is.trouble_since(was, HUB_REPORT_EVERY.as_secs_f64()) {
+                tracing::warn!("hub worker {i}: {line}");
+            }
+        }
+        last = now;
+    }
+}
+
 async fn purge_loop(app: Arc<App>) {
     let mut every = tokio::time::interval(app.purge_every);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -62,18 +62,24 @@
 //!   and its connection is closed with code 4001; the others get `peer-left` with reason
 //!   `removed`; `P2`'s token is refused by the room for the retention time. Removing oneself
 //!   is `bad-message` (leave instead); a `P2` not in the room is `unknown-peer`.
+//! - `hub-offer`, `topology` and `hub-mix`: the hub's messages, described in
+//!   [`crate::hub::signal`]; `uplink`, a member's report that the mesh no longer fits its
+//!   uplink, in [`crate::hub::uplink`].
 //! - `{"type":"ping","t":number?}` → `{"type":"pong","t":same}` (`t` omitted if it was absent),
 //!   answered whether joined or not.
 //!
 //! # Server → client
 //!
-//! - `{"type":"welcome","room":R,"peer":P,"peers":[{"peer":P2,"name":N2},...],"cap":16,
-//!   "owner"?:O,"isOwner":B,"locked":B,"protected":B}`: the members already there (not
+//! - `{"type":"welcome","room":R,"peer":P,"stream":S,"peers":[{"peer":P2,"name":N2,"stream":S2},
+//!   ...],"cap":16,"owner"?:O,"isOwner":B,"locked":B,"protected":B,"topology":T}`: the members
+//!   already there (not
 //!   including self), in join order. `owner` (the owner secret, 32 lowercase hex) goes ONLY to
 //!   the member who created the room or who gave the right owner secret; the client keeps it
 //!   (per room) to be the owner again later. `isOwner` says whether this member may `lock` and
 //!   `remove`; `locked` whether the room is locked; `protected` whether it has a password.
-//! - `{"type":"peer-joined","peer":P2,"name":N2}` to the other members when someone joins.
+//! - `{"type":"peer-joined","peer":P2,"name":N2,"stream":S2}` to the other members when someone
+//!   joins. Stream ids and topology: see [`crate::hub::signal`].
+//! - `{"type":"topology","mode":T}` and `{"type":"hub-answer","sdp":S}`: see [`crate::hub::signal`].
 //! - `{"type":"peer-left","peer":P2,"reason":"left"|"closed"|"timeout"|"removed"}` to the
 //!   remaining members.
 //! - `{"type":"room","locked":B}` to every member when the owner locks or unlocks the room.
@@ -85,7 +91,8 @@
 //!   `rate-limited`, `wrong-password`, `no-password`, `too-many-attempts` (also carries
 //!   `"retryAfterMs":N`, the milliseconds before a password may be tried again; the connection
 //!   stays open), `room-full`, `room-locked`, `not-owner`, `removed`, `bad-room`, `bad-name`,
-//!   `bad-peer-id`, `peer-id-taken`, `already-joined`, `not-joined` (signal, leave, lock or
+//!   `bad-peer-id`, `peer-id-taken`, `already-joined`, `hub-unavailable`, `topology-refused` (back
+//!   to a mesh while JackTrip players are in the room), `not-joined` (signal, leave, lock or
 //!   remove before join), `unknown-peer`, `replaced`, `shutting-down`.
 //!
 //! # Close codes
@@ -117,6 +124,10 @@
 //!   not announced as leaving: they keep their places and come back with their tokens.
 
 use serde_json::{json, Map, Value};
+
+use crate::hub::signal::{self, Topology};
+use crate::hub::uplink::{self, UplinkReport};
+use crate::hub::PersonalMix;
 
 /// Longest password accepted, in bytes.
 pub const MAX_PASSWORD_BYTES: usize = 128;
@@ -161,6 +172,16 @@ pub enum ClientMessage {
     Ping {
         t: Option<Value>,
     },
+    HubOffer {
+        sdp: String,
+        /// The member's own packets come back to it (the sound check through the server).
+        echo: bool,
+    },
+    Topology {
+        mode: Topology,
+    },
+    HubMix(PersonalMix),
+    Uplink(UplinkReport),
 }
 
 /// A validated join request.
@@ -259,6 +280,12 @@ pub fn parse(text: &str) -> Result<ClientMessage, ProtocolError> {
             Some(_) => Err(bad_message("Field \"peer\" must be a string (a peer id).")),
             None => Err(bad_message("Field \"peer\" is missing.")),
         },
+        "hub-offer" => {
+            signal::parse_offer(&obj).map(|(sdp, echo)| ClientMessage::HubOffer { sdp, echo })
+        }
+        "topology" => signal::parse_topology(&obj).map(|mode| ClientMessage::Topology { mode }),
+        "hub-mix" => signal::parse_mix(&obj).map(ClientMessage::HubMix),
+        "uplink" => uplink::parse_report(&obj).map(ClientMessage::Uplink),
         "ping" => match obj.remove("t") {
             None => Ok(ClientMessage::Ping { t: None }),
             Some(t @ Value::Number(_)) => Ok(ClientMessage::Ping { t: Some(t) }),
@@ -454,24 +481,47 @@ pub struct WelcomeRoom<'a> {
     pub locked: bool,
     /// The room has a password.
     pub protected: bool,
+    pub topology: Topology,
 }
 
-/// `{"type":"welcome",...}`; `peers` are `(peer, name)` in join order.
+/// A member as `welcome` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerEntry {
+    pub peer: String,
+    pub name: String,
+    pub stream: u16,
+    /// A native JackTrip client (listed with `"kind":"jacktrip"`), not a browser.
+    pub jacktrip: bool,
+}
+
+/// The `kind` a native JackTrip member is listed with.
+pub const KIND_JACKTRIP: &str = "jacktrip";
+
+/// `{"type":"welcome",...}`; `peers` in join order; `stream` the new member's own.
 pub fn welcome(
     room: &str,
     peer: &str,
-    peers: &[(String, String)],
+    stream: u16,
+    peers: &[PeerEntry],
     cap: usize,
     info: WelcomeRoom<'_>,
 ) -> String {
     let peers: Vec<Value> = peers
         .iter()
-        .map(|(p, n)| json!({"peer": p, "name": n}))
+        .map(|p| {
+            let mut entry = json!({"peer": p.peer, "name": p.name, "stream": p.stream});
+            if p.jacktrip {
+                entry["kind"] = json!(KIND_JACKTRIP);
+            }
+            entry
+        })
         .collect();
     let mut v = json!({
         "type": "welcome",
         "room": room,
         "peer": peer,
+        "stream": stream,
+        "topology": info.topology.as_str(),
         "peers": peers,
         "cap": cap,
         "isOwner": info.is_owner,
@@ -484,8 +534,16 @@ pub fn welcome(
     v.to_string()
 }
 
-pub fn peer_joined(peer: &str, name: &str) -> String {
-    json!({"type": "peer-joined", "peer": peer, "name": name}).to_string()
+pub fn peer_joined(peer: &str, name: &str, stream: u16) -> String {
+    json!({"type": "peer-joined", "peer": peer, "name": name, "stream": stream}).to_string()
+}
+
+/// `peer-joined` for a native JackTrip client (no signaling of its own: it is heard through
+/// the hub only).
+pub fn peer_joined_jacktrip(peer: &str, name: &str, stream: u16) -> String {
+    json!({"type": "peer-joined", "peer": peer, "name": name, "stream": stream,
+           "kind": KIND_JACKTRIP})
+    .to_string()
 }
 
 /// Why a member left, as sent in `peer-left`.
@@ -739,12 +797,30 @@ mod tests {
             is_owner: true,
             locked: false,
             protected: true,
+            topology: Topology::Mix,
         };
+        let peers = [
+            PeerEntry {
+                peer: P.to_owned(),
+                name: "Ann".to_owned(),
+                stream: 7,
+                jacktrip: false,
+            },
+            PeerEntry {
+                peer: P.to_owned(),
+                name: "Jo".to_owned(),
+                stream: 8,
+                jacktrip: true,
+            },
+        ];
         let w: Value =
-            serde_json::from_str(&welcome("r", P, &[], 16, info)).expect("welcome is JSON");
+            serde_json::from_str(&welcome("r", P, 3, &peers, 16, info)).expect("welcome is JSON");
         assert_eq!(
             w,
-            json!({"type": "welcome", "room": "r", "peer": P, "peers": [], "cap": 16,
+            json!({"type": "welcome", "room": "r", "peer": P, "stream": 3, "cap": 16,
+                   "peers": [{"peer": P, "name": "Ann", "stream": 7},
+                             {"peer": P, "name": "Jo", "stream": 8, "kind": "jacktrip"}],
+                   "topology": "mix",
                    "owner": P, "isOwner": true, "locked": false, "protected": true})
         );
         let info = WelcomeRoom {
@@ -753,7 +829,7 @@ mod tests {
             ..info
         };
         let w: Value =
-            serde_json::from_str(&welcome("r", P, &[], 16, info)).expect("welcome is JSON");
+            serde_json::from_str(&welcome("r", P, 1, &[], 16, info)).expect("welcome is JSON");
         assert!(w.get("owner").is_none() && w["isOwner"] == false);
         assert_eq!(room_state(true), r#"{"locked":true,"type":"room"}"#);
         assert_eq!(

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::attempts::RoomTag;
+use crate::hub::signal::{Topology, MAX_STREAM};
 use crate::password::{digest, digest_eq, Digest32};
 use crate::protocol;
 use crate::rooms::Outbox;
@@ -65,6 +66,8 @@ pub(crate) struct Member {
     /// Its connection; `None` while away.
     pub(crate) outbox: Option<Outbox>,
     pub(crate) away_since: Option<u64>,
+    /// Its stream id in this room (see [`crate::hub::signal`]).
+    pub(crate) stream: u16,
 }
 
 impl Member {
@@ -88,6 +91,15 @@ impl Member {
     }
 }
 
+/// A native JackTrip client in the room: a member without a signaling connection, heard and
+/// hearing through the hub only. Never stored, never away: it is in the room while its UDP
+/// session lasts.
+pub(crate) struct Native {
+    pub(crate) peer: String,
+    pub(crate) name: String,
+    pub(crate) stream: u16,
+}
+
 pub(crate) struct Room {
     /// Argon2id PHC string.
     pub(crate) password: Option<Arc<str>>,
@@ -98,6 +110,14 @@ pub(crate) struct Room {
     pub(crate) bans: Vec<BanRecord>,
     /// Set exactly while no member is connected.
     pub(crate) empty_since: Option<u64>,
+    /// How its audio travels (not stored: a room kept across a restart starts as a mesh).
+    pub(crate) topology: Topology,
+    /// Its owner chose the mesh: members' uplink reports no longer move it to the hub.
+    pub(crate) pinned: bool,
+    /// The last stream id given out.
+    pub(crate) stream_seq: u16,
+    /// Its JackTrip clients, in join order (they count toward the cap).
+    pub(crate) natives: Vec<Native>,
 }
 
 impl Room {
@@ -127,10 +147,33 @@ impl Room {
         self.connected().count()
     }
 
+    /// Places taken toward the cap: connected members and JackTrip clients.
+    pub(crate) fn places_taken(&self) -> usize {
+        self.connected_count() + self.natives.len()
+    }
+
+    /// Whether `peer` names a member (connected or away) or a JackTrip client.
+    pub(crate) fn has_peer(&self, peer: &str) -> bool {
+        self.members.iter().any(|m| m.peer == peer) || self.natives.iter().any(|n| n.peer == peer)
+    }
+
     pub(crate) fn broadcast(&self, text: &str, except: Option<&str>) {
         for (m, o) in self.connected() {
             if Some(m.peer.as_str()) != except {
                 o.send_text(text.to_owned());
+            }
+        }
+    }
+
+    /// A stream id no member holds: the next after the last one given, so an id that just
+    /// went is not reused at once (a late packet of the old member cannot pass as the new one's).
+    pub(crate) fn new_stream(&mut self) -> u16 {
+        loop {
+            self.stream_seq = self.stream_seq % MAX_STREAM + 1;
+            let taken = self.members.iter().any(|m| m.stream == self.stream_seq)
+                || self.natives.iter().any(|n| n.stream == self.stream_seq);
+            if !taken {
+                return self.stream_seq;
             }
         }
     }
@@ -153,17 +196,29 @@ impl Room {
         secret: Option<&str>,
         cap: usize,
     ) -> String {
-        let others: Vec<(String, String)> = self
+        let others: Vec<protocol::PeerEntry> = self
             .connected()
             .filter(|(m, _)| m.peer != member.peer)
-            .map(|(m, _)| (m.peer.clone(), m.name.clone()))
+            .map(|(m, _)| protocol::PeerEntry {
+                peer: m.peer.clone(),
+                name: m.name.clone(),
+                stream: m.stream,
+                jacktrip: false,
+            })
+            .chain(self.natives.iter().map(|n| protocol::PeerEntry {
+                peer: n.peer.clone(),
+                name: n.name.clone(),
+                stream: n.stream,
+                jacktrip: true,
+            }))
             .collect();
         let info = protocol::WelcomeRoom {
             owner_secret: secret,
             is_owner: member.owner,
             locked: self.locked,
             protected: self.password.is_some(),
+            topology: self.topology,
         };
-        protocol::welcome(name, &member.peer, &others, cap, info)
+        protocol::welcome(name, &member.peer, member.stream, &others, cap, info)
     }
 }

@@ -26,10 +26,12 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, Notify};
 
 use crate::budget::{self, QueueBudget};
+use crate::hub::signal::{self, Topology};
+use crate::hub::uplink::{self, UplinkReport};
 use crate::password::{digest, digest_eq, random_hex_id, Digest32};
 use crate::protocol::{self, Join, LeaveReason, ProtocolError};
 pub use crate::room::RoomId;
-use crate::room::{Member, Room};
+use crate::room::{Member, Native, Room};
 use crate::store::{BanRecord, Store};
 
 /// What a connection's writer sends on the socket.
@@ -171,8 +173,13 @@ impl Rooms {
                 bans: stored.bans,
                 // A crash left no time: the room empties now.
                 empty_since: Some(stored.room.empty_since.unwrap_or(now)),
+                topology: Topology::Mesh,
+                pinned: false,
+                stream_seq: 0,
+                natives: Vec::new(),
             };
             for m in stored.members {
+                let stream = room.new_stream();
                 room.members.push(Member {
                     peer: m.peer,
                     name: String::new(),
@@ -180,6 +187,7 @@ impl Rooms {
                     owner: m.owner,
                     outbox: None,
                     away_since: Some(m.away_since.unwrap_or(now)),
+                    stream,
                 });
             }
             if stored.room.empty_since.is_none() {
@@ -297,12 +305,13 @@ impl Rooms {
             }
         }
         let connected = room.connected_count();
+        let taken = room.places_taken();
         let replacing = returning.is_some_and(|i| room.members[i].outbox.is_some());
-        if !replacing && connected >= self.cap {
+        if !replacing && taken >= self.cap {
             return Err(ProtocolError::new(
                 "room-full",
                 format!(
-                    "Room \"{}\" is full ({connected} of {} places taken).",
+                    "Room \"{}\" is full ({taken} of {} places taken).",
                     join.room, self.cap
                 ),
             ));
@@ -326,6 +335,7 @@ impl Rooms {
                 i
             }
             None => {
+                let stream = room.new_stream();
                 room.members.push(Member {
                     peer: join.peer.clone(),
                     name: join.name.clone(),
@@ -333,6 +343,7 @@ impl Rooms {
                     owner: given_owner,
                     outbox: Some(outbox.clone()),
                     away_since: None,
+                    stream,
                 });
                 room.members.len() - 1
             }
@@ -342,7 +353,7 @@ impl Rooms {
         inner.store.put_member(&id, &member.record());
         if !replacing {
             room.broadcast(
-                &protocol::peer_joined(&join.peer, &join.name),
+                &protocol::peer_joined(&join.peer, &join.name, member.stream),
                 Some(&join.peer),
             );
         }
@@ -398,6 +409,7 @@ impl Rooms {
             owner: true,
             outbox: Some(outbox.clone()),
             away_since: None,
+            stream: 1,
         };
         let room = Room {
             password,
@@ -406,6 +418,10 @@ impl Rooms {
             members: vec![member],
             bans: Vec::new(),
             empty_since: None,
+            topology: Topology::Mesh,
+            pinned: false,
+            stream_seq: 1,
+            natives: Vec::new(),
         };
         outbox.send_text(room.welcome(&join.room, &room.members[0], Some(&secret), self.cap));
         inner.store.put_room(&id, &room.record());
@@ -555,6 +571,81 @@ impl Rooms {
         Ok(room.connected_count())
     }
 
+    /// Sets room `id`'s topology for `peer` on connection `conn`, if it is an owner; every
+    /// member hears `topology`. Returns whether it changed.
+    pub fn set_topology(
+        &self,
+        id: &RoomId,
+        peer: &str,
+        conn: u64,
+        mode: Topology,
+    ) -> Result<bool, ProtocolError> {
+        let mut guard = self.lock();
+        let room = owner_room(&mut guard.rooms, id, peer, conn)?;
+        if mode == Topology::Mesh && !room.natives.is_empty() {
+            return Err(ProtocolError::new(
+                "topology-refused",
+                format!(
+                    "The room stays on the hub while JackTrip players are in it ({}): they \
+                     are heard only through the hub.",
+                    room.natives
+                        .iter()
+                        .map(|n| n.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        let changed = room.topology != mode;
+        room.topology = mode;
+        // The owner's mesh stands: reports of full uplinks no longer move it.
+        room.pinned = mode == Topology::Mesh;
+        room.broadcast(&signal::topology(mode), None);
+        Ok(changed)
+    }
+
+    /// A member's report that the mesh no longer fits its uplink (`uplink`): when it moves
+    /// room `id` to the hub in forward mode (see [`crate::hub::uplink`]), every member hears
+    /// `topology` with the reason, which is returned. `allowed`: the server may move rooms by
+    /// itself (`--hub-auto`, with the hub running).
+    pub fn uplink_report(
+        &self,
+        id: &RoomId,
+        peer: &str,
+        conn: u64,
+        report: &UplinkReport,
+        allowed: bool,
+    ) -> Result<Option<String>, ProtocolError> {
+        let mut guard = self.lock();
+        let room = guard.rooms.get_mut(id).ok_or_else(not_joined)?;
+        let me = room.held(peer, conn).ok_or_else(not_joined)?;
+        if !allowed {
+            return Ok(None);
+        }
+        let players = room.places_taken();
+        let name = &room.members[me].name;
+        let Some(reason) = uplink::move_reason(report, name, players, room.topology, room.pinned)
+        else {
+            return Ok(None);
+        };
+        room.topology = Topology::Forward;
+        room.broadcast(&uplink::moved(Topology::Forward, &reason), None);
+        Ok(Some(reason))
+    }
+
+    /// The stream id of `peer` (on connection `conn`) in room `id`, and the room's topology.
+    pub fn hub_member(
+        &self,
+        id: &RoomId,
+        peer: &str,
+        conn: u64,
+    ) -> Result<(u16, Topology), ProtocolError> {
+        let inner = self.lock();
+        let room = inner.rooms.get(id).ok_or_else(not_joined)?;
+        let me = room.held(peer, conn).ok_or_else(not_joined)?;
+        Ok((room.members[me].stream, room.topology))
+    }
+
     /// Relays `data` from `from` (on connection `conn`) to `to`, both in room `id`.
     pub fn signal(
         &self,
@@ -577,6 +668,85 @@ impl Rooms {
         };
         outbox.send_text(protocol::signal(from, data));
         Ok(())
+    }
+
+    /// Adds a JackTrip client named `name` to the public room `room`: the room must exist, have
+    /// no password, not be locked, have a free place and run through the hub (`forward` or
+    /// `mix`). Returns its new peer id, its stream id and the room's topology; the members hear
+    /// `peer-joined` with `"kind":"jacktrip"`. Nothing is stored.
+    pub fn add_native(
+        &self,
+        room: &str,
+        name: &str,
+    ) -> Result<(String, u16, Topology), ProtocolError> {
+        let id = RoomId::new(room, None);
+        let mut guard = self.lock();
+        let Some(r) = guard.rooms.get_mut(&id) else {
+            return Err(ProtocolError::new(
+                "no-room",
+                format!("There is no room \"{room}\": a browser must open it first."),
+            ));
+        };
+        if r.password.is_some() {
+            return Err(ProtocolError::new(
+                "wrong-password",
+                format!("Room \"{room}\" has a password; JackTrip clients cannot give one."),
+            ));
+        }
+        if r.locked {
+            return Err(ProtocolError::new(
+                "room-locked",
+                format!("Room \"{room}\" is locked: nobody new can join."),
+            ));
+        }
+        if r.topology.hub_mode().is_none() {
+            return Err(ProtocolError::new(
+                "not-hub",
+                format!(
+                    "Room \"{room}\" is a mesh; its owner must switch it to forward or mix first."
+                ),
+            ));
+        }
+        let taken = r.places_taken();
+        if taken >= self.cap {
+            return Err(ProtocolError::new(
+                "room-full",
+                format!(
+                    "Room \"{room}\" is full ({taken} of {} places taken).",
+                    self.cap
+                ),
+            ));
+        }
+        let peer = loop {
+            let peer = random_hex_id()
+                .map_err(|_| ProtocolError::new("bad-message", "The server has no randomness."))?;
+            if !r.has_peer(&peer) {
+                break peer;
+            }
+        };
+        let stream = r.new_stream();
+        r.broadcast(&protocol::peer_joined_jacktrip(&peer, name, stream), None);
+        r.natives.push(Native {
+            peer: peer.clone(),
+            name: name.to_owned(),
+            stream,
+        });
+        Ok((peer, stream, r.topology))
+    }
+
+    /// Takes the JackTrip client `peer` out of room `id`; the members hear `peer-left` with
+    /// `reason`. Returns whether it was there.
+    pub fn remove_native(&self, id: &RoomId, peer: &str, reason: LeaveReason) -> bool {
+        let mut guard = self.lock();
+        let Some(room) = guard.rooms.get_mut(id) else {
+            return false;
+        };
+        let Some(i) = room.natives.iter().position(|n| n.peer == peer) else {
+            return false;
+        };
+        room.natives.remove(i);
+        room.broadcast(&protocol::peer_left(peer, reason), None);
+        true
     }
 
     /// Forgets expired rooms, bans and away members. Returns the number of rooms forgotten.
@@ -646,7 +816,7 @@ fn owner_room<'a>(
     if !room.members[me].owner {
         return Err(ProtocolError::new(
             "not-owner",
-            "Only the room's owner can lock it or remove members.",
+            "Only the room's owner can lock it, remove members or change its topology.",
         ));
     }
     Ok(room)
@@ -836,7 +1006,10 @@ mod tests {
         );
         let w = &texts(&mut rb)[0];
         assert!(w.get("owner").is_none() && w["isOwner"] == false, "{w}");
-        assert_eq!(w["peers"], json!([{"peer": hex('a'), "name": "na"}]));
+        assert_eq!(
+            w["peers"],
+            json!([{"peer": hex('a'), "name": "na", "stream": 1}])
+        );
 
         // The owner secret makes another member an owner, and is echoed to it.
         let (c, mut rc) = outbox(3);
@@ -905,7 +1078,7 @@ mod tests {
         );
         assert_eq!(
             texts(&mut rd)[0]["peers"],
-            json!([{"peer": hex('a'), "name": "na"}])
+            json!([{"peer": hex('a'), "name": "na", "stream": 1}])
         );
         assert_eq!(rooms.counts(), (3, 4));
         assert_eq!(RoomId::new("jam", Some(KEY)).to_string(), "jam private");
@@ -1100,11 +1273,11 @@ mod tests {
         );
         assert_eq!(
             texts(&mut rb2)[0]["peers"],
-            json!([{"peer": hex('a'), "name": "na"}])
+            json!([{"peer": hex('a'), "name": "na", "stream": 1}])
         );
         assert_eq!(
             texts(&mut ra2),
-            vec![json!({"type": "peer-joined", "peer": hex('b'), "name": "nb"})]
+            vec![json!({"type": "peer-joined", "peer": hex('b'), "name": "nb", "stream": 2})]
         );
         // The owner secret still works.
         let (d, mut rd) = outbox(13);
@@ -1149,6 +1322,103 @@ mod tests {
         );
         rooms.purge(restart + 24 * HOUR);
         assert_eq!(rooms.counts(), (0, 0));
+    }
+
+    #[test]
+    fn jacktrip_clients_join_public_hub_rooms_only() {
+        let rooms = rooms(3);
+        assert_eq!(code(rooms.add_native("r", "Jo")), Some("no-room"));
+        let (a, mut ra) = outbox(1);
+        enter(&rooms, &join("r", 'a', '1', None), &a, T0).expect("a creates r");
+        assert_eq!(code(rooms.add_native("r", "Jo")), Some("not-hub"));
+        rooms
+            .set_topology(&id("r"), &hex('a'), 1, Topology::Mix)
+            .expect("the owner sets the topology");
+        owner_a_locks(&rooms, 1, true);
+        assert_eq!(code(rooms.add_native("r", "Jo")), Some("room-locked"));
+        owner_a_locks(&rooms, 1, false);
+        texts(&mut ra);
+        let (jo, stream, mode) = rooms.add_native("r", "Jo").expect("Jo joins");
+        assert_eq!((stream, mode), (2, Topology::Mix));
+        assert_eq!(jo.len(), 32);
+        assert!(jo.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(
+            texts(&mut ra),
+            vec![
+                json!({"type": "peer-joined", "peer": jo, "name": "Jo", "stream": 2,
+                        "kind": "jacktrip"})
+            ]
+        );
+        // A browser joining later sees it listed; natives count toward the cap (3).
+        let (b, mut rb) = outbox(2);
+        enter(&rooms, &join("r", 'b', '2', None), &b, T0).expect("b");
+        let w = texts(&mut rb).remove(0);
+        assert_eq!(w["stream"], 3);
+        assert_eq!(
+            w["peers"],
+            json!([{"peer": hex('a'), "name": "na", "stream": 1},
+                   {"peer": jo, "name": "Jo", "stream": 2, "kind": "jacktrip"}])
+        );
+        assert_eq!(code(rooms.add_native("r", "Max")), Some("room-full"));
+        let (c, _rc) = outbox(3);
+        assert_eq!(
+            enter(&rooms, &join("r", 'c', '3', None), &c, T0),
+            Err("room-full")
+        );
+        assert_eq!(rooms.counts(), (1, 2), "natives are not connected members");
+        texts(&mut ra);
+        assert!(rooms.remove_native(&id("r"), &jo, LeaveReason::Timeout));
+        assert!(!rooms.remove_native(&id("r"), &jo, LeaveReason::Left));
+        assert_eq!(
+            texts(&mut ra),
+            vec![json!({"type": "peer-left", "peer": jo, "reason": "timeout"})]
+        );
+        // Its place is free again; its stream id is not handed out again at once.
+        let (_, stream, _) = rooms.add_native("r", "Max").expect("Max joins");
+        assert_eq!(stream, 4);
+        // While Max is in the room it cannot go back to a mesh, which cannot carry him.
+        let refused = rooms.set_topology(&id("r"), &hex('a'), 1, Topology::Mesh);
+        assert_eq!(
+            refused.as_ref().map_err(|e| e.code),
+            Err("topology-refused")
+        );
+        let message = refused.expect_err("refused").message;
+        assert!(message.contains("Max"), "{message}");
+        assert_eq!(
+            rooms.set_topology(&id("r"), &hex('a'), 1, Topology::Forward),
+            Ok(true),
+            "another hub mode is fine"
+        );
+        // A room with a password, or a private room, is not for JackTrip clients.
+        let (d, _rd) = outbox(4);
+        enter(&rooms, &join("p", 'd', '4', Some("pw")), &d, T0).expect("d creates p");
+        rooms
+            .set_topology(&id("p"), &hex('d'), 4, Topology::Forward)
+            .expect("the owner sets the topology");
+        assert_eq!(code(rooms.add_native("p", "Jo")), Some("wrong-password"));
+        let mut private = join("q", 'e', '5', None);
+        private.key = Some(KEY.into());
+        let (e, _re) = outbox(5);
+        enter(&rooms, &private, &e, T0).expect("e creates private q");
+        assert_eq!(code(rooms.add_native("q", "Jo")), Some("no-room"));
+    }
+
+    #[test]
+    fn jacktrip_clients_are_never_stored() {
+        let store = SqliteStore::open_in_memory().expect("an in-memory database");
+        let rooms = rooms_with(4, Box::new(store), T0);
+        let (a, _ra) = outbox(1);
+        enter(&rooms, &join("r", 'a', '1', None), &a, T0).expect("a creates r");
+        rooms
+            .set_topology(&id("r"), &hex('a'), 1, Topology::Forward)
+            .expect("the owner sets the topology");
+        rooms.add_native("r", "Jo").expect("Jo joins");
+        let store = rooms.into_store();
+        let rooms = rooms_with(4, store, T0 + 1);
+        let (b, mut rb) = outbox(2);
+        enter(&rooms, &join("r", 'b', '2', None), &b, T0 + 1).expect("b");
+        let w = texts(&mut rb).remove(0);
+        assert_eq!(w["peers"], json!([]), "a is away, Jo is gone: {w}");
     }
 
     #[test]

@@ -28,6 +28,9 @@ use tokio::time::Instant;
 
 use crate::attempts::{Limit, Refusal as AttemptRefusal};
 use crate::budget::{self, QueueBudget, MESSAGE_OVERHEAD};
+use crate::hub;
+use crate::hub::signal::Topology;
+use crate::hub::uplink::UplinkReport;
 use crate::limits::{AddressKey, Refusal};
 use crate::log::short_peer;
 use crate::password;
@@ -538,18 +541,103 @@ impl Connection {
                         unix_ms(),
                     );
                     match removed {
-                        Ok(members) => tracing::info!(
-                            "remove room={room} peer={} by={} members={members}",
-                            short_peer(&target),
-                            short_peer(peer)
-                        ),
+                        Ok(members) => {
+                            if let Some(hub) = &self.app.hub {
+                                hub.leave(room, &target);
+                            }
+                            tracing::info!(
+                                "remove room={room} peer={} by={} members={members}",
+                                short_peer(&target),
+                                short_peer(peer)
+                            )
+                        }
                         Err(e) => self.send_error(e),
                     }
                 }
                 None => self.send_error(not_joined()),
             },
+            ClientMessage::HubOffer { sdp, echo } => self.hub_offer(sdp, echo).await,
+            ClientMessage::Topology { mode } => self.set_topology(mode),
+            ClientMessage::Uplink(report) => self.uplink(&report),
+            ClientMessage::HubMix(mix) => match (&self.joined, &self.app.hub) {
+                (Some((room, peer)), Some(hub)) => hub.set_mix(room, peer, mix),
+                (None, _) => self.send_error(not_joined()),
+                (_, None) => self.send_error(hub_unavailable("This server runs no hub.")),
+            },
         }
         Flow::Continue
+    }
+
+    /// The owner moves the room to `mode`; the hub follows.
+    fn set_topology(&self, mode: Topology) {
+        let Some((room, peer)) = &self.joined else {
+            return self.send_error(not_joined());
+        };
+        let changed = match self
+            .app
+            .rooms
+            .set_topology(room, peer, self.outbox.id(), mode)
+        {
+            Err(e) => return self.send_error(e),
+            Ok(changed) => changed,
+        };
+        if let (Some(hub), Some(mode)) = (&self.app.hub, mode.hub_mode()) {
+            hub.set_mode(room, mode);
+        }
+        if changed {
+            let (mode, by) = (mode.as_str(), short_peer(peer));
+            tracing::info!("topology room={room} mode={mode} by={by}");
+        }
+    }
+
+    /// A member's report that the mesh no longer fits its uplink: the room may move to the hub.
+    fn uplink(&self, report: &UplinkReport) {
+        let Some((room, peer)) = &self.joined else {
+            return self.send_error(not_joined());
+        };
+        let allowed = self.app.hub_auto && self.app.hub.is_some();
+        match self
+            .app
+            .rooms
+            .uplink_report(room, peer, self.outbox.id(), report, allowed)
+        {
+            Err(e) => self.send_error(e),
+            Ok(None) => {}
+            Ok(Some(reason)) => {
+                if let Some(hub) = &self.app.hub {
+                    hub.set_mode(room, hub::Mode::Forward);
+                }
+                let by = short_peer(peer);
+                tracing::info!("topology room={room} mode=forward by={by} auto: {reason}");
+            }
+        }
+    }
+
+    /// A member's offer for its link to the hub: answered with the hub's SDP.
+    async fn hub_offer(&mut self, sdp: String, echo: bool) {
+        let Some((room, peer)) = &self.joined else {
+            return self.send_error(not_joined());
+        };
+        let Some(hub) = &self.app.hub else {
+            return self.send_error(hub_unavailable("This server runs no hub."));
+        };
+        let (stream, topology) = match self.app.rooms.hub_member(room, peer, self.outbox.id()) {
+            Ok(found) => found,
+            Err(e) => return self.send_error(e),
+        };
+        let mode = topology.hub_mode().unwrap_or(hub::Mode::Forward);
+        match hub.offer(room, peer, stream, mode, sdp, echo).await {
+            Ok(answer) => {
+                tracing::info!(
+                    "hub link room={room} peer={} stream={stream} mode={}{}",
+                    short_peer(peer),
+                    topology.as_str(),
+                    if echo { " echo" } else { "" }
+                );
+                self.outbox.send_text(hub::signal::answer(&answer));
+            }
+            Err(e) => self.send_error(hub_unavailable(&e.message())),
+        }
     }
 
     /// A join: the rooms say whether a password must be checked or hashed first; that
@@ -758,6 +846,9 @@ impl Connection {
             .rooms
             .leave(room, peer, self.outbox.id(), reason, unix_ms())
         {
+            if let Some(hub) = &self.app.hub {
+                hub.leave(room, peer);
+            }
             tracing::info!(
                 "leave room={room} peer={} reason={} members={members} addr={}",
                 short_peer(peer),
@@ -766,6 +857,10 @@ impl Connection {
             );
         }
     }
+}
+
+fn hub_unavailable(message: &str) -> ProtocolError {
+    ProtocolError::new("hub-unavailable", message)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -337,7 +337,10 @@ async fn a_password_room_survives_its_last_member_and_a_restart() {
     let owner = json!({"password": password, "owner": secret});
     let w = a.join_with("band", "Ana", 'a', '1', owner).await;
     assert_fields(&w, json!({"isOwner": true, "owner": secret}));
-    assert_eq!(w["peers"], json!([{"peer": hex_id('f'), "name": "Yu"}]));
+    assert_eq!(
+        w["peers"],
+        json!([{"peer": hex_id('f'), "name": "Yu", "stream": 2}])
+    );
     assert_eq!(server.stop().await.0, Some(0));
 }
 
@@ -382,7 +385,10 @@ async fn a_private_room_cannot_be_found_without_its_key() {
     let wrong = d.join_with("jam", "Di", 'd', '4', private("nope")).await;
     assert_eq!(wrong["code"], "wrong-password");
     let w = d.join_with("jam", "Di", 'd', '4', private("pw")).await;
-    assert_eq!(w["peers"], json!([{"peer": hex_id('a'), "name": "Ana"}]));
+    assert_eq!(
+        w["peers"],
+        json!([{"peer": hex_id('a'), "name": "Ana", "stream": 1}])
+    );
     // The public room heard nothing of it.
     b.send(json!({"type": "ping", "t": 1})).await;
     assert_eq!(b.recv().await["type"], "pong");
@@ -475,6 +481,6 @@ async fn display_names_that_deceive_are_rejected() {
     let w = b.join("r", "B", 'b', '2', None).await;
     assert_eq!(
         w["peers"],
-        json!([{"peer": hex_id('a'), "name": "Zoë 👩\u{200D}🎤"}])
+        json!([{"peer": hex_id('a'), "name": "Zoë 👩\u{200D}🎤", "stream": 1}])
     );
 }

@@ -27,10 +27,13 @@ async fn join_welcome_and_peer_joined() {
         assert_eq!(w[field], value, "{field} in {w}");
     }
     let w = b.join("jam", "  Bo ", 'b', '2', None).await;
-    assert_eq!(w["peers"], json!([{"peer": hex_id('a'), "name": "Ana"}]));
+    assert_eq!(
+        w["peers"],
+        json!([{"peer": hex_id('a'), "name": "Ana", "stream": 1}])
+    );
     assert_eq!(
         a.recv().await,
-        json!({"type": "peer-joined", "peer": hex_id('b'), "name": "Bo"})
+        json!({"type": "peer-joined", "peer": hex_id('b'), "name": "Bo", "stream": 2})
     );
     // Same peer id with another token: refused.
     let mut c = server.ws().await;
@@ -266,7 +269,10 @@ async fn same_peer_and_token_replaces_without_announcements() {
     let mut b_new = server.ws().await;
     let w = b_new.join("r", "B", 'b', '2', None).await;
     assert_eq!(w["type"], "welcome");
-    assert_eq!(w["peers"], json!([{"peer": hex_id('a'), "name": "A"}]));
+    assert_eq!(
+        w["peers"],
+        json!([{"peer": hex_id('a'), "name": "A", "stream": 1}])
+    );
     let (code, texts) = b_old.closed().await;
     assert!(texts.iter().any(|t| t["code"] == "replaced"), "{texts:?}");
     assert_eq!(code, Some(1000));
@@ -288,10 +294,13 @@ async fn leave_then_rejoin_on_the_same_connection() {
         json!({"type": "peer-left", "peer": hex_id('b'), "reason": "left"})
     );
     let w = b.join("r", "B", 'b', '2', None).await;
-    assert_eq!(w["peers"], json!([{"peer": hex_id('a'), "name": "A"}]));
+    assert_eq!(
+        w["peers"],
+        json!([{"peer": hex_id('a'), "name": "A", "stream": 1}])
+    );
     assert_eq!(
         a.recv().await,
-        json!({"type": "peer-joined", "peer": hex_id('b'), "name": "B"})
+        json!({"type": "peer-joined", "peer": hex_id('b'), "name": "B", "stream": 3})
     );
 }
 

@@ -93,8 +93,8 @@ fn check_join(j: &Join) {
         other => panic!("the accepted join {j:?} sent again gave {other:?}"),
     }
     assert_eq!(
-        reply(&protocol::peer_joined(&j.peer, &j.name)),
-        json!({"type": "peer-joined", "peer": j.peer, "name": j.name})
+        reply(&protocol::peer_joined(&j.peer, &j.name, 7)),
+        json!({"type": "peer-joined", "peer": j.peer, "name": j.name, "stream": 7})
     );
 }
 

@@ -83,6 +83,9 @@ impl TestServer {
         config.data_dir = dist.base.join("data");
         config.addr = [127, 0, 0, 1].into();
         config.port = 0;
+        // Servers of parallel tests would share JackTrip's default port; a test that wants
+        // JackTrip clients picks a port.
+        config.jacktrip_port = 0;
         tweak(&mut config);
         let server = Server::bind(config).await.expect("test server binds");
         let addr = server.local_addr();
@@ -120,7 +123,7 @@ impl TestServer {
         b.join("r", "B", 'b', '2', None).await;
         assert_eq!(
             a.recv().await,
-            json!({"type": "peer-joined", "peer": hex_id('b'), "name": "B"})
+            json!({"type": "peer-joined", "peer": hex_id('b'), "name": "B", "stream": 2})
         );
         (a, b)
     }
@@ -165,6 +168,11 @@ impl BinaryServer {
             .arg("--data-dir")
             .arg(data)
             .args(["--port", "0", "--addr", "127.0.0.1"])
+            .args(if args.contains(&"--jacktrip-port") {
+                &[][..]
+            } else {
+                &["--jacktrip-port", "0"][..]
+            })
             .args(args)
             .env_remove("PORT")
             .env_remove("TUTTI_ADDR")

@@ -1,0 +1,685 @@
+//! The media room against known answers: forwarded bundles hold exactly the others' packets with
+//! their senders' stream ids, and leave on time; each listener's mix holds the other tones at
+//! their levels and not its own; a personal gain reaches only its listener; a JackTrip listener
+//! gets its own format; hostile input changes no other client's bytes and is counted by reason.
+
+use std::collections::HashMap;
+use std::f64::consts::{FRAC_1_SQRT_2, PI};
+
+use tutti_core::packet::{
+    self, encode, Extension, Header, SampleFormat, SampleRate, CODEC_PCM, MAX_PACKET_LEN,
+};
+use tutti_core::{bundle, meters};
+
+use super::*;
+
+/// Tone frequencies, Hz: multiples of 9.375 Hz, so every 128-frame block holds whole cycles.
+const HZ: [f64; 4] = [375.0, 562.5, 750.0, 937.5];
+/// Their amplitudes.
+const AMP: [f64; 4] = [0.1, 0.2, 0.15, 0.25];
+/// The JackTrip client's own tone (test of its mix minus itself).
+const JT_HZ: f64 = 1125.0;
+const JT_AMP: f64 = 0.3;
+
+/// Tick `k`'s time from the room's start, µs.
+fn tick_us(k: u64) -> u64 {
+    mix::tick_offset_us(k)
+}
+
+/// Samples `k·frames ..` of a sine.
+fn sine(k: u64, frames: usize, hz: f64, amp: f64) -> Vec<f32> {
+    (0..frames)
+        .map(|i| {
+            let n = (k as usize * frames + i) as f64;
+            (amp * (2.0 * PI * hz * n / 48_000.0).sin()) as f32
+        })
+        .collect()
+}
+
+/// Block `k` of a tone as a browser's packet: 128 frames, PCM16 stereo, trailer with `stream`.
+fn browser_packet(k: u64, hz: f64, amp: f64, stream: Option<u16>) -> Vec<u8> {
+    let x = sine(k, 128, hz, amp);
+    packet_of(
+        k,
+        128,
+        SampleFormat::Pcm16,
+        SampleRate::Hz48000,
+        &[&x, &x],
+        stream,
+    )
+}
+
+fn packet_of(
+    k: u64,
+    frames: u16,
+    format: SampleFormat,
+    rate: SampleRate,
+    planar: &[&[f32]],
+    stream: Option<u16>,
+) -> Vec<u8> {
+    let header = Header {
+        timestamp: k,
+        seq: k as u16,
+        frames,
+        rate,
+        format,
+        channels_in: planar.len() as u8,
+        channels_out: 0,
+    };
+    let ext = stream.map(|stream_id| Extension {
+        stream_id,
+        codec: CODEC_PCM,
+    });
+    let mut out = vec![0u8; MAX_PACKET_LEN];
+    let n = encode(&header, ext.as_ref(), planar, &mut out).unwrap();
+    out.truncate(n);
+    out
+}
+
+/// Amplitude of `hz` in `x` (48 kHz) by a single-bin DFT over a whole number of its cycles.
+fn amplitude(x: &[f32], hz: f64) -> f64 {
+    let (mut re, mut im) = (0.0, 0.0);
+    for (n, &v) in x.iter().enumerate() {
+        let ph = 2.0 * PI * hz * n as f64 / 48_000.0;
+        re += f64::from(v) * ph.cos();
+        im += f64::from(v) * ph.sin();
+    }
+    2.0 * re.hypot(im) / x.len() as f64
+}
+
+fn db(x: f64) -> f64 {
+    20.0 * x.max(1e-12).log10()
+}
+
+/// Everything a run sent, per client, in order.
+type Sent = HashMap<ClientId, Vec<Vec<u8>>>;
+
+fn collect(sent: &mut Sent) -> impl FnMut(ClientId, &[u8]) + '_ {
+    move |to, bytes| sent.entry(to).or_default().push(bytes.to_vec())
+}
+
+/// The left and right samples of a listener's mix bundles (one packet each, the mix stream);
+/// its meters messages are passed over.
+fn decode_mix(messages: &[Vec<u8>]) -> (Vec<f32>, Vec<f32>) {
+    let (mut l, mut r) = (Vec::new(), Vec::new());
+    for b in messages.iter().filter(|m| meters::parse(m).is_err()) {
+        let b = bundle::parse(b).unwrap();
+        assert_eq!(b.len(), 1);
+        for p in b.packets() {
+            let p = packet::parse(p).unwrap();
+            assert_eq!(p.ext.unwrap().stream_id, MIX_STREAM);
+            assert_eq!((p.frames(), p.channels), (128, 2));
+            let (mut bl, mut br) = ([0.0; 128], [0.0; 128]);
+            p.decode_stereo(&mut bl, &mut br);
+            l.extend_from_slice(&bl);
+            r.extend_from_slice(&br);
+        }
+    }
+    (l, r)
+}
+
+/// A mix-mode run of four tone sources (and optional extras), `ticks` ticks long: source `i`
+/// sends block k 300 µs after tick k; the room is polled at each tick and after each packet.
+struct MixRun {
+    room: MediaRoom,
+    ids: Vec<ClientId>,
+    sent: Sent,
+}
+
+impl MixRun {
+    fn new(mode: Mode) -> MixRun {
+        let mut room = MediaRoom::new(mode, 0);
+        let ids = (0..4)
+            .map(|i| room.add_client(10 + i, ClientKind::Browser, 0).unwrap())
+            .collect();
+        MixRun {
+            room,
+            ids,
+            sent: Sent::new(),
+        }
+    }
+
+    /// Adds a JackTrip listener (stream 40) of this format.
+    fn jacktrip(&mut self, frames: u16, bits: u8, channels: u8) -> ClientId {
+        let format = JackTripFormat {
+            frames,
+            bits,
+            channels,
+        };
+        self.room
+            .add_client(40, ClientKind::JackTrip(format), 0)
+            .unwrap()
+    }
+
+    fn run(&mut self, ticks: u64, mut extra: impl FnMut(&mut MediaRoom, u64, u64)) {
+        for k in 0..ticks {
+            let t = tick_us(k);
+            self.room.poll(t, &mut collect(&mut self.sent));
+            for (i, &id) in self.ids.iter().enumerate() {
+                let p = browser_packet(k, HZ[i], AMP[i], Some(10 + i as u16));
+                let at = t + 300 + 50 * i as u64;
+                assert_eq!(self.room.receive(id, &p, at), Received::Accepted);
+                self.room.poll(at, &mut collect(&mut self.sent));
+            }
+            extra(&mut self.room, k, t + 600);
+            self.room.poll(t + 700, &mut collect(&mut self.sent));
+        }
+    }
+}
+
+/// A room in forward mode with three browsers of streams `first`, `first + 1`, `first + 2`.
+fn forward_room(first: u16) -> (MediaRoom, Vec<ClientId>) {
+    let mut room = MediaRoom::new(Mode::Forward, 0);
+    let ids = (0..3)
+        .map(|i| room.add_client(first + i, ClientKind::Browser, 0).unwrap())
+        .collect();
+    (room, ids)
+}
+
+#[test]
+fn forward_bundles_hold_exactly_the_others_packets() {
+    let (mut room, ids) = forward_room(21);
+    let mut sent = Sent::new();
+    // What each sender sent per round, without its trailer (the hub writes its own).
+    let mut bodies: HashMap<(u16, u64), Vec<u8>> = HashMap::new();
+    for k in 0..50u64 {
+        let t = tick_us(k);
+        for (i, &id) in ids.iter().enumerate() {
+            // Sender 0 writes no trailer, sender 1 its own stream, sender 2 zero.
+            let stream = [None, Some(22), Some(0)][i];
+            let p = browser_packet(k, HZ[i], AMP[i], stream);
+            let body_len = 16 + 128 * 2 * 2;
+            bodies.insert((21 + i as u16, k), p[..body_len].to_vec());
+            room.receive(id, &p, t + 100 * i as u64);
+            room.poll(t + 100 * i as u64, &mut collect(&mut sent));
+        }
+    }
+    room.poll(tick_us(50) + BUNDLE_WAIT_US, &mut collect(&mut sent));
+    for (i, &id) in ids.iter().enumerate() {
+        let own = 21 + i as u16;
+        let bundles = &sent[&id];
+        // The first round flushes early (the others were not yet sending) and the last packet
+        // leaves at its deadline; in between one bundle per round holds both others, and every
+        // round is accounted for.
+        let mut seen = Vec::new();
+        for (n, b) in bundles.iter().enumerate() {
+            let b = bundle::parse(b).unwrap();
+            if (2..bundles.len() - 1).contains(&n) {
+                assert_eq!(b.len(), 2, "listener {own}, bundle {n}");
+            }
+            for p in b.packets() {
+                let parsed = packet::parse(p).unwrap();
+                let stream = parsed.ext.unwrap().stream_id;
+                assert_ne!(stream, own, "own packet forwarded back");
+                let k = u64::from(parsed.header.seq);
+                assert_eq!(&p[..p.len() - 8], &bodies[&(stream, k)][..]);
+                seen.push((stream, k));
+            }
+        }
+        seen.sort();
+        let want: Vec<_> = (21..24u16)
+            .filter(|&s| s != own)
+            .flat_map(|s| (0..50).map(move |k| (s, k)))
+            .collect();
+        assert_eq!(seen, want, "listener {own}");
+        let c = room.client_counters(id).unwrap();
+        assert_eq!((c.received, c.accepted, c.forwarded), (50, 50, 100));
+    }
+}
+
+#[test]
+fn an_echo_client_gets_its_own_packets_back_and_nobody_else_changes() {
+    // Alone in its room: each packet comes straight back, in a bundle of its own stream.
+    let mut room = MediaRoom::new(Mode::Forward, 0);
+    let me = room.add_client(5, ClientKind::Browser, 0).unwrap();
+    room.set_echo(me, true);
+    let mut sent = Sent::new();
+    for k in 0..20u64 {
+        let t = tick_us(k);
+        let p = browser_packet(k, HZ[0], AMP[0], None);
+        assert_eq!(room.receive(me, &p, t), Received::Accepted);
+        room.poll(t, &mut collect(&mut sent));
+        // Not held for the bundle wait: it was all the bundle waited for.
+        assert_eq!(sent[&me].len() as u64, k + 1, "packet {k} back at once");
+        let b = bundle::parse(sent[&me].last().unwrap()).unwrap();
+        let back: Vec<&[u8]> = b.packets().collect();
+        assert_eq!(back.len(), 1);
+        let parsed = packet::parse(back[0]).unwrap();
+        assert_eq!(parsed.ext.unwrap().stream_id, 5);
+        assert_eq!(
+            &back[0][..back[0].len() - 8],
+            &p[..],
+            "the same audio, our stream id added"
+        );
+    }
+
+    // In a room of three, the echo client hears itself and the others; they hear as before.
+    let (mut room, ids) = forward_room(41);
+    room.set_echo(ids[0], true);
+    let mut sent = Sent::new();
+    for k in 0..10u64 {
+        let t = tick_us(k);
+        for (i, &id) in ids.iter().enumerate() {
+            room.receive(
+                id,
+                &browser_packet(k, HZ[i], AMP[i], None),
+                t + 50 * i as u64,
+            );
+            room.poll(t + 50 * i as u64, &mut collect(&mut sent));
+        }
+    }
+    room.poll(tick_us(10) + BUNDLE_WAIT_US, &mut collect(&mut sent));
+    let streams_heard = |id: ClientId| {
+        let mut s: Vec<u16> = sent[&id]
+            .iter()
+            .flat_map(|b| {
+                bundle::parse(b)
+                    .unwrap()
+                    .packets()
+                    .map(|p| packet::parse(p).unwrap().ext.unwrap().stream_id)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        s.sort();
+        s.dedup();
+        s
+    };
+    assert_eq!(streams_heard(ids[0]), [41, 42, 43]);
+    assert_eq!(streams_heard(ids[1]), [41, 43]);
+    assert_eq!(streams_heard(ids[2]), [41, 42]);
+    let c = room.client_counters(ids[0]).unwrap();
+    assert_eq!(c.forwarded, 30, "to both others and back to itself");
+}
+
+#[test]
+fn a_bundle_waits_at_most_one_millisecond() {
+    let (mut room, ids) = forward_room(31);
+    let mut sent = Sent::new();
+    for (i, &id) in ids.iter().enumerate() {
+        room.receive(id, &browser_packet(0, 375.0, 0.1, None), 10 * i as u64);
+        room.poll(10 * i as u64, &mut collect(&mut sent));
+    }
+    room.poll(2_000, &mut collect(&mut sent));
+    sent.clear();
+    // Only client 0 sends this round: clients 1 and 2 wait for client 2 and 1 (still active).
+    let t = 3_000;
+    room.receive(ids[0], &browser_packet(1, 375.0, 0.1, None), t);
+    assert_eq!(room.next_deadline(), t + BUNDLE_WAIT_US);
+    room.poll(t + BUNDLE_WAIT_US - 1, &mut collect(&mut sent));
+    assert!(sent.is_empty(), "flushed before its deadline");
+    room.poll(t + BUNDLE_WAIT_US, &mut collect(&mut sent));
+    for &id in &ids[1..] {
+        assert_eq!(sent[&id].len(), 1);
+        assert_eq!(bundle::parse(&sent[&id][0]).unwrap().len(), 1);
+    }
+    assert!(!sent.contains_key(&ids[0]));
+    assert_eq!(room.next_deadline(), u64::MAX);
+}
+
+/// Levels (dB relative to each tone's own amplitude through the centre pan) of the four tones in
+/// each listener's left channel, after 100 ticks of warm-up.
+fn levels(sent: &Sent, ids: &[ClientId]) -> Vec<[f64; 4]> {
+    ids.iter()
+        .map(|id| {
+            let (l, r) = decode_mix(&sent[id]);
+            assert_eq!(l, r, "centred tones are the same in both channels");
+            let l = &l[100 * 128..];
+            std::array::from_fn(|j| db(amplitude(l, HZ[j]) / (AMP[j] * FRAC_1_SQRT_2)))
+        })
+        .collect()
+}
+
+#[test]
+fn each_listener_hears_the_others_at_their_levels_and_not_itself() {
+    let mut run = MixRun::new(Mode::Mix);
+    run.run(400, |_, _, _| {});
+    for (i, lv) in levels(&run.sent, &run.ids).iter().enumerate() {
+        for (j, &got) in lv.iter().enumerate() {
+            if i == j {
+                assert!(got < -40.0, "listener {i} hears itself at {got} dB");
+            } else {
+                assert!(got.abs() < 0.5, "listener {i} hears {j} at {got} dB");
+            }
+        }
+    }
+    let c = run.room.room_counters();
+    assert_eq!((c.ticks, c.late_ticks, c.skipped_ticks), (400, 0, 0));
+    for &id in &run.ids {
+        let c = run.room.client_counters(id).unwrap();
+        assert_eq!(c.sent, 400);
+        assert_eq!(c.concealed, 0);
+    }
+}
+
+#[test]
+fn each_browser_listener_gets_every_players_level_twenty_times_a_second() {
+    let mut run = MixRun::new(Mode::Mix);
+    // A listen-only browser (it never sends) and a personal fader: neither moves the readings.
+    let quiet = run.room.add_client(50, ClientKind::Browser, 0).unwrap();
+    run.room
+        .set_strip(run.ids[0], 11, 0.1, 0.5, false, false)
+        .unwrap();
+    // 1,200 ticks (3.2 s): the RMS meter's 0.3 s time constant has settled.
+    run.run(1_200, |_, _, _| {});
+    let meters_of = |id: ClientId| -> Vec<Vec<u8>> {
+        run.sent[&id]
+            .iter()
+            .filter(|m| meters::parse(m).is_ok())
+            .cloned()
+            .collect()
+    };
+    for id in run.ids.iter().copied().chain([quiet]) {
+        let messages = meters_of(id);
+        assert_eq!(
+            messages.len() as u64,
+            1_200 / METER_TICKS,
+            "one per {METER_TICKS} ticks"
+        );
+        let last = meters::parse(messages.last().unwrap()).unwrap();
+        let entries: Vec<_> = last.entries().collect();
+        // Every sending player, the listener itself included; the silent one is not a source.
+        let streams: Vec<u16> = entries.iter().map(|e| e.stream).collect();
+        assert_eq!(streams, [10, 11, 12, 13]);
+        for (i, e) in entries.iter().enumerate() {
+            let peak = db(AMP[i]);
+            let rms = db(AMP[i] * FRAC_1_SQRT_2);
+            let got = e.levels.map(|c| f64::from(meters::code_dbfs(c).unwrap()));
+            for (k, want) in [peak, peak, rms, rms].into_iter().enumerate() {
+                assert!(
+                    (got[k] - want).abs() < 0.1,
+                    "stream {}: level {k} reads {} dBFS, tone {want:.2}",
+                    e.stream,
+                    got[k]
+                );
+            }
+        }
+    }
+    let c = run.room.room_counters();
+    assert_eq!(c.meter_messages, 5 * (1_200 / METER_TICKS));
+    // The mix itself is untouched: one mix bundle per tick to every listener.
+    assert_eq!(run.room.client_counters(run.ids[2]).unwrap().sent, 1_200);
+}
+
+#[test]
+fn no_meters_in_forward_mode_and_none_to_a_jacktrip_listener() {
+    let mut run = MixRun::new(Mode::Forward);
+    let jt = run.jacktrip(128, 16, 2);
+    run.run(200, |_, _, _| {});
+    for id in run.ids.iter().chain([&jt]) {
+        assert!(
+            run.sent
+                .get(id)
+                .map_or(true, |m| m.iter().all(|m| meters::parse(m).is_err())),
+            "meters sent in forward mode"
+        );
+    }
+    assert_eq!(run.room.room_counters().meter_messages, 0);
+    let mut mix = MixRun::new(Mode::Mix);
+    let jt = mix.jacktrip(128, 16, 2);
+    mix.run(200, |_, _, _| {});
+    assert!(mix.sent[&jt].iter().all(|m| meters::parse(m).is_err()));
+    assert_eq!(
+        mix.room.room_counters().meter_messages,
+        4 * (200 / METER_TICKS)
+    );
+}
+
+#[test]
+fn a_personal_gain_changes_only_its_listeners_mix() {
+    let mut plain = MixRun::new(Mode::Mix);
+    plain.run(300, |_, _, _| {});
+    let mut changed = MixRun::new(Mode::Mix);
+    let (a, b_stream) = (changed.ids[0], 11);
+    changed
+        .room
+        .set_strip(a, b_stream, 0.5, 0.0, false, false)
+        .unwrap();
+    changed.room.set_master(a, 1.0).unwrap();
+    changed.run(300, |_, _, _| {});
+    assert_ne!(plain.sent[&a], changed.sent[&a]);
+    for &id in &plain.ids[1..] {
+        assert_eq!(
+            plain.sent[&id], changed.sent[&id],
+            "another listener's bytes changed"
+        );
+    }
+    let lv = levels(&changed.sent, &changed.ids);
+    assert!((lv[0][1] - db(0.5)).abs() < 0.5, "B at {} dB", lv[0][1]);
+    assert!(lv[0][2].abs() < 0.5 && lv[0][3].abs() < 0.5);
+    assert_eq!(
+        changed.room.set_strip(a, 10, 1.0, 0.0, false, false),
+        Err(MediaError::OwnVoice)
+    );
+    assert_eq!(
+        changed.room.set_strip(a, 99, 1.0, 0.0, false, false),
+        Err(MediaError::NoSuchSource)
+    );
+}
+
+#[test]
+fn a_jacktrip_listener_gets_its_own_format_in_forward_mode_too() {
+    let mut run = MixRun::new(Mode::Forward);
+    let jt = run.jacktrip(64, 24, 1);
+    // The JackTrip client sends its own tone, 64-frame 24-bit mono, two packets a tick.
+    run.run(400, |room, k, at| {
+        for half in 0..2 {
+            let n = 2 * k + half;
+            let x = sine(n, 64, JT_HZ, JT_AMP);
+            let p = packet_of(n, 64, SampleFormat::Pcm24, SampleRate::Hz48000, &[&x], None);
+            assert_eq!(room.receive(jt, &p, at), Received::Accepted);
+        }
+    });
+    let packets = &run.sent[&jt];
+    assert_eq!(packets.len(), 800);
+    let mut mono = Vec::new();
+    for (n, p) in packets.iter().enumerate() {
+        assert_eq!(p.len(), 16 + 64 * 3, "no trailer, 64 frames of 24-bit mono");
+        let p = packet::parse(p).unwrap();
+        let h = p.header;
+        assert_eq!(
+            (h.seq, h.frames, h.rate, h.format),
+            (n as u16, 64, SampleRate::Hz48000, SampleFormat::Pcm24)
+        );
+        assert_eq!((h.channels_in, h.channels_out, p.channels), (1, 0, 1));
+        assert!(p.ext.is_none());
+        let (mut l, mut r) = ([0.0; 64], [0.0; 64]);
+        p.decode_stereo(&mut l, &mut r);
+        mono.extend_from_slice(&l);
+    }
+    let mono = &mono[100 * 128..];
+    for j in 0..4 {
+        let got = db(amplitude(mono, HZ[j]) / (AMP[j] * FRAC_1_SQRT_2));
+        assert!(got.abs() < 0.5, "tone {j} at {got} dB");
+    }
+    let own = db(amplitude(mono, JT_HZ) / (JT_AMP * FRAC_1_SQRT_2));
+    assert!(own < -40.0, "the JackTrip client hears itself at {own} dB");
+    // Browsers, in forward mode, get its packets forwarded with its stream id.
+    let b = bundle::parse(run.sent[&run.ids[0]].last().unwrap()).unwrap();
+    let streams: Vec<u16> = b
+        .packets()
+        .map(|p| packet::parse(p).unwrap().ext.unwrap().stream_id)
+        .collect();
+    assert!(streams.contains(&40), "{streams:?}");
+    assert!(!streams.contains(&10));
+}
+
+#[test]
+fn a_jacktrip_listener_at_256_frames_gets_a_packet_every_second_tick() {
+    let mut run = MixRun::new(Mode::Mix);
+    let jt = run.jacktrip(256, 16, 2);
+    run.run(100, |_, _, _| {});
+    let packets = &run.sent[&jt];
+    assert_eq!(packets.len(), 50);
+    for (n, p) in packets.iter().enumerate() {
+        assert_eq!(p.len(), 16 + 256 * 2 * 2);
+        let p = packet::parse(p).unwrap();
+        assert_eq!(
+            (p.header.seq, p.header.frames, p.channels),
+            (n as u16, 256, 2)
+        );
+    }
+}
+
+/// Everything the hostile client sends in round `k` (at `at`): garbage, a truncated packet, the
+/// wrong rate, the wrong format, another client's stream id, and every tenth round a flood.
+fn hostile(room: &mut MediaRoom, h: ClientId, k: u64, at: u64) {
+    let good = browser_packet(k, 1125.0, 0.5, None);
+    let x = sine(k, 128, 1125.0, 0.5);
+    let messages: [Vec<u8>; 5] = [
+        (0..300).map(|i| (i * 7 + k as usize) as u8).collect(),
+        good[..good.len() - 5].to_vec(),
+        packet_of(
+            k,
+            128,
+            SampleFormat::Pcm16,
+            SampleRate::Hz44100,
+            &[&x, &x],
+            None,
+        ),
+        {
+            let mut p = good.clone();
+            p[13] = 8; // 8-bit
+            p
+        },
+        browser_packet(k, 1125.0, 0.5, Some(10)),
+    ];
+    let want = [
+        DropReason::Malformed,
+        DropReason::Malformed,
+        DropReason::WrongRate,
+        DropReason::WrongFormat,
+        DropReason::Spoofed,
+    ];
+    for (m, reason) in messages.iter().zip(want) {
+        match room.receive(h, m, at) {
+            // Garbage is refused for whatever its bytes say first.
+            Received::Dropped(r) => assert!(
+                r == reason || r == DropReason::Flood || reason == DropReason::Malformed,
+                "{r:?}"
+            ),
+            other => panic!("hostile message taken: {other:?}"),
+        }
+    }
+    if k % 10 == 0 {
+        for _ in 0..200 {
+            let outcome = room.receive(h, &messages[4], at);
+            assert!(matches!(outcome, Received::Dropped(_)));
+        }
+    }
+}
+
+#[test]
+fn hostile_input_leaves_every_other_clients_bytes_unchanged() {
+    for mode in [Mode::Forward, Mode::Mix] {
+        let jt_format = JackTripFormat {
+            frames: 128,
+            bits: 16,
+            channels: 2,
+        };
+        let run = |attack: bool| {
+            let mut run = MixRun::new(mode);
+            let h = run.room.add_client(50, ClientKind::Browser, 0).unwrap();
+            let jt = run
+                .room
+                .add_client(51, ClientKind::JackTrip(jt_format), 0)
+                .unwrap();
+            run.run(200, |room, k, at| {
+                if attack {
+                    hostile(room, h, k, at);
+                }
+            });
+            (run, h, jt)
+        };
+        let (quiet, _, jt) = run(false);
+        let (attacked, h, _) = run(true);
+        for id in quiet.ids.iter().chain([&jt]) {
+            assert_eq!(
+                quiet.sent[id], attacked.sent[id],
+                "{mode:?}: {id:?} disturbed"
+            );
+        }
+        let c = attacked.room.client_counters(h).unwrap();
+        assert_eq!(c.accepted, 0);
+        assert!(
+            c.malformed > 0 && c.wrong_rate > 0 && c.wrong_format > 0,
+            "{c:?}"
+        );
+        assert!(c.spoofed > 0 && c.flood > 0, "{c:?}");
+        assert_eq!(
+            c.received,
+            c.malformed + c.wrong_rate + c.wrong_format + c.spoofed + c.flood
+        );
+        // The flood is cut to about twice its block rate: 200 extra messages every tenth round
+        // are all but a burst's worth dropped as flood.
+        assert!(c.flood >= 20 * (200 - ingest::BURST_PACKETS), "{c:?}");
+    }
+}
+
+#[test]
+fn exit_and_unknown_clients_are_reported() {
+    let mut room = MediaRoom::new(Mode::Forward, 0);
+    let format = JackTripFormat {
+        frames: 64,
+        bits: 16,
+        channels: 2,
+    };
+    let jt = room.add_client(7, ClientKind::JackTrip(format), 0).unwrap();
+    assert_eq!(room.receive(jt, &[0xFF; 63], 10), Received::Exit);
+    assert_eq!(room.client_counters(jt).unwrap().exits, 1);
+    // Its own format only: 128 frames from a 64-frame client is the wrong format.
+    let p = browser_packet(0, 375.0, 0.1, None);
+    assert_eq!(
+        room.receive(jt, &p, 20),
+        Received::Dropped(DropReason::WrongFormat)
+    );
+    room.remove_client(jt);
+    assert_eq!(
+        room.receive(jt, &p, 30),
+        Received::Dropped(DropReason::UnknownClient)
+    );
+    assert_eq!(room.room_counters().unknown_client, 1);
+    assert!(room.client_counters(jt).is_none());
+    // The slot is reused under a new id; the old one still matches nobody.
+    let again = room.add_client(7, ClientKind::Browser, 40).unwrap();
+    assert_ne!(again, jt);
+    assert_eq!(
+        room.add_client(7, ClientKind::Browser, 40),
+        Err(MediaError::StreamTaken)
+    );
+    assert_eq!(
+        room.add_client(0, ClientKind::Browser, 40),
+        Err(MediaError::BadStream)
+    );
+    assert_eq!(
+        room.add_client(65535, ClientKind::Browser, 40),
+        Err(MediaError::BadStream)
+    );
+    let bad = JackTripFormat {
+        frames: 100,
+        bits: 16,
+        channels: 2,
+    };
+    assert_eq!(
+        room.add_client(8, ClientKind::JackTrip(bad), 40),
+        Err(MediaError::BadFormat)
+    );
+}
+
+#[test]
+fn a_late_poll_is_counted_and_catches_up_without_a_burst() {
+    let mut room = MediaRoom::new(Mode::Mix, 0);
+    let id = room.add_client(5, ClientKind::Browser, 0).unwrap();
+    let mut sent = Sent::new();
+    room.poll(0, &mut collect(&mut sent));
+    assert_eq!(room.next_deadline(), tick_us(1));
+    // Ten ticks late: two run, the other nine are skipped, the lateness is recorded.
+    let late = tick_us(11);
+    room.poll(late, &mut collect(&mut sent));
+    let c = room.room_counters();
+    assert_eq!((c.ticks, c.late_ticks, c.skipped_ticks), (3, 1, 9));
+    assert_eq!(c.max_tick_lateness_us, late - tick_us(1));
+    assert_eq!(sent[&id].len(), 3);
+    // The schedule holds: the next tick is tick 12, at its exact time.
+    assert_eq!(room.next_deadline(), tick_us(12));
+    assert_eq!(tick_us(3), 8_000);
+}
