@@ -2,8 +2,6 @@
 // handling with a stand-in for RTCDataChannel (the real channels run in tests/browser/room).
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LoopbackChannel } from '../../app/src/net/loopback';
-import { MIN_CAPACITY, createRing } from '../../app/src/audio/ring';
-import { RingReader, RingWriter } from '../../app/src/audio/ring-ends';
 import { parsePeerSignal, parseServerMessage, randomId, PEER_ID } from '../../app/src/net/protocol';
 import {
   N_IN_PACKETS,
@@ -12,16 +10,16 @@ import {
   NP_RX_PACKETS,
   NP_TX_PACKETS,
   NP_TX_SKIPPED,
+  NP_BUFFERED,
   NP_EXCHANGES,
   NP_OFFSET_US,
   NP_PINGS,
   NP_RTT_MS,
   NP_SEND_QUEUE_MS,
   NP_CTL_BAD,
-  PacketPump,
   SEND_QUEUE_LIMIT,
+  HELD_SEND_BYTES,
   netPeerIndex,
-  netStatsBytes,
   N_OUT_UNROUTED,
   NP_ECHO_DROPPED,
   OUT_ALL_BUT,
@@ -44,6 +42,7 @@ import {
   writeEchoReply,
 } from '../../app/src/net/clock';
 import { ANSWER_TIMEOUT_MS } from '../../app/src/net/echo-consent';
+import { FakeChannel, pumpWithRings } from './fake-channel';
 
 describe('signaling protocol', () => {
   it('accepts the server messages it knows', () => {
@@ -61,6 +60,7 @@ describe('signaling protocol', () => {
       isOwner: false,
       locked: false,
       protected: false,
+      topology: 'mesh',
     });
     expect(parseServerMessage('{"type":"peer-left","peer":"q","reason":"timeout"}')).toEqual({
       type: 'peer-left',
@@ -115,6 +115,11 @@ describe('signaling protocol', () => {
       epoch: 1,
       candidate: { candidate: 'candidate:1 1 udp 1 127.0.0.1 5 typ host', sdpMid: '0', sdpMLineIndex: 0 },
     });
+    expect(parsePeerSignal({ kind: 'restart', epoch: 3, reason: 'send-stall', extra: 1 })).toEqual({
+      kind: 'restart',
+      epoch: 3,
+      reason: 'send-stall',
+    });
     for (const bad of [
       null,
       'x',
@@ -123,6 +128,9 @@ describe('signaling protocol', () => {
       { kind: 'offer', sdp: 'v', epoch: 1.5 },
       { kind: 'candidate', epoch: 1, candidate: { candidate: 5 } },
       { kind: 'rollback', epoch: 1 },
+      { kind: 'restart', epoch: 1 },
+      { kind: 'restart', epoch: 1, reason: 'whim' },
+      { kind: 'restart', epoch: '1', reason: 'send-stall' },
     ]) {
       expect(parsePeerSignal(bad)).toBeNull();
     }
@@ -135,40 +143,9 @@ describe('signaling protocol', () => {
   });
 });
 
-/** Stands in for an RTCDataChannel: records what is sent, lets the test deliver messages. */
-class FakeChannel {
-  readyState: RTCDataChannelState = 'open';
-  bufferedAmount = 0;
-  binaryType = 'blob';
-  sent: Uint8Array[] = [];
-  closed = false;
-  onmessage: ((ev: { data: unknown }) => void) | null = null;
-  onopen: (() => void) | null = null;
-  onclose: (() => void) | null = null;
-  send(buf: Uint8Array | ArrayBuffer): void {
-    this.sent.push(buf instanceof ArrayBuffer ? new Uint8Array(buf.slice(0)) : buf.slice());
-  }
-  close(): void {
-    this.closed = true;
-  }
-  deliver(data: unknown): void {
-    this.onmessage?.({ data });
-  }
-}
-
 function setup(maxPeers = 4) {
-  const inbound = createRing(MIN_CAPACITY);
-  const outbound = createRing(MIN_CAPACITY);
-  const netStats = new SharedArrayBuffer(netStatsBytes(maxPeers));
   const events: EchoEvent[] = [];
-  const pump = new PacketPump(inbound, outbound, netStats, maxPeers, 'main', (ev) => events.push(ev));
-  return {
-    pump,
-    events,
-    in: new RingReader(inbound),
-    out: new RingWriter(outbound),
-    stats: new Float64Array(netStats),
-  };
+  return { ...pumpWithRings(maxPeers, (ev) => events.push(ev)), events };
 }
 
 /** The control messages `ch` was sent, parsed. */
@@ -251,6 +228,25 @@ describe('packet pump', () => {
     expect(slow.sent).toEqual([]);
     expect(t.stats[netPeerIndex(2, NP_TX_SKIPPED)]).toBe(1);
     expect(t.stats[netPeerIndex(2, NP_TX_PACKETS)]).toBe(0);
+  });
+
+  it('holds a slot as stuck for tests until a new channel takes the slot', () => {
+    const t = setup();
+    const ch = new FakeChannel();
+    t.pump.add(1, ch as unknown as RTCDataChannel);
+    expect(t.pump.holdSend(1)).toBe(true);
+    expect(t.pump.holdSend(3)).toBe(false);
+    t.out.push(0xffff, 0, bytes(100, 1));
+    t.pump.drainOutbound();
+    expect(ch.sent).toEqual([]);
+    expect(t.stats[netPeerIndex(1, NP_BUFFERED)]).toBe(HELD_SEND_BYTES);
+    expect(t.stats[netPeerIndex(1, NP_TX_SKIPPED)]).toBe(1);
+    const fresh = new FakeChannel();
+    t.pump.add(1, fresh as unknown as RTCDataChannel);
+    t.out.push(0xffff, 0, bytes(100, 2));
+    t.pump.drainOutbound();
+    expect(fresh.sent.length).toBe(1);
+    expect(t.stats[netPeerIndex(1, NP_TX_SKIPPED)]).toBe(0);
   });
 
   it('removes a slot: closes its channel and no longer reads from it', () => {

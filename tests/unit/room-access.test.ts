@@ -220,6 +220,7 @@ describe('welcome, room and error messages', () => {
       isOwner: true,
       locked: false,
       protected: true,
+      topology: 'mesh',
     });
     // Fields missing (an older server) or malformed read as "not": no owner, not locked.
     expect(parseServerMessage(JSON.stringify(welcome))).toEqual({
@@ -228,6 +229,7 @@ describe('welcome, room and error messages', () => {
       isOwner: false,
       locked: false,
       protected: false,
+      topology: 'mesh',
     });
     expect(
       parseServerMessage(JSON.stringify({ ...welcome, owner: 'NOT-HEX', isOwner: 'yes', locked: 1 })),
@@ -307,6 +309,10 @@ describe('what each refusal tells the user', () => {
       action: 'none',
     });
     expect(noticeFor('not-owner', 'x')).toBe('Only the room’s owner can do that.');
+    // The server's own words say why the room stays on the hub (who is in it).
+    expect(
+      noticeFor('topology-refused', 'The room stays on the hub while JackTrip players are in it (Ann)'),
+    ).toMatch(/Ann/);
   });
 
   it('says when a limited password may be tried again, and offers it only then', () => {

@@ -4,7 +4,17 @@
 import { describe, expect, it } from 'vitest';
 import * as S from '../../app/src/audio/stats';
 import { readGlobals, readPeer, readProbe } from '../../app/src/audio/stats-reader';
-import { NP_GAP_MAX_MS, NP_OFFSET_US, NP_RTT_MS, netPeerIndex, netStatsBytes } from '../../app/src/net/pump';
+import {
+  HUB_METER_FRESH_MS,
+  NP_GAP_MAX_MS,
+  NP_HUB_METER_MS,
+  NP_HUB_PEAK_L,
+  NP_OFFSET_US,
+  NP_RTT_MS,
+  netPeerIndex,
+  netStatsBytes,
+} from '../../app/src/net/pump';
+import { participantRows, type RowSources } from '../../app/src/room/rows';
 import { buildCounters } from '../../app/src/room/counters';
 import { probeResultOf, PROBE_START_GRACE_MS, type ProbeRun } from '../../app/src/room/probe';
 import type { JoinRequest, RoomView } from '../../app/src/room/types';
@@ -14,6 +24,7 @@ import {
   formatOf,
   gainToDb,
   initialView,
+  restartsText,
   withError,
   withSignaling,
   withWelcome,
@@ -72,6 +83,17 @@ function frame(b: Float64Array, over: Partial<ViewFrame> = {}): ViewFrame {
 }
 
 describe('room view', () => {
+  it("words a link's restarts: none is nothing, else the total and each reason", () => {
+    const none = { failed: 0, timeout: 0, 'send-stall': 0, 'peer-send-stall': 0 };
+    expect(restartsText(undefined)).toEqual({ short: '', detail: '' });
+    expect(restartsText(none)).toEqual({ short: '', detail: '' });
+    expect(restartsText({ ...none, failed: 1, 'send-stall': 2 })).toEqual({
+      short: 'restarted 3×',
+      detail: 'connection failed 1, our sending stalled 2',
+    });
+    expect(restartsText({ ...none, 'peer-send-stall': 1 }).detail).toBe('their sending stalled 1');
+  });
+
   it('turns the block into the participant strip, the master and the input', () => {
     const v = buildView(initialView(req, 'me', RATE), frame(block()));
     expect(v.participants).toHaveLength(1);
@@ -100,6 +122,22 @@ describe('room view', () => {
     expect(v.input.levels).toEqual({ peakL: -20, peakR: -20, rmsL: -Infinity, rmsR: -Infinity });
     expect(v.input.channels).toBe(1);
     expect(v.engine).toEqual({ underruns: 3, peers: 1, sampleRate: RATE, blockFrames: 128 });
+  });
+
+  it("names a JackTrip client's kind, and no kind for a browser", () => {
+    const b = block();
+    const jt = { peer: 'jt', name: 'Jo', kind: 'jacktrip' as const, link: 'connected' as const };
+    const v = buildView(
+      initialView(req, 'me', RATE),
+      frame(b, {
+        participants: [
+          { peer: 'bea', name: 'Bea', link: 'connected', strip, stats: readPeer(b, 2), rttMs: 30 },
+          { ...jt, strip, stats: readPeer(b, 3), rttMs: null },
+        ],
+      }),
+    );
+    expect(v.participants.map((p) => p.kind)).toEqual([undefined, 'jacktrip']);
+    expect('kind' in v.participants[0]).toBe(false);
   });
 
   it('has no latency without a round trip, and no format before a packet', () => {
@@ -291,5 +329,59 @@ describe('probe result', () => {
       message: 'Bea declined.',
       sent: 0,
     });
+  });
+});
+
+describe('participant rows', () => {
+  const participants = new Map([
+    [
+      'bea',
+      {
+        member: { peer: 'bea', name: 'Bea' },
+        slot: 2,
+        strip,
+        link: 'connected' as const,
+        offsetSentUs: NaN,
+        offsetSentAt: 0,
+      },
+    ],
+  ]);
+  const net = new Float64Array(netStatsBytes(8) / 8);
+  const now = 1_700_000_000_000;
+  const sources = (over: Partial<RowSources> = {}): RowSources => ({
+    engine: (slot) => readPeer(block(), slot),
+    net,
+    hubMeters: false,
+    linkRttMs: () => 42,
+    restarts: () => undefined,
+    epochMs: now,
+    ...over,
+  });
+
+  it("meters from our engine in a mesh or forward, from the hub's reading in mix mode", () => {
+    net[netPeerIndex(2, NP_HUB_PEAK_L)] = 0.1;
+    net[netPeerIndex(2, NP_HUB_PEAK_L) + 1] = 0.2;
+    net[netPeerIndex(2, NP_HUB_PEAK_L) + 2] = 0.07;
+    net[netPeerIndex(2, NP_HUB_PEAK_L) + 3] = 0.14;
+    net[netPeerIndex(2, NP_HUB_METER_MS)] = now - 100;
+    const [own] = participantRows(participants, sources());
+    expect(own.stats.levels).toMatchObject({ peakL: 0.5, peakR: 0.25 });
+    const [hub] = participantRows(participants, sources({ hubMeters: true }));
+    expect(hub.stats.levels).toEqual({ peakL: 0.1, peakR: 0.2, rmsL: 0.07, rmsR: 0.14 });
+    expect(hub.stats.received).toBe(990);
+    // A reading older than HUB_METER_FRESH_MS (the hub stopped sending) shows silence.
+    const [stale] = participantRows(
+      participants,
+      sources({ hubMeters: true, epochMs: now + HUB_METER_FRESH_MS }),
+    );
+    expect(stale.stats.levels).toEqual({ peakL: 0, peakR: 0, rmsL: 0, rmsR: 0 });
+  });
+
+  it("takes the pump's round trip where it measured one, else the link's", () => {
+    net[netPeerIndex(2, NP_RTT_MS)] = NaN;
+    expect(participantRows(participants, sources())[0].rttMs).toBe(42);
+    net[netPeerIndex(2, NP_RTT_MS)] = 7.5;
+    expect(participantRows(participants, sources())[0].rttMs).toBe(7.5);
+    expect(participantRows(participants, sources({ net: null }))[0].rttMs).toBe(42);
   });
 });

@@ -44,5 +44,6 @@ export function roomView(
     engine: { underruns: engineUnderruns, peers: participants.length, sampleRate: 48000, blockFrames: 128 },
     recording: { state: 'idle', id: null, seconds: 0, bytes: 0, error: null },
     echo: { requests: [], echoing: null, autoAllow: false },
+    topology: { mode: 'mesh', hub: null, advice: null, hubRefused: false },
   };
 }

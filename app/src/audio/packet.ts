@@ -19,6 +19,8 @@ export const BLOCK_SIZES: readonly number[] = [32, 64, 128, 256];
 /** JackTrip's control datagram length; 63 bytes of 0xFF means "the sender stopped". */
 export const CONTROL_PACKET_LEN = 63;
 export const EXT_VERSION = 1;
+/** 'T' and 'U', the first two bytes of the trailer. */
+export const EXT_MAGIC: readonly [number, number] = [0x54, 0x55];
 export const CODEC_PCM = 0;
 /** JackTrip's byte-15 value for "this sender transmits no audio". */
 export const CHANNELS_NONE = 0xff;

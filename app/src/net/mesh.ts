@@ -9,6 +9,15 @@
 // - Every negotiation has an epoch chosen by the offerer; signals of an older epoch are dropped.
 //   A link that fails, or stays unconnected for CONNECT_TIMEOUT_MS (e.g. signals lost while the
 //   server was down), is renegotiated by its offerer with the next epoch.
+// - A connected link whose audio send queue stops draining (an SCTP association that no longer
+//   takes data while ICE still says connected; send-stall.ts decides, from the pump's figures,
+//   looked at every SEND_WATCH_EVERY_MS) is made anew on a fresh peer connection: a stuck
+//   association does not come back by itself, and new streams on it would be stuck too. The
+//   offerer restarts it at once; the answerer, which may as well be the stalled sender, asks the
+//   offerer with a 'restart' signal of the link's epoch (the offerer honours one per epoch, for a
+//   connected link only, so a peer cannot make it renegotiate faster than links come up). Only
+//   while signals can pass (`canSignal`): with the server down the old link is the only one.
+// - Restarts are counted per peer and reason (`restarts`), for the room view.
 // - Links do not depend on the signaling socket: a server restart leaves established links
 //   playing, and when the room re-forms, peers that are still connected are kept as they are.
 // - Candidates that arrive before the remote description wait in a queue of at most
@@ -17,13 +26,23 @@
 
 import { parsePeerSignal, type PeerSignal } from './protocol';
 import type { PumpHost } from './net-host';
-import type { LinkState } from '../room/types';
+import { NP_BUFFERED, NP_TX_PACKETS, NP_TX_SKIPPED, netPeerIndex } from './net-stats';
+import { SendStallWatch } from './send-stall';
+import { candidateAllowed, selectedPairRttMs, type IcePolicy } from './rtc';
+import type { LinkState, RestartCounts, RestartReason } from '../room/types';
 
 export const CONNECT_TIMEOUT_MS = 12000;
 /** Candidates kept per link before its remote description is set. */
 export const MAX_PENDING_CANDIDATES = 64;
 const WATCH_EVERY_MS = 2000;
 const STATS_EVERY_MS = 2000;
+/** How often the send queues of connected links are looked at (send-stall.ts). */
+export const SEND_WATCH_EVERY_MS = 500;
+
+/** No restarts yet. */
+export function noRestarts(): RestartCounts {
+  return { failed: 0, timeout: 0, 'send-stall': 0, 'peer-send-stall': 0 };
+}
 
 /** The candidates a link holds until its remote description is set: at most `limit`; the
  * excess is counted in `dropped` and not kept. */
@@ -55,8 +74,7 @@ export class CandidateQueue {
   }
 }
 
-/** 'loopback' keeps only 127.0.0.1 candidates (one-machine tests); 'all' keeps everything. */
-export type IcePolicy = 'all' | 'loopback';
+export type { IcePolicy } from './rtc';
 
 export interface MeshOptions {
   self: string;
@@ -64,6 +82,9 @@ export interface MeshOptions {
   icePolicy: IcePolicy;
   pump: PumpHost;
   send(to: string, data: PeerSignal): void;
+  /** Whether signals reach peers now (the server is up). A stalled link is made anew only then:
+   * a new negotiation needs signals, and while they cannot pass the old link is the only one. */
+  canSignal?(): boolean;
   onLinkState(peer: string, state: LinkState): void;
 }
 
@@ -77,6 +98,10 @@ interface Link {
   remoteSet: boolean;
   pending: CandidateQueue;
   rttMs: number | null;
+  /** Our audio send queue towards the peer (send-stall.ts). */
+  sendWatch: SendStallWatch;
+  /** The answerer asked the offerer to make this link anew (counted once per link). */
+  askedRestart: boolean;
 }
 
 export class Mesh {
@@ -87,11 +112,15 @@ export class Mesh {
   private readonly links = new Map<string, Link>();
   private readonly watch: ReturnType<typeof setInterval>;
   private readonly statsTimer: ReturnType<typeof setInterval>;
+  private readonly sendTimer: ReturnType<typeof setInterval>;
+  /** Restarts per peer, kept across its links (a restart replaces the link). */
+  private readonly restartCounts = new Map<string, RestartCounts>();
   private closed = false;
 
   constructor(private readonly opts: MeshOptions) {
     this.watch = setInterval(() => this.checkStalled(), WATCH_EVERY_MS);
     this.statsTimer = setInterval(() => void this.pollRtt(), STATS_EVERY_MS);
+    this.sendTimer = setInterval(() => this.checkSendQueues(), SEND_WATCH_EVERY_MS);
   }
 
   /** Makes sure there is a link to `peer` on engine slot `slot`; keeps a healthy existing one. */
@@ -110,8 +139,26 @@ export class Mesh {
     if (!link) return -1;
     this.teardown(link);
     this.links.delete(peer);
+    this.restartCounts.delete(peer);
     this.opts.pump.remove(link.slot);
     return link.slot;
+  }
+
+  /**
+   * For tests of stall recovery only: our send queue towards `peer` reads as stuck from now on
+   * (PumpHost.holdSend; the real channel is untouched) until the link is made anew. False when
+   * there is no link to `peer`.
+   */
+  simulateSendStall(peer: string): boolean {
+    const link = this.links.get(peer);
+    if (!link) return false;
+    this.opts.pump.holdSend(link.slot);
+    return true;
+  }
+
+  /** The restarts of the link to `peer` so far, by reason (all 0 for an unknown peer). */
+  restarts(peer: string): RestartCounts {
+    return { ...(this.restartCounts.get(peer) ?? noRestarts()) };
   }
 
   has(peer: string): boolean {
@@ -170,6 +217,15 @@ export class Mesh {
           link.remoteSet = true;
           await this.flushCandidates(link);
           break;
+        case 'restart':
+          // The answerer's send queue stopped draining: one restart per epoch, of a connected link.
+          if (!this.isOfferer(from) || signal.epoch !== link.epoch || link.state !== 'connected') {
+            this.droppedSignals++;
+            return;
+          }
+          console.warn(`mesh: ${from.slice(0, 8)} asks for a new link: its send queue stopped draining`);
+          this.restart(link, 'peer-send-stall');
+          break;
         case 'candidate':
           if (!this.allowed(signal.candidate.candidate ?? '')) return;
           if (signal.epoch !== link.epoch) {
@@ -195,6 +251,7 @@ export class Mesh {
     this.closed = true;
     clearInterval(this.watch);
     clearInterval(this.statsTimer);
+    clearInterval(this.sendTimer);
     for (const link of this.links.values()) this.teardown(link);
     this.links.clear();
   }
@@ -234,6 +291,8 @@ export class Mesh {
       remoteSet: false,
       pending: new CandidateQueue(),
       rttMs: null,
+      sendWatch: new SendStallWatch(),
+      askedRestart: false,
     };
     pc.onicecandidate = (ev) => {
       if (!ev.candidate || !ev.candidate.candidate) return;
@@ -251,7 +310,7 @@ export class Mesh {
           break;
         case 'failed':
           this.setState(link, 'failed');
-          if (this.isOfferer(peer)) this.restart(link);
+          if (this.isOfferer(peer)) this.restart(link, 'failed');
           break;
         default:
           break;
@@ -274,8 +333,11 @@ export class Mesh {
     }
   }
 
-  private restart(link: Link): void {
+  private restart(link: Link, reason: RestartReason): void {
     if (this.closed || this.links.get(link.peer) !== link) return;
+    this.count(link.peer, reason);
+    // A stalled link still says 'connected': the view hears that it is being made anew.
+    if (link.state === 'connected') this.setState(link, 'reconnecting');
     this.teardown(link);
     void this.negotiate(link.peer, link.slot, link.epoch + 1);
   }
@@ -298,40 +360,61 @@ export class Mesh {
     const now = performance.now();
     for (const link of this.links.values()) {
       if (link.state === 'connected' || !this.isOfferer(link.peer)) continue;
-      if (now - link.since > CONNECT_TIMEOUT_MS) this.restart(link);
+      if (now - link.since > CONNECT_TIMEOUT_MS) this.restart(link, 'timeout');
     }
+  }
+
+  /** Restarts (or has the offerer restart) each connected link whose send queue stalled. */
+  private checkSendQueues(): void {
+    const now = performance.now();
+    const s = this.opts.pump.stats;
+    for (const link of [...this.links.values()]) {
+      if (link.state !== 'connected') {
+        link.sendWatch.reset();
+        continue;
+      }
+      const base = netPeerIndex(link.slot, 0);
+      const bufferedBytes = s[base + NP_BUFFERED];
+      const stalled = link.sendWatch.update({
+        nowMs: now,
+        bufferedBytes,
+        txPackets: s[base + NP_TX_PACKETS],
+        txSkipped: s[base + NP_TX_SKIPPED],
+      });
+      if (!stalled) continue;
+      const stuckMs = link.sendWatch.stuckMs(now);
+      link.sendWatch.reset();
+      if (this.opts.canSignal?.() === false) continue;
+      console.warn(
+        `mesh: send queue to ${link.peer.slice(0, 8)} held ${bufferedBytes} bytes for ` +
+          `${stuckMs.toFixed(0)} ms with packets waiting: making the link anew`,
+      );
+      if (this.isOfferer(link.peer)) {
+        this.restart(link, 'send-stall');
+      } else {
+        // Asked again after another STALL_AFTER_MS if the link is still this one and still stuck.
+        if (!link.askedRestart) this.count(link.peer, 'send-stall');
+        link.askedRestart = true;
+        this.opts.send(link.peer, { kind: 'restart', epoch: link.epoch, reason: 'send-stall' });
+      }
+    }
+  }
+
+  private count(peer: string, reason: RestartReason): void {
+    let c = this.restartCounts.get(peer);
+    if (!c) this.restartCounts.set(peer, (c = noRestarts()));
+    c[reason]++;
   }
 
   private async pollRtt(): Promise<void> {
     for (const link of this.links.values()) {
       if (link.state !== 'connected') continue;
-      try {
-        const report = await link.pc.getStats();
-        let rtt: number | null = null;
-        report.forEach(
-          (s: { type: string; state?: string; nominated?: boolean; currentRoundTripTime?: number }) => {
-            if (
-              s.type === 'candidate-pair' &&
-              s.state === 'succeeded' &&
-              s.nominated &&
-              typeof s.currentRoundTripTime === 'number'
-            ) {
-              rtt = s.currentRoundTripTime * 1000;
-            }
-          },
-        );
-        link.rttMs = rtt;
-      } catch {
-        // The connection closed while we asked.
-      }
+      link.rttMs = await selectedPairRttMs(link.pc);
     }
   }
 
   private allowed(candidate: string): boolean {
-    if (this.opts.icePolicy === 'all') return true;
-    // candidate:<foundation> <component> <transport> <priority> <address> <port> typ <type> ...
-    const address = candidate.split(' ')[4];
-    return address === '127.0.0.1';
+    return candidateAllowed(this.opts.icePolicy, candidate);
   }
 
   private setState(link: Link, state: LinkState): void {

@@ -16,8 +16,16 @@ export interface PumpHost {
    */
   add(slot: number, channel: RTCDataChannel, control?: RTCDataChannel): void;
   remove(slot: number): void;
-  /** Serves `slot` with a loopback link to ourselves (our packets come straight back). */
-  addLoopback(slot: number): void;
+  /** Serves `channel`, freshly created, as the one link to the hub (null: none). */
+  setHub(channel: RTCDataChannel | null): void;
+  /** Plays the hub's packets of `stream` in engine slot `slot` (-1: in none). */
+  mapStream(stream: number, slot: number): void;
+  /**
+   * Serves `slot` with a loopback link to ourselves (our packets come straight back), made where
+   * the pump runs. With `control`, a loopback control channel too: our clock pings come back as
+   * pings, the pump answers them, and the pongs make exchanges with ourselves (offset 0).
+   */
+  addLoopback(slot: number, control?: boolean): void;
   /** Asks the peer in `slot` to echo our stream for `ms` ms (0: stop), over its control channel;
    * its answer comes to `onEcho` as an 'echo-reply'. */
   requestEcho(slot: number, ms: number): void;
@@ -27,6 +35,8 @@ export interface PumpHost {
   stopEcho(slot: number): void;
   /** Allow echo requests without asking, for this session. */
   setEchoAutoAllow(on: boolean): void;
+  /** Tests only: the send queue of `slot`'s current channel reads as stuck (PacketPump.holdSend). */
+  holdSend(slot: number): void;
   stop(): void;
 }
 
@@ -84,11 +94,15 @@ export function createPumpHost(
             : [channel as unknown as Transferable],
         ),
       remove: (slot) => post({ type: 'remove', slot }),
+      setHub: (channel) =>
+        post({ type: 'hub', channel }, channel ? [channel as unknown as Transferable] : []),
+      mapStream: (stream, slot) => post({ type: 'stream', stream, slot }),
       requestEcho: (slot, ms) => post({ type: 'echo', slot, ms }),
       answerEcho: (slot, allow) => post({ type: 'echo-answer', slot, allow }),
       stopEcho: (slot) => post({ type: 'echo-stop', slot }),
       setEchoAutoAllow: (on) => post({ type: 'echo-auto', on }),
-      addLoopback: (slot) => post({ type: 'add-loopback', slot }),
+      addLoopback: (slot, control = false) => post({ type: 'add-loopback', slot, control }),
+      holdSend: (slot) => post({ type: 'hold-send', slot }),
       stop: () => {
         post({ type: 'stop' });
         setTimeout(() => worker.terminate(), 100);
@@ -102,11 +116,19 @@ export function createPumpHost(
     stats,
     add: (slot, channel, control) => pump.add(slot, channel, control ?? null),
     remove: (slot) => pump.remove(slot),
+    setHub: (channel) => pump.setHub(channel),
+    mapStream: (stream, slot) => pump.mapStream(stream, slot),
     requestEcho: (slot, ms) => void pump.requestEcho(slot, ms),
     answerEcho: (slot, allow) => pump.answerEcho(slot, allow),
     stopEcho: (slot) => pump.stopEcho(slot),
     setEchoAutoAllow: (on) => pump.setEchoAutoAllow(on),
-    addLoopback: (slot) => pump.add(slot, new LoopbackChannel().asDataChannel()),
+    addLoopback: (slot, control = false) =>
+      pump.add(
+        slot,
+        new LoopbackChannel().asDataChannel(),
+        control ? new LoopbackChannel().asDataChannel() : null,
+      ),
+    holdSend: (slot) => void pump.holdSend(slot),
     stop: () => pump.stop(),
   };
 }

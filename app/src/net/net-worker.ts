@@ -9,7 +9,11 @@
 //      { type: 'echo-answer', slot, allow }   (our user's answer to the peer's echo request)
 //      { type: 'echo-stop', slot }            (our user stops the echo of the peer)
 //      { type: 'echo-auto', on }              (allow echo requests without asking)
-//      { type: 'add-loopback', slot }         (a link to ourselves, made here)
+//      { type: 'add-loopback', slot, control } (a link to ourselves, made here; with a control
+//                                               channel to ourselves too when `control`)
+//      { type: 'hold-send', slot }            (tests: the slot's send queue stops draining)
+//      { type: 'hub', channel }               (the hub link's channel, transferred; null: none)
+//      { type: 'stream', stream, slot }       (play the hub's stream in a slot; -1: none)
 //      { type: 'stop' }
 // out: { type: 'error', message } when a message could not be applied;
 //      the pump's EchoEvents (pump.ts): requests to show our user, answers to ours.
@@ -31,7 +35,10 @@ export type NetWorkerMessage =
   | { type: 'echo-answer'; slot: number; allow: boolean }
   | { type: 'echo-stop'; slot: number }
   | { type: 'echo-auto'; on: boolean }
-  | { type: 'add-loopback'; slot: number }
+  | { type: 'add-loopback'; slot: number; control: boolean }
+  | { type: 'hold-send'; slot: number }
+  | { type: 'hub'; channel: RTCDataChannel | null }
+  | { type: 'stream'; stream: number; slot: number }
   | { type: 'stop' };
 
 const scope = self as unknown as {
@@ -78,7 +85,21 @@ scope.onmessage = (ev: MessageEvent<NetWorkerMessage>) => {
         break;
       case 'add-loopback':
         if (!pump) throw new Error('add-loopback before init');
-        pump.add(msg.slot, new LoopbackChannel().asDataChannel(), null);
+        pump.add(
+          msg.slot,
+          new LoopbackChannel().asDataChannel(),
+          msg.control === true ? new LoopbackChannel().asDataChannel() : null,
+        );
+        break;
+      case 'hold-send':
+        pump?.holdSend(msg.slot);
+        break;
+      case 'hub':
+        if (!pump) throw new Error('hub before init');
+        pump.setHub(msg.channel);
+        break;
+      case 'stream':
+        pump?.mapStream(msg.stream, msg.slot);
         break;
       case 'stop':
         pump?.stop();

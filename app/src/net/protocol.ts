@@ -14,15 +14,34 @@
 //   ping   { t? }                                    answered with pong { t }
 //   lock   { locked }                                owner only: admit nobody new (or again all)
 //   remove { peer }                                  owner only: sends the member away
+//   uplink    { need, carries }                       the mesh has asked more of our uplink than
+//                                                     it carries (bits/s): the server may move
+//                                                     the room to the hub
+//   hub-offer { sdp, echo? }                          an offer for this member's one link to the
+//                                                     hub (a new one replaces the previous link);
+//                                                     echo: our own packets come back too
+//   topology  { mode: 'mesh' | 'forward' | 'mix' }    owner only: how the room's packets travel
+//   hub-mix   { master?, strips: [{ stream, gain, pan, mute, solo }] }
+//                                                     this member's personal mix on the hub (mix
+//                                                     mode; the hub keeps it across switches)
 // Server → client:
-//   welcome     { room, peer, peers: [{ peer, name }], cap, owner?, isOwner, locked, protected }
-//               owner: the owner secret, only to the room's owner (kept per room and key)
-//   peer-joined { peer, name }
+//   welcome     { room, peer, peers: [{ peer, name, stream?, kind? }], cap, owner?, isOwner, locked,
+//                 protected, topology?, stream? }
+//               owner: the owner secret, only to the room's owner (kept per room and key);
+//               topology: 'mesh' when absent; stream: this member's hub stream id (1..=65534)
+//   peer-joined { peer, name, stream?, kind? }        kind 'jacktrip': a native JackTrip client,
+//                                                     reached only through the hub
 //   peer-left   { peer, reason: 'left' | 'closed' | 'timeout' | 'removed' }
 //   signal      { from, data }
 //   pong        { t }
 //   room        { locked }                           to every member when the owner (un)locks
-//   error       { code, message, retryAfterMs? }
+//   error       { code, message, retryAfterMs? }     hub-unavailable: the hub refused an offer
+//   topology    { mode, reason? }                    to every member when the owner chose it, or
+//                                                     with the reason when the server moved the
+//                                                     room to the hub on a member's uplink report
+//   hub-answer  { sdp }                              the hub's answer to this member's hub-offer
+// A field that is present but malformed (a stream id outside 1..=65534, an unknown topology or
+// kind) makes the whole message malformed: it is counted and dropped, never guessed at.
 // Close codes: 1000 replaced, 1001 shutdown, 1008 policy, 1009 too large, 1013 too slow,
 // 4001 removed by the owner.
 
@@ -33,16 +52,45 @@ export const OWNER_SECRET = PEER_ID;
 /** The close code of a member the room's owner removed. */
 export const CLOSE_REMOVED = 4001;
 
+/** How a room's packets travel: a peer connection to each participant, or through the hub
+ * (forwarding every stream, or sending each member its own mix made on the server). */
+export type Topology = 'mesh' | 'forward' | 'mix';
+export const TOPOLOGIES: readonly Topology[] = ['mesh', 'forward', 'mix'];
+/** Hub stream ids given to clients (0 is the hub's mix, 65535 unused). */
+export const MIN_STREAM = 1;
+export const MAX_STREAM = 65534;
+
 export interface Member {
   peer: string;
   name: string;
+  /** The member's stream id through the hub, when the server gave one. */
+  stream?: number;
+  /** 'jacktrip': a native JackTrip client, reached only through the hub. */
+  kind?: 'jacktrip';
+}
+
+/** One participant's strip in this member's mix on the hub (hub-mix). Gain is linear. */
+export interface HubStrip {
+  stream: number;
+  gain: number;
+  pan: number;
+  mute: boolean;
+  solo: boolean;
+}
+
+/** This member's personal mix on the hub; `master` absent: the hub's is left as it is. */
+export interface HubMix {
+  master?: number;
+  strips: HubStrip[];
 }
 
 /** What one peer tells another through the server (the `data` of a signal). */
 export type PeerSignal =
   | { kind: 'offer'; sdp: string; epoch: number }
   | { kind: 'answer'; sdp: string; epoch: number }
-  | { kind: 'candidate'; candidate: RTCIceCandidateInit; epoch: number };
+  | { kind: 'candidate'; candidate: RTCIceCandidateInit; epoch: number }
+  /** From the answering side to the offering one: make the link of `epoch` anew, for `reason`. */
+  | { kind: 'restart'; epoch: number; reason: 'send-stall' };
 
 /** What a welcome says about the room and this member's place in it. */
 export interface RoomAccess {
@@ -57,8 +105,18 @@ export interface RoomAccess {
 }
 
 export type ServerMessage =
-  | ({ type: 'welcome'; room: string; peer: string; peers: Member[]; cap: number } & RoomAccess)
-  | { type: 'peer-joined'; peer: string; name: string }
+  | ({
+      type: 'welcome';
+      room: string;
+      peer: string;
+      peers: Member[];
+      cap: number;
+      topology: Topology;
+      stream?: number;
+    } & RoomAccess)
+  | ({ type: 'peer-joined' } & Member)
+  | { type: 'topology'; mode: Topology; reason?: string }
+  | { type: 'hub-answer'; sdp: string }
   | { type: 'peer-left'; peer: string; reason: string }
   | { type: 'signal'; from: string; data: unknown }
   | { type: 'pong'; t?: number }
@@ -118,8 +176,28 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function isMember(v: unknown): v is Member {
-  return isObject(v) && typeof v.peer === 'string' && typeof v.name === 'string';
+/** A hub stream id of a client: an integer in MIN_STREAM..=MAX_STREAM. */
+export function isStream(v: unknown): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= MIN_STREAM && v <= MAX_STREAM;
+}
+
+export function isTopology(v: unknown): v is Topology {
+  return typeof v === 'string' && (TOPOLOGIES as readonly string[]).includes(v);
+}
+
+/** A member as the server names it, its optional fields checked; null when malformed. */
+function memberOf(v: unknown): Member | null {
+  if (!isObject(v) || typeof v.peer !== 'string' || typeof v.name !== 'string') return null;
+  const m: Member = { peer: v.peer, name: v.name };
+  if (v.stream !== undefined) {
+    if (!isStream(v.stream)) return null;
+    m.stream = v.stream;
+  }
+  if (v.kind !== undefined) {
+    if (v.kind !== 'jacktrip') return null;
+    m.kind = v.kind;
+  }
+  return m;
 }
 
 /**
@@ -135,32 +213,48 @@ export function parseServerMessage(text: string): ServerMessage | null {
   }
   if (!isObject(v) || typeof v.type !== 'string') return null;
   switch (v.type) {
-    case 'welcome':
+    case 'welcome': {
       if (
         typeof v.room !== 'string' ||
         typeof v.peer !== 'string' ||
         !Array.isArray(v.peers) ||
-        !v.peers.every(isMember) ||
         typeof v.cap !== 'number'
       ) {
         return null;
       }
+      const peers = v.peers.map(memberOf);
+      if (!peers.every((m): m is Member => m !== null)) return null;
+      if (v.topology !== undefined && !isTopology(v.topology)) return null;
+      if (v.stream !== undefined && !isStream(v.stream)) return null;
       return {
         type: 'welcome',
         room: v.room,
         peer: v.peer,
-        peers: v.peers.map((m: Member) => ({ peer: m.peer, name: m.name })),
+        peers,
         cap: v.cap,
+        // A server before the hub sent neither: a mesh, and no stream of our own.
+        topology: v.topology ?? 'mesh',
+        ...(v.stream !== undefined ? { stream: v.stream } : {}),
         // A server before owners and locks sent none of these: nobody owns, nothing is locked.
         isOwner: v.isOwner === true,
         owner: typeof v.owner === 'string' && OWNER_SECRET.test(v.owner) ? v.owner : null,
         locked: v.locked === true,
         protected: v.protected === true,
       };
+    }
     case 'room':
       return typeof v.locked === 'boolean' ? { type: 'room', locked: v.locked } : null;
-    case 'peer-joined':
-      return typeof v.peer === 'string' && typeof v.name === 'string' ? (v as ServerMessage) : null;
+    case 'peer-joined': {
+      const m = memberOf(v);
+      return m ? { type: 'peer-joined', ...m } : null;
+    }
+    case 'topology':
+      if (!isTopology(v.mode) || (v.reason !== undefined && typeof v.reason !== 'string')) return null;
+      return typeof v.reason === 'string'
+        ? { type: 'topology', mode: v.mode, reason: v.reason }
+        : { type: 'topology', mode: v.mode };
+    case 'hub-answer':
+      return typeof v.sdp === 'string' && v.sdp.length > 0 ? { type: 'hub-answer', sdp: v.sdp } : null;
     case 'peer-left':
       return typeof v.peer === 'string'
         ? { type: 'peer-left', peer: v.peer, reason: String(v.reason ?? 'left') }
@@ -188,6 +282,9 @@ export function parsePeerSignal(data: unknown): PeerSignal | null {
   if ((data.kind === 'offer' || data.kind === 'answer') && typeof data.sdp === 'string') {
     return { kind: data.kind, sdp: data.sdp, epoch: data.epoch };
   }
+  if (data.kind === 'restart' && data.reason === 'send-stall') {
+    return { kind: 'restart', epoch: data.epoch, reason: data.reason };
+  }
   if (data.kind === 'candidate' && isObject(data.candidate)) {
     const c = data.candidate;
     if (typeof c.candidate !== 'string') return null;
@@ -202,6 +299,25 @@ export function parsePeerSignal(data: unknown): PeerSignal | null {
     };
   }
   return null;
+}
+
+/**
+ * The hub-mix message for `mix`: strips whose stream is not a client's, or whose figures are not
+ * finite, are left out (the hub would refuse the whole message); gains below 0 are 0.
+ */
+export function hubMixMessage(mix: HubMix): Record<string, unknown> {
+  const strips = mix.strips
+    .filter((s) => isStream(s.stream) && Number.isFinite(s.gain) && Number.isFinite(s.pan))
+    .map((s) => ({
+      stream: s.stream,
+      gain: Math.max(0, s.gain),
+      pan: Math.max(-1, Math.min(1, s.pan)),
+      mute: s.mute,
+      solo: s.solo,
+    }));
+  const msg: Record<string, unknown> = { type: 'hub-mix', strips };
+  if (mix.master !== undefined && Number.isFinite(mix.master)) msg.master = Math.max(0, mix.master);
+  return msg;
 }
 
 /** 32 lowercase hex chars from the platform's CSPRNG. */

@@ -60,6 +60,8 @@ export interface Link {
   clock: ClockEstimator;
   /** bufferedAmount when the current pass over the outbound ring began (-1: not read yet). */
   queuedAtPass: number;
+  /** Tests only (PacketPump.holdSend): the channel is taken to hold HELD_SEND_BYTES forever. */
+  held: boolean;
   pingsSent: number;
   /** performance.now() of the last ping. */
   lastPingMs: number;

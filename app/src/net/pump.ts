@@ -16,6 +16,11 @@
 // path) skips packets rather than queueing audio that would arrive too late to play; skips are
 // counted per peer.
 //
+// Beside the links per peer there may be one link to the hub (pump-hub.ts): each of our packets
+// goes once on it, and what it sends back is bundles whose packets go to the slots their stream
+// ids map to. During a switch between the mesh and the hub both serve for a while: the engine
+// drops the second copy of a packet (its jitter buffer places packets by sequence number).
+//
 // Each link may also carry a control channel (clock pings, round-trip echo requests and the
 // user's consent to them): pump-control.ts serves those, on the same thread.
 //
@@ -43,29 +48,25 @@ import { CONTROL_PACKET_LEN, HEADER_LEN, MAX_PACKET_LEN, SAMPLE_RATES_HZ } from 
 import { ClockEstimator } from './clock';
 import {
   ChannelState,
-  N_IN_PACKETS,
   N_OUT_PACKETS,
   N_OUT_UNROUTED,
   N_THREAD,
   N_WAKEUPS,
   NET_PEER_LEN,
   NP_BUFFERED,
-  NP_GAP_MAX_MS,
-  NP_GAPS_OVER_20MS,
-  NP_LAST_RX_MS,
   NP_OFFSET_US,
   NP_RTT_MS,
-  NP_RX_BYTES,
   NP_RX_DROPPED,
-  NP_RX_PACKETS,
   NP_SEND_QUEUE_MS,
   NP_STAMP_LAG_MS,
   NP_STATE,
   NP_TX_PACKETS,
   NP_TX_SKIPPED,
   netPeerIndex,
+  noteArrival,
 } from './net-stats';
 import { ControlChannels, type EchoEvent, type Link } from './pump-control';
+import { HubPath } from './pump-hub';
 
 export * from './net-stats';
 export type { EchoEvent } from './pump-control';
@@ -84,6 +85,9 @@ const NO_PAYLOAD = new Uint8Array(0);
 
 /** Send-queue bytes beyond which a channel skips packets (~30 PCM16 stereo 128-frame packets). */
 export const SEND_QUEUE_LIMIT = 64 * 1024;
+/** What a held channel's queue reads (PacketPump.holdSend): over the limit, as measured when an
+ * SCTP association stopped draining. */
+export const HELD_SEND_BYTES = 66_000;
 /** Longest the outbound loop sleeps when the engine is quiet, ms. */
 const IDLE_WAIT_MS = 200;
 /** How often the pump looks for pings due (the burst's pings are 100 ms apart). */
@@ -114,6 +118,7 @@ export class PacketPump {
   private readonly scratchWords: (Uint32Array | undefined)[] = new Array(MAX_PACKET_LEN + 1);
   private readonly scratchViews: (DataView | undefined)[] = new Array(MAX_PACKET_LEN + 1);
   private readonly control: ControlChannels;
+  private readonly hub: HubPath;
   private readonly timeOrigin = performance.timeOrigin;
   private running = false;
   private clockTimer: ReturnType<typeof setInterval> | null = null;
@@ -134,6 +139,7 @@ export class PacketPump {
     this.stats = new Float64Array(netStats);
     this.links = new Array<Link | null>(maxPeers).fill(null);
     this.stats[N_THREAD] = thread === 'worker' ? 1 : 2;
+    this.hub = new HubPath(this.writer, this.stats, maxPeers);
     this.control = new ControlChannels(this.links, this.stats, onEcho, (slot, ms) =>
       this.tellEngine(slot, ms),
     );
@@ -155,6 +161,7 @@ export class PacketPump {
       base: netPeerIndex(slot, 0),
       clock: new ClockEstimator(),
       queuedAtPass: -1,
+      held: false,
       pingsSent: 0,
       lastPingMs: 0,
     };
@@ -178,20 +185,7 @@ export class PacketPump {
       }
       const arrivalUs = Math.round((origin + now) * 1000);
       const bytes = new Uint8Array(data);
-      s[base + NP_RX_PACKETS]++;
-      s[base + NP_RX_BYTES] += data.byteLength;
-      s[N_IN_PACKETS]++;
-      if (bytes.length >= HEADER_LEN && bytes.length !== CONTROL_PACKET_LEN) {
-        const sentUs = readU64(bytes);
-        s[base + NP_STAMP_LAG_MS] = (arrivalUs - sentUs) / 1000;
-      }
-      const last = s[base + NP_LAST_RX_MS];
-      if (last > 0) {
-        const gap = now - last;
-        if (gap > s[base + NP_GAP_MAX_MS]) s[base + NP_GAP_MAX_MS] = gap;
-        if (gap > 20) s[base + NP_GAPS_OVER_20MS]++;
-      }
-      s[base + NP_LAST_RX_MS] = now;
+      noteArrival(s, base, bytes, 0, bytes.length, now, arrivalUs);
       if (!writer.push(slot, arrivalUs % TWO_32, bytes)) s[base + NP_RX_DROPPED]++;
     };
     channel.onopen = () => {
@@ -204,6 +198,17 @@ export class PacketPump {
     };
     if (channel.readyState === 'open') this.open.push(link);
     if (control) this.control.serve(link, control);
+  }
+
+  /** Serves `channel` as the link to the hub (replacing and closing any earlier one; null:
+   * none). It is handed over fresh, as `add`'s channels are. */
+  setHub(channel: RTCDataChannel | null): void {
+    this.hub.set(channel);
+  }
+
+  /** Plays the hub's packets of `stream` in engine slot `slot` (-1: drops them). */
+  mapStream(stream: number, slot: number): void {
+    this.hub.streams.set(stream, slot);
   }
 
   /**
@@ -247,6 +252,19 @@ export class PacketPump {
     return this.control.requestEcho(slot, ms);
   }
 
+  /**
+   * For tests of the mesh's stall recovery only: from now on the channel of `slot` is taken to
+   * hold HELD_SEND_BYTES, so every packet towards that peer is skipped as if its send queue had
+   * stopped draining. The channel itself is untouched; the hold ends with the link (a new channel
+   * for the slot is served normally). False when the slot has no link.
+   */
+  holdSend(slot: number): boolean {
+    const link = this.links[slot];
+    if (!link) return false;
+    link.held = true;
+    return true;
+  }
+
   /** Stops serving `slot` and closes its channel. */
   remove(slot: number): void {
     const link = this.links[slot];
@@ -283,6 +301,7 @@ export class PacketPump {
     if (this.clockTimer !== null) clearInterval(this.clockTimer);
     this.clockTimer = null;
     for (let slot = 0; slot < this.maxPeers; slot++) this.remove(slot);
+    this.hub.set(null);
     // Wake the loop so that it sees `running` is false.
     Atomics.notify(this.outWords, WRITE_WORD);
   }
@@ -294,6 +313,8 @@ export class PacketPump {
     const s = this.stats;
     let n = 0;
     for (let i = 0; i < open.length; i++) open[i].queuedAtPass = -1;
+    const hub = this.hub;
+    hub.beginPass();
     while (reader.peek()) {
       const length = reader.length;
       // The destination: every peer (-1, -1), every peer but `except`, or `only`.
@@ -331,11 +352,13 @@ export class PacketPump {
         const rate = SAMPLE_RATES_HZ[buf[12]] ?? 0;
         if (frames > 0 && rate > 0) bytesPerSecond = (length * rate) / frames;
       }
+      // Through the hub, once for everyone (a packet for one peer only has no way there).
+      if (only < 0 && hub.active) hub.send(buf, bytesPerSecond, SEND_QUEUE_LIMIT);
       for (let i = 0; i < open.length; i++) {
         const link = open[i];
         if (link.slot === except || (only >= 0 && link.slot !== only)) continue;
         const ch = link.channel;
-        const queued = ch.bufferedAmount;
+        const queued = link.held ? HELD_SEND_BYTES : ch.bufferedAmount;
         if (link.queuedAtPass < 0) link.queuedAtPass = queued;
         s[link.base + NP_BUFFERED] = queued;
         const backlogSeconds = bytesPerSecond > 0 ? link.queuedAtPass / bytesPerSecond : 0;
@@ -376,13 +399,6 @@ export class PacketPump {
     const i = this.open.indexOf(link);
     if (i >= 0) this.open.splice(i, 1);
   }
-}
-
-/** The u64 little-endian at the start of `b`, as a number (exact below 2^53). */
-function readU64(b: Uint8Array): number {
-  const lo = (b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)) >>> 0;
-  const hi = (b[4] | (b[5] << 8) | (b[6] << 16) | (b[7] << 24)) >>> 0;
-  return hi * TWO_32 + lo;
 }
 
 /**

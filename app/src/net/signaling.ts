@@ -15,13 +15,16 @@
 import {
   CLOSE_REMOVED,
   FATAL_JOIN_ERRORS,
+  hubMixMessage,
   joinMessage,
+  type HubMix,
   type JoinFields,
   parseServerMessage,
   type Member,
   type PeerSignal,
   type RoomAccess,
   type ServerMessage,
+  type Topology,
 } from './protocol';
 
 export const PING_EVERY_MS = 2000;
@@ -32,8 +35,18 @@ export type SignalingStatus = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
 export interface SignalingEvents {
   status(status: SignalingStatus): void;
-  /** The server (re)accepted the join; `peers` are the other members now. */
-  welcome(peers: Member[], cap: number, access: RoomAccess): void;
+  /** The server (re)accepted the join; `peers` are the other members now; `room` is how the
+   * room's packets travel and our own hub stream id. */
+  welcome(
+    peers: Member[],
+    cap: number,
+    access: RoomAccess,
+    room: { topology: Topology; stream?: number },
+  ): void;
+  /** The owner chose how the room's packets travel. */
+  topology?(mode: Topology, reason?: string): void;
+  /** The hub's answer to our last hub offer. */
+  hubAnswer?(sdp: string): void;
   /** The owner locked or unlocked the room. */
   room(locked: boolean): void;
   joined(member: Member): void;
@@ -78,6 +91,28 @@ export class SignalingClient {
   /** Owner only: locks or unlocks the room (every member then gets `room`). */
   lock(locked: boolean): void {
     this.sendJson({ type: 'lock', locked });
+  }
+
+  /** Offers our one link to the hub (a new offer replaces the previous link); with `echo` the
+   * hub sends our own packets back on it too (the sound check through the server). */
+  hubOffer(sdp: string, echo = false): void {
+    this.sendJson(echo ? { type: 'hub-offer', sdp, echo: true } : { type: 'hub-offer', sdp });
+  }
+
+  /** The mesh has asked more of our uplink than it carries (bits/s each): the server may move
+   * the room to the hub (every member then gets `topology` with the reason). */
+  uplink(needBps: number, carriesBps: number): void {
+    this.sendJson({ type: 'uplink', need: Math.round(needBps), carries: Math.round(carriesBps) });
+  }
+
+  /** Owner only: how the room's packets travel (every member then gets `topology`). */
+  topology(mode: Topology): void {
+    this.sendJson({ type: 'topology', mode });
+  }
+
+  /** Our personal mix on the hub (hub-mix). */
+  hubMix(mix: HubMix): void {
+    this.sendJson(hubMixMessage(mix));
   }
 
   /** Owner only: sends `peer` away from the room. */
@@ -164,18 +199,34 @@ export class SignalingClient {
         this.joined = true;
         this.setStatus('open');
         if (msg.owner) this.setOwner(msg.owner);
-        this.on.welcome(msg.peers, msg.cap, {
-          isOwner: msg.isOwner,
-          owner: msg.owner,
-          locked: msg.locked,
-          protected: msg.protected,
-        });
+        this.on.welcome(
+          msg.peers,
+          msg.cap,
+          {
+            isOwner: msg.isOwner,
+            owner: msg.owner,
+            locked: msg.locked,
+            protected: msg.protected,
+          },
+          { topology: msg.topology, stream: msg.stream },
+        );
+        break;
+      case 'topology':
+        this.on.topology?.(msg.mode, msg.reason);
+        break;
+      case 'hub-answer':
+        this.on.hubAnswer?.(msg.sdp);
         break;
       case 'room':
         this.on.room(msg.locked);
         break;
       case 'peer-joined':
-        this.on.joined({ peer: msg.peer, name: msg.name });
+        this.on.joined({
+          peer: msg.peer,
+          name: msg.name,
+          ...(msg.stream !== undefined ? { stream: msg.stream } : {}),
+          ...(msg.kind !== undefined ? { kind: msg.kind } : {}),
+        });
         break;
       case 'peer-left':
         this.on.left(msg.peer, msg.reason);

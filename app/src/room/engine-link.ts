@@ -19,6 +19,8 @@ import { DEFAULT_BUFFER_SETTING, policyOf } from '../audio/buffer-policy';
 export const SAMPLE_RATE = 48000;
 /** Engine slots: more than any room the server admits by default (16). */
 export const MAX_PEERS = 64;
+/** The engine slot the hub's mix plays in (mix mode); participants get the others. */
+export const HUB_MIX_SLOT = MAX_PEERS - 1;
 
 export interface OutputCapture {
   left: Float32Array;
@@ -107,8 +109,8 @@ export class EngineLink {
   }
 
   /**
-   * Starts the packet pump on the engine's rings: in the net worker, or on this thread (where a
-   * loopback channel lives). `onEcho` hears the pump's round-trip requests and answers.
+   * Starts the packet pump on the engine's rings: in the net worker where this browser can hand
+   * it channels, else on this thread. `onEcho` hears the pump's round-trip requests and answers.
    */
   openPump(where: 'worker' | 'main', onEcho?: (ev: EchoEvent) => void): PumpHost {
     const engine = this.engine;

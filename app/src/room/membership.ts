@@ -6,7 +6,7 @@
 // (the same peer id comes back with the same slot). What follows a participant in or out (engine
 // slot set up, transport link, recorder track) is the session's, through MembershipHooks.
 
-import type { Member, RoomAccess } from '../net/protocol';
+import type { HubMix, Member, RoomAccess, Topology } from '../net/protocol';
 import { SignalingClient, type JoinParams, type SignalingStatus } from '../net/signaling';
 import type { JoinRequest, LinkState, MixMemory, StripSettings } from './types';
 
@@ -32,8 +32,13 @@ export interface MembershipHooks {
 /** What the signaling client says that is not membership itself. */
 export interface RoomEvents {
   status(status: SignalingStatus): void;
-  /** The server (re)accepted the join; the members it named are admitted next. */
-  welcome(access: RoomAccess): void;
+  /** The server (re)accepted the join; the members it named are admitted next. `room`: how the
+   * room's packets travel, and our own hub stream id. */
+  welcome(access: RoomAccess, room: { topology: Topology; stream?: number }): void;
+  /** The owner chose how the room's packets travel, or the server moved the room (`reason`). */
+  topology(mode: Topology, reason?: string): void;
+  /** The hub's answer to our hub offer. */
+  hubAnswer(sdp: string): void;
   /** The owner locked or unlocked the room. */
   locked(locked: boolean): void;
   /** Someone came or went (after a welcome, a join or a leave). */
@@ -93,8 +98,8 @@ export class Membership {
     };
     this.signaling = new SignalingClient(SignalingClient.urlFor(), join, {
       status: (status) => on.status(status),
-      welcome: (peers, _cap, access) => {
-        on.welcome(access);
+      welcome: (peers, _cap, access, room) => {
+        on.welcome(access, room);
         for (const m of peers) this.admit(m);
         on.changed();
       },
@@ -108,6 +113,8 @@ export class Membership {
         on.changed();
       },
       signal: (from, data) => on.signal(from, data),
+      topology: (mode, reason) => on.topology(mode, reason),
+      hubAnswer: (sdp) => on.hubAnswer(sdp),
       error: (code, message, fatal, retryAfterMs) => on.error(code, message, fatal, retryAfterMs),
     });
   }
@@ -130,6 +137,31 @@ export class Membership {
   /** Owner only (the server checks): sends a participant away. */
   remove(peer: string): void {
     if (this.participants.has(peer)) this.signaling?.remove(peer);
+  }
+
+  /** Owner only (the server checks): how the room's packets travel. */
+  setTopology(mode: Topology): void {
+    this.signaling?.topology(mode);
+  }
+
+  /** Tells the server the mesh asks more of our uplink than it carries (bits/s). */
+  reportUplink(needBps: number, carriesBps: number): void {
+    this.signaling?.uplink(needBps, carriesBps);
+  }
+
+  /** Offers our link to the hub; with `echo` the hub sends our own packets back too. */
+  hubOffer(sdp: string, echo = false): void {
+    this.signaling?.hubOffer(sdp, echo);
+  }
+
+  /** Our personal mix on the hub. */
+  hubMix(mix: HubMix): void {
+    this.signaling?.hubMix(mix);
+  }
+
+  /** The hub stream id of `peer`, as the server named it. */
+  streamOf(peer: string): number | undefined {
+    return this.participants.get(peer)?.member.stream;
   }
 
   /** Relays a signal to `to` through the server. */

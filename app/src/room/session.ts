@@ -2,7 +2,9 @@
 // (types.ts) up to date. The parts, each in its own module:
 // - engine-link.ts: the audio context, engine worklet, microphone, monitor and packet pump;
 // - membership.ts: the signaling client, the participants and their engine slots;
-// - transport.ts: how packets reach the participants (the mesh of peer connections);
+// - transport.ts: how packets reach the participants; links.ts picks the mesh or the hub as the
+//   room's topology says, and topology.ts says when the mesh no longer fits (the owner's client
+//   then moves the room to the hub);
 // - probe.ts: round-trip probes and the echo requests they rest on;
 // - recording.ts: the recorder's tracks and state;
 // - view.ts and counters.ts: the view and the counters, built from the engine's stats block
@@ -12,18 +14,19 @@
 // server and no network: the user's own packets come back as its one participant.
 
 import { engineUnavailableReason } from '../audio/host';
-import { LoopbackChannel } from '../net/loopback';
 import { Mesh, type IcePolicy } from '../net/mesh';
-import { NP_RTT_MS, netPeerIndex } from '../net/pump';
-import { randomId } from '../net/protocol';
+import { randomId, type HubStrip, type Topology } from '../net/protocol';
 import { forwardClockOffsets } from './clock-offsets';
 import { buildCounters, type SessionCounters } from './counters';
-import { EngineLink, MAX_PEERS, SAMPLE_RATE, type OutputCapture } from './engine-link';
+import { EngineLink, HUB_MIX_SLOT, MAX_PEERS, SAMPLE_RATE, type OutputCapture } from './engine-link';
 import { noticeFor } from './errors';
 import { Membership, type Participant } from './membership';
 import { LOOPBACK_PEER, PROBE_CLICKS, PROBE_ECHO_MS, RoundTrips, type ProbeResult } from './probe';
 import { Recording } from './recording';
-import { fetchIceServers, openMesh, type Transport } from './transport';
+import { RoomLinks } from './links';
+import { participantRows } from './rows';
+import { MeshFitWatch } from './topology';
+import { fetchIceServers } from './transport';
 import type { JoinRequest, RoomError, RoomSession, RoomView, StripSettings } from './types';
 import {
   buildView,
@@ -34,7 +37,6 @@ import {
   withSignaling,
   withWelcome,
   type LatencyStages,
-  type ParticipantRow,
 } from './view';
 
 export { MAX_PEERS, SAMPLE_RATE, type OutputCapture } from './engine-link';
@@ -55,6 +57,7 @@ export const OFFLINE_MESSAGE =
   'Joining a room needs the network, and this device is offline (or the Tutti server cannot be ' +
   'reached). The sound check, the self-test and the benchmark work offline.';
 const LOOPBACK_NAME = 'You, through the engine';
+const SERVER_ECHO_NAME = 'You, through the server';
 
 const VIEW_EVERY_MS = 100;
 /** How long a notice (e.g. "only the owner can do that") stays, ms. */
@@ -62,6 +65,10 @@ const NOTICE_MS = 6000;
 /** Figures (latency, buffer, loss, ...) change in the view every this many refreshes (0.5 s):
  * readable, and each change costs the page a layout; meters move at every refresh. */
 const FIGURES_EVERY = 5;
+/** Whether the mesh still fits is looked at every this many refreshes (1 s). */
+const ADVICE_EVERY = 10;
+/** Longest the server hears again that our uplink cannot carry the mesh, ms. */
+const UPLINK_REPORT_EVERY_MS = 10000;
 
 class Session implements RoomSession {
   view: RoomView;
@@ -71,27 +78,41 @@ class Session implements RoomSession {
   private readonly members: Membership;
   private readonly trips: RoundTrips;
   private readonly recording: Recording;
-  private transport: Transport | null = null;
+  private transport: RoomLinks | null = null;
+  private readonly meshFit = new MeshFitWatch();
   private timer: ReturnType<typeof setInterval> | null = null;
   private ended = false;
   private refreshes = 0;
+  /** When the server last heard that our uplink cannot carry the mesh (performance.now()). */
+  private uplinkReportedAt = -Infinity;
+  /** Our own hub stream id, from the welcome (the sound check through the server plays it). */
+  private ownStream: number | undefined;
 
   constructor(
     private readonly req: JoinRequest,
     private readonly icePolicy: IcePolicy,
     /** Self-test: no server, no network; the user's own packets come back as one participant. */
     readonly loopback = false,
+    /**
+     * The sound check through the server: `req` names a fresh private room of our own, which
+     * we put on the hub (forward) with a link that sends our own packets back (echo); they play
+     * as one participant, and its round trip is the server's.
+     */
+    readonly serverEcho = false,
   ) {
     const self = randomId();
     const ended = () => this.ended;
     this.link = new EngineLink(ended);
     this.members = new Membership(
       self,
-      MAX_PEERS,
+      // The last slot is kept for the hub's mix.
+      MAX_PEERS - 1,
       { admitted: (p, fresh) => this.admitted(p, fresh), released: (p) => this.released(p) },
       req.mixMemory,
     );
-    this.trips = new RoundTrips(this.link, this.members, loopback, ended, () => this.refresh());
+    // Through the server as through the engine, our own packets come back on the participant's
+    // own link: a probe times them there, with no echo to ask anyone for.
+    this.trips = new RoundTrips(this.link, this.members, loopback || serverEcho, ended, () => this.refresh());
     this.recording = new Recording({
       room: loopback ? 'sound-check' : req.room,
       sampleRate: SAMPLE_RATE,
@@ -117,6 +138,7 @@ class Session implements RoomSession {
     if (!p) return;
     p.strip = { ...p.strip, ...patch };
     this.sendStrip(p);
+    this.sendHubMix();
     // Muting someone also stops sending them their own sound back, and declines their request.
     if (p.strip.mute) this.trips.muted(peer, p.slot);
     this.req.mixMemory?.set(p.member.name, p.strip);
@@ -151,6 +173,10 @@ class Session implements RoomSession {
 
   removePeer(peer: string): void {
     if (this.view.access.isOwner) this.members.remove(peer);
+  }
+
+  setTopology(mode: Topology): void {
+    if (this.view.access.isOwner) this.members.setTopology(mode);
   }
 
   /** Clears the notice after NOTICE_MS unless another replaced it. */
@@ -276,9 +302,14 @@ class Session implements RoomSession {
     return this.link.ctx;
   }
 
-  /** The mesh of peer connections, when that is the transport (diagnostics and tests). */
+  /** The mesh of peer connections, while the room uses it (diagnostics and tests). */
   get mesh(): Mesh | null {
-    return this.transport instanceof Mesh ? this.transport : null;
+    return this.transport?.mesh ?? null;
+  }
+
+  /** The room's links: mesh or hub (diagnostics and tests). */
+  get links(): RoomLinks | null {
+    return this.transport;
   }
 
   private async start(): Promise<void> {
@@ -298,16 +329,17 @@ class Session implements RoomSession {
     if (opened !== 'ok') return this.fail(opened.code, opened.message);
 
     if (this.loopback) {
-      // The loopback channel lives on this thread: the pump must too.
-      const pump = this.link.openPump('main');
+      // The pump runs where a room's does (the net worker where the browser has one for it), so
+      // the sound check hears what a room would, and a busy page (rendering, a stats export)
+      // does not stall our own packets on their way back.
+      const pump = this.link.openPump('worker');
       this.view = { ...this.view, joined: true, signaling: 'open' };
       this.members.admit({ peer: LOOPBACK_PEER, name: LOOPBACK_NAME });
       const p = this.members.get(LOOPBACK_PEER);
       if (p) {
         p.link = 'connected';
-        // A loopback control channel too: our pings come back as pings, the pump answers them,
-        // and the pongs make exchanges with ourselves, whose offset is 0 by construction.
-        pump.add(p.slot, new LoopbackChannel().asDataChannel(), new LoopbackChannel().asDataChannel());
+        // With a loopback control channel: exchanges with ourselves, offset 0 by construction.
+        pump.addLoopback(p.slot, true);
       }
       this.refresh();
       this.timer = setInterval(() => this.refresh(), VIEW_EVERY_MS);
@@ -319,10 +351,21 @@ class Session implements RoomSession {
         this.view = withSignaling(this.view, signaling);
         this.emit();
       },
-      welcome: (access) => {
+      welcome: (access, room) => {
         if (access.owner) this.req.owner?.set(access.owner);
         this.view = withWelcome(this.view, access);
+        this.ownStream = room.stream;
+        this.applyTopology(room.topology);
+        if (this.serverEcho) this.echoThroughServer(room.topology);
       },
+      topology: (mode, reason) => {
+        this.applyTopology(mode);
+        // The server moved the room on a player's uplink report: say why until it changes.
+        this.view = { ...this.view, topology: { ...this.view.topology, moved: reason ?? null } };
+        this.emit();
+        if (this.serverEcho) this.echoThroughServer(mode);
+      },
+      hubAnswer: (sdp) => void this.transport?.hub?.answer(sdp),
       locked: (locked) => {
         this.view = { ...this.view, access: { ...this.view.access, locked } };
         this.emit();
@@ -335,26 +378,54 @@ class Session implements RoomSession {
           // Sent away: stop sending to and hearing the others at once.
           if (code === 'removed') this.members.releaseAll();
           this.refresh();
-        } else if (code === 'not-owner') {
+        } else if (code === 'hub-unavailable') {
+          // The hub link is offered again after a backoff; the mesh, if up, keeps playing.
+          this.transport?.hub?.unavailable();
+          this.view = { ...this.view, topology: { ...this.view.topology, hubRefused: true } };
+          this.emit();
+        } else if (code === 'not-owner' || code === 'topology-refused') {
           this.showNotice(noticeFor(code, message));
         } else {
           console.warn(`signaling: ${code}: ${message}`);
         }
       },
     });
-    this.transport = openMesh({
+    this.transport = new RoomLinks({
       self: this.view.self.peer,
       iceServers,
       icePolicy: this.icePolicy,
       pump,
-      send: (to, data) => this.members.send(to, data),
+      members: this.members,
+      mixSlot: HUB_MIX_SLOT,
+      canSignal: () => this.view.signaling === 'open',
       onLinkState: (peer, link) => {
         const p = this.members.get(peer);
         if (p) p.link = link;
         this.refresh();
       },
+      onHubConnected: () => {
+        this.sendHubMix();
+        this.view = { ...this.view, topology: { ...this.view.topology, hubRefused: false } };
+        this.refresh();
+      },
+      echo: this.serverEcho,
     });
     this.timer = setInterval(() => this.refresh(), VIEW_EVERY_MS);
+  }
+
+  /**
+   * The sound check through the server, at each topology our room has: it is moved to the hub
+   * (we created it, so we own it), and once it is there our own stream, which the hub sends
+   * back, plays as one participant.
+   */
+  private echoThroughServer(mode: Topology): void {
+    if (mode !== 'forward') {
+      this.members.setTopology('forward');
+      return;
+    }
+    if (this.ownStream === undefined || this.members.get(LOOPBACK_PEER)) return;
+    this.members.admit({ peer: LOOPBACK_PEER, name: SERVER_ECHO_NAME, stream: this.ownStream });
+    this.refresh();
   }
 
   /** A participant came in (`fresh`: its engine slot is new) or was named again. */
@@ -375,15 +446,87 @@ class Session implements RoomSession {
     this.link.control({ type: 'remove-peer', slot: p.slot });
   }
 
+  /**
+   * The room's packets travel `mode` from now on (welcome, or the owner's choice): the links
+   * switch (links.ts) while the engine, its slots and the recording carry on. In mix mode the
+   * hub's mix plays in its own slot and the participants' strips are applied on the hub.
+   */
+  private applyTopology(mode: Topology): void {
+    const links = this.transport;
+    if (!links) return;
+    const prev = links.mode;
+    if (!links.setMode(mode)) return;
+    if (mode === 'mix' && prev !== 'mix') {
+      this.link.control({ type: 'add-peer', slot: HUB_MIX_SLOT });
+      // The mix is stereo already panned on the hub; the engine's strip pans with constant
+      // power (cos π/4, −3 dB, at the centre), so the mix's strip takes √2 to play it at unity.
+      this.link.control({
+        type: 'strip',
+        slot: HUB_MIX_SLOT,
+        gain: Math.SQRT2,
+        pan: 0,
+        mute: false,
+        solo: false,
+      });
+    } else if (prev === 'mix') {
+      this.link.control({ type: 'remove-peer', slot: HUB_MIX_SLOT });
+    }
+    for (const p of this.members.participants.values()) this.sendStrip(p);
+    this.sendHubMix();
+    this.view = { ...this.view, topology: { ...this.view.topology, mode } };
+    this.refresh();
+  }
+
+  /**
+   * A participant's strip in the engine. In mix mode the hub applies it (sendHubMix) and the
+   * participant's own slot is muted: it carries nothing from the hub, and during a switch the
+   * mesh's copy must not double the mix (nor may a solo here silence the mix's slot).
+   */
   private sendStrip(p: Participant): void {
+    const mix = this.transport?.mode === 'mix';
     this.link.control({
       type: 'strip',
       slot: p.slot,
       gain: dbToGain(p.strip.gainDb),
       pan: p.strip.pan,
-      mute: p.strip.mute,
-      solo: p.strip.solo,
+      mute: mix || p.strip.mute,
+      solo: !mix && p.strip.solo,
     });
+  }
+
+  /** Our strips for the hub's mix of us (hub-mix), while the room uses the hub; the master
+   * stays local (it applies to the mix's slot here). */
+  private sendHubMix(): void {
+    const mode = this.transport?.mode;
+    if (mode !== 'forward' && mode !== 'mix') return;
+    const strips: HubStrip[] = [];
+    for (const p of this.members.participants.values()) {
+      const stream = p.member.stream;
+      if (stream === undefined) continue;
+      const s = p.strip;
+      strips.push({ stream, gain: dbToGain(s.gainDb), pan: s.pan, mute: s.mute, solo: s.solo });
+    }
+    this.members.hubMix({ strips });
+  }
+
+  /**
+   * Whether the mesh still fits our uplink (topology.ts), from the pump's counters of what our
+   * channels were handed and still hold. The reason, or null. Once it has not fitted for a
+   * while the server hears what the mesh asks and what our uplink carries (at most every
+   * UPLINK_REPORT_EVERY_MS): it moves the room to the hub unless the owner chose the mesh.
+   */
+  private adviseTopology(nowMs: number): string | null {
+    const links = this.transport;
+    const net = this.link.pump?.stats;
+    if (!links || links.mode !== 'mesh' || !net) return this.view.topology.advice;
+    const slots = [...this.members.participants.values()].map((p) => p.slot);
+    const fit = this.meshFit.update(nowMs, links.mode, slots.length + 1, this.req.audio, net, slots);
+    if (!fit) return null;
+    if (nowMs - this.uplinkReportedAt >= UPLINK_REPORT_EVERY_MS) {
+      this.uplinkReportedAt = nowMs;
+      this.members.reportUplink(fit.needBps, fit.carriesBps);
+    }
+    return fit.reason;
   }
 
   private fail(code: string, message: string): void {
@@ -397,6 +540,7 @@ class Session implements RoomSession {
     if (this.ended) return;
     const stats = this.link.stats;
     stats.refresh();
+    const adviceDue = this.refreshes % ADVICE_EVERY === 0;
     const figuresDue = this.refreshes++ % FIGURES_EVERY === 0;
     const pump = this.link.pump;
     if (pump && this.link.engine) {
@@ -409,21 +553,24 @@ class Session implements RoomSession {
     }
     this.link.forwardDeviceLatency();
     this.trips.follow(stats.probe());
-    const participants: ParticipantRow[] = [];
-    for (const [peer, p] of this.members.participants) {
-      // The pump's own exchanges when there are any: measured on the data channels, where the
-      // audio goes, every second; else the link's own RTT (the ICE pair's, from its stats).
-      const pumpRtt = pump ? pump.stats[netPeerIndex(p.slot, NP_RTT_MS)] : NaN;
-      const rttMs = Number.isFinite(pumpRtt) ? pumpRtt : (this.transport?.rttMs(peer) ?? null);
-      participants.push({
-        peer,
-        name: p.member.name,
-        link: p.link,
-        strip: p.strip,
-        stats: stats.peer(p.slot),
-        rttMs,
-      });
-    }
+    const participants = participantRows(this.members.participants, {
+      engine: (slot) => stats.peer(slot),
+      net: pump?.stats ?? null,
+      hubMeters: this.transport?.mode === 'mix',
+      linkRttMs: (peer) => this.transport?.rttMs(peer) ?? null,
+      restarts: (peer) => this.transport?.restarts?.(peer),
+      epochMs: performance.timeOrigin + performance.now(),
+    });
+    const hub = this.transport?.hub;
+    this.view = {
+      ...this.view,
+      topology: {
+        ...this.view.topology,
+        hub: hub && this.transport?.mode !== 'mesh' ? hub.link.state : null,
+        hubRttMs: hub && this.transport?.mode !== 'mesh' ? hub.link.rttMs : null,
+        advice: adviceDue ? this.adviseTopology(performance.now()) : this.view.topology.advice,
+      },
+    };
     this.view = buildView(this.view, {
       globals: stats.globals(),
       participants,
@@ -445,9 +592,9 @@ class Session implements RoomSession {
 /** Opens a session: it starts joining at once; watch `view` for progress and errors. */
 export function openSession(
   req: JoinRequest,
-  opts: { ice?: IcePolicy; loopback?: boolean } = {},
+  opts: { ice?: IcePolicy; loopback?: boolean; serverEcho?: boolean } = {},
 ): RoomSession {
-  const session = new Session(req, opts.ice ?? 'all', opts.loopback ?? false);
+  const session = new Session(req, opts.ice ?? 'all', opts.loopback ?? false, opts.serverEcho ?? false);
   // A handle for diagnostics from the browser console (and the end-to-end tests).
   (globalThis as { tutti?: { session: Session } }).tutti = { session };
   return session;

@@ -3,7 +3,7 @@
 // served by a hub is a second way to do the same job; the session only needs what is below.
 
 import { Mesh, type MeshOptions } from '../net/mesh';
-import type { LinkState } from './types';
+import type { LinkState, RestartCounts } from './types';
 
 export interface Transport {
   /** Makes sure `peer` is reached, its packets going to and from engine slot `slot`. */
@@ -14,6 +14,8 @@ export interface Transport {
   state(peer: string): LinkState | null;
   /** The round trip to `peer` the link itself measured, ms; null while unknown. */
   rttMs(peer: string): number | null;
+  /** How often the link to `peer` was made anew, by reason; absent when links are not restarted. */
+  restarts?(peer: string): RestartCounts;
   /** A signal from `peer`, relayed by the server, for this transport. */
   handleSignal(from: string, data: unknown): Promise<void>;
   close(): void;

@@ -24,12 +24,25 @@ export interface StripSettings {
 
 export type LinkState = 'connecting' | 'connected' | 'reconnecting' | 'failed';
 
+/**
+ * Why a link to a peer was made anew (net/mesh.ts): its connection failed; it did not connect in
+ * time; our send queue towards the peer stopped draining; the peer's did (it asked us to restart).
+ */
+export type RestartReason = 'failed' | 'timeout' | 'send-stall' | 'peer-send-stall';
+
+/** Restarts of the link to one peer so far, by reason. */
+export type RestartCounts = Record<RestartReason, number>;
+
 export interface ParticipantView {
   /** Stable id for keyed lists (the peer id). */
   peer: string;
   /** Display name chosen by that participant: untrusted text, render it as text only. */
   name: string;
+  /** 'jacktrip': a native JackTrip client, heard only through the hub; absent for a browser. */
+  kind?: 'jacktrip';
   link: LinkState;
+  /** The link's restarts so far, by reason; absent when the transport does not restart links. */
+  restarts?: RestartCounts;
   levels: Levels;
   strip: StripSettings;
   /** Estimated one-way mouth-to-ear latency, ms; null until measured. */
@@ -74,6 +87,24 @@ export interface RoomAccess {
   private: boolean;
 }
 
+/** How the room's packets travel, as the room view shows it. */
+export interface TopologyView {
+  /** mesh: a link to each participant; forward: one link to the hub, which forwards every
+   * stream; mix: one link to the hub, which makes our mix on the server. */
+  mode: 'mesh' | 'forward' | 'mix';
+  /** The hub link's state while the room uses the hub; null otherwise. */
+  hub: LinkState | null;
+  /** The hub link's round trip, ms, while the room uses the hub and it is known; else null. */
+  hubRttMs?: number | null;
+  /** Why the mesh no longer fits ("5 players: 4 streams × …"); null while it fits or unknown. */
+  advice: string | null;
+  /** The server refused a hub link (hub-unavailable) since the last one that worked. */
+  hubRefused: boolean;
+  /** Why the server moved the room to the hub by itself (a player's uplink could not carry
+   * the mesh); null once the topology changes again. */
+  moved?: string | null;
+}
+
 export interface RoomView {
   room: string;
   /** The private room's key (its link's fragment); null for an open room. */
@@ -98,6 +129,7 @@ export interface RoomView {
   engine: { underruns: number; peers: number; sampleRate: number; blockFrames: number };
   recording: RecordingView;
   echo: EchoView;
+  topology: TopologyView;
 }
 
 /**
@@ -171,6 +203,8 @@ export interface RoomSession {
   setStrip(peer: string, patch: Partial<StripSettings>): void;
   setMaster(gainDb: number): void;
   setMonitor(on: boolean, gainDb?: number): void;
+  /** Owner only: how the room's packets travel (every member then switches). */
+  setTopology?(mode: TopologyView['mode']): void;
   /** Per-peer engine and network counters (the stats view samples them every second). */
   counters?(): import('./session').SessionCounters;
   /** Per-stage latency histograms, when the engine provides them. */

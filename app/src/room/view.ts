@@ -11,9 +11,12 @@ import type {
   LinkState,
   ParticipantView,
   RecordingView,
+  RestartCounts,
+  RestartReason,
   RoomError,
   RoomView,
   StripSettings,
+  TopologyView,
 } from './types';
 
 export const IDLE_RECORDING: RecordingView = { state: 'idle', id: null, seconds: 0, bytes: 0, error: null };
@@ -54,6 +57,7 @@ export function initialView(req: JoinRequest, self: string, sampleRate: number):
     engine: { underruns: 0, peers: 0, sampleRate, blockFrames: req.audio.blockFrames },
     recording: IDLE_RECORDING,
     echo: { requests: [], echoing: null, autoAllow: false },
+    topology: { mode: 'mesh', hub: null, advice: null, hubRefused: false },
   };
 }
 
@@ -93,7 +97,10 @@ export function withError(
 export interface ParticipantRow {
   peer: string;
   name: string;
+  kind?: 'jacktrip';
   link: LinkState;
+  /** The link's restarts by reason, when the transport counts them. */
+  restarts?: RestartCounts;
   strip: StripSettings;
   stats: EnginePeerStats;
   /** Round trip to the peer, ms; null while unknown. */
@@ -115,10 +122,35 @@ export interface ViewFrame {
   echo: EchoView;
 }
 
+const RESTART_WORDS: Record<RestartReason, string> = {
+  failed: 'connection failed',
+  timeout: 'did not connect in time',
+  'send-stall': 'our sending stalled',
+  'peer-send-stall': 'their sending stalled',
+};
+
+/**
+ * A link's restarts for the strip beside its state: `short` ("restarted 3×"; '' with none) and
+ * `detail`, each reason with its count ("our sending stalled 2, connection failed 1").
+ */
+export function restartsText(c: RestartCounts | undefined): { short: string; detail: string } {
+  if (!c) return { short: '', detail: '' };
+  const parts = (Object.keys(RESTART_WORDS) as RestartReason[])
+    .filter((r) => c[r] > 0)
+    .map((r) => `${RESTART_WORDS[r]} ${c[r]}`);
+  const total = Object.values(c).reduce((a, b) => a + b, 0);
+  return total > 0 ? { short: `restarted ${total}×`, detail: parts.join(', ') } : { short: '', detail: '' };
+}
+
 /** What the engine says of a peer's stream: "PCM16 stereo 128"; '' before any packet. */
 export function formatOf(s: EnginePeerStats): string {
   if (s.received <= 0) return '';
   return `${s.bits === 32 ? 'float32' : `PCM${s.bits}`} ${s.channels === 1 ? 'mono' : 'stereo'} ${s.blockFrames}`;
+}
+
+/** A row's kind as a view field: present only for a JackTrip client. */
+function kindOf(row: ParticipantRow): { kind?: 'jacktrip' } {
+  return row.kind ? { kind: row.kind } : {};
 }
 
 /** The view after `prev`, from one frame of figures. */
@@ -131,7 +163,14 @@ export function buildView(prev: RoomView, frame: ViewFrame): RoomView {
     const levels = levelsDb(s.levels);
     const before = previous.get(row.peer);
     if (before && !frame.figuresDue) {
-      participants.push({ ...before, name: row.name, link: row.link, strip: row.strip, levels });
+      participants.push({
+        ...before,
+        name: row.name,
+        link: row.link,
+        restarts: row.restarts,
+        strip: row.strip,
+        levels,
+      });
       continue;
     }
     const bufferMs = ms(s.bufferedFrames);
@@ -139,7 +178,9 @@ export function buildView(prev: RoomView, frame: ViewFrame): RoomView {
     participants.push({
       peer: row.peer,
       name: row.name,
+      ...kindOf(row),
       link: row.link,
+      restarts: row.restarts,
       levels,
       strip: row.strip,
       latencyMs: rttMs === null ? null : frame.blockMs + rttMs / 2 + bufferMs + frame.outputMs,
@@ -225,4 +266,26 @@ export function latencyStagesOf(
     local: { capture: snap.capture },
     devices: { outputMs: snap.outputMs, inputMs: snap.inputMs },
   };
+}
+
+/** What the room view says of how the room's packets travel (TopologyView). */
+export function topologyText(t: TopologyView): string {
+  const link =
+    t.hub === null
+      ? ''
+      : t.hub === 'connected'
+        ? typeof t.hubRttMs === 'number'
+          ? ` Round trip to the server: ${t.hubRttMs.toFixed(1)} ms.`
+          : ''
+        : t.hubRefused
+          ? ' The server has no hub for this room now: trying again.'
+          : ` Hub link ${t.hub}…`;
+  switch (t.mode) {
+    case 'mesh':
+      return 'Mesh: a direct link to each player.';
+    case 'forward':
+      return `Through the hub: one link to the server, which forwards every player's stream; your mix is made here.${link}`;
+    case 'mix':
+      return `Through the hub, mixed on the server: the server makes your mix (your faders, pans, mutes and solos apply there) and sends it as one stream.${link}`;
+  }
 }
