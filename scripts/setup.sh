@@ -8,7 +8,9 @@
 #   apt:     for the tests only (not for npm start): chromium (headless browser tests),
 #            pulseaudio and pulseaudio-utils (a sound server with 128-frame callbacks for the
 #            browser), iptables (iptables-legacy's NFQUEUE: impaired networks via bench/impair),
-#            unzip (checks the exported archives)
+#            unzip (checks the exported archives), jacktrip and jackd2 (the real JackTrip client
+#            on a dummy-driver JACK server, with jack_simple_client and jack_rec, for the
+#            JackTrip interop test)
 #   rustup:  wasm32-unknown-unknown target, rustfmt and clippy components
 #   rustup:  a nightly toolchain (minimal profile), for the fuzz targets (tests only)
 #   cargo:   wasm-pack (pinned), wasm-bindgen-cli (exactly the version wasm/Cargo.toml pins),
@@ -55,6 +57,10 @@ if [ -n "$FOR_TESTS" ]; then
   command -v pactl >/dev/null 2>&1 || apt_missing+=(pulseaudio-utils)
   command -v iptables-legacy >/dev/null 2>&1 || apt_missing+=(iptables)
   command -v unzip >/dev/null 2>&1 || apt_missing+=(unzip)
+  # The real JackTrip client and a JACK server (with jack_simple_client, jack_rec) for the
+  # JackTrip interop test.
+  command -v jacktrip >/dev/null 2>&1 || apt_missing+=(jacktrip)
+  command -v jack_rec >/dev/null 2>&1 || apt_missing+=(jackd2)
 fi
 if [ ${#apt_missing[@]} -gt 0 ]; then
   command -v apt-get >/dev/null 2>&1 || die "missing ${apt_missing[*]} and no apt-get to install them"
@@ -63,7 +69,7 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
   log "apt-get install ${apt_missing[*]}"
   as_root apt-get install -y -q --no-install-recommends "${apt_missing[@]}"
 elif [ -n "$FOR_TESTS" ]; then
-  log "ok    chromium, pulseaudio, iptables, unzip"
+  log "ok    chromium, pulseaudio, iptables, unzip, jacktrip, jackd2"
 fi
 
 # --- Rust toolchain --------------------------------------------------------------------------

@@ -198,7 +198,7 @@ const suites = [
       // A fresh build leaves gigabytes of files not yet on disk; written back while audio renders
       // in real time, they could hold up this small machine's threads. Write them first.
       await run('sync', [], { timeoutMs: 120_000, quiet: true });
-      const r = await run(process.execPath, args, { timeoutMs: limit(900), env });
+      const r = await run(process.execPath, args, { timeoutMs: limit(1300), env });
       const c = existsSync(tap) ? parseNodeTap(readFileSync(tap, 'utf8')) : null;
       if (!c)
         return { passed: 0, failed: 1, note: r.timedOut ? 'timed out' : `no TAP summary (exit ${r.code})` };

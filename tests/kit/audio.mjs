@@ -58,22 +58,40 @@ export function pulseMicrophone({ label }) {
 }
 
 /**
- * Captures `seconds` of a page's output (the live session's `captureOutput`) and measures each tone in it (left channel): a
- * Hann-weighted least-squares fit of sine and cosine at the tone's exact frequency, over 100 ms
- * windows for the level (their median, dBFS) and over 20 ms windows every 10 ms for gaps. Short
- * windows keep the drift correction's small frequency offsets (up to 1000 ppm while it
- * acquires) from smearing the fit; the Hann weighting keeps the other tones, 110 Hz away and
- * more, from leaking into it.
+ * Captures `seconds` of a page's output (the live session's `captureOutput`) and measures each
+ * tone in its left channel with {@link measureTones}.
  */
 export async function measureOutputTones(page, seconds, tones) {
+  const cap = await captureOutput(page, seconds);
+  return measureTones(cap.left, cap.rate, tones);
+}
+
+/**
+ * `seconds` of a page's output, both channels, as the live session's `captureOutput` taps it.
+ * @returns {Promise<{ left: Float32Array, right: Float32Array, rate: number }>}
+ */
+export async function captureOutput(page, seconds) {
   const cap = await page.evaluate(async (s) => {
     const c = await window.tutti.session.captureOutput(s);
-    return { left: Array.from(c.left), rate: c.sampleRate };
+    return { left: Array.from(c.left), right: Array.from(c.right), rate: c.sampleRate };
   }, seconds);
-  const x = Float32Array.from(cap.left);
-  const rate = cap.rate;
+  return { left: Float32Array.from(cap.left), right: Float32Array.from(cap.right), rate: cap.rate };
+}
+
+/**
+ * Measures each tone in one channel `x`: a Hann-weighted least-squares fit of sine and cosine
+ * at the tone's exact frequency, over 100 ms windows for the level (their median, dBFS) and
+ * over 20 ms windows every 10 ms for gaps. Short windows keep the drift correction's small
+ * frequency offsets (up to 1000 ppm while it acquires) from smearing the fit; the Hann
+ * weighting keeps the other tones, 110 Hz away and more, from leaking into it.
+ * @param {ArrayLike<number>} x
+ * @param {number} rate
+ * @param {number[]} tones
+ */
+export function measureTones(x, rate, tones) {
   const short = Math.round(rate * 0.02);
   const hop = Math.round(rate * 0.01);
+  /** @type {Record<number, { db: number, windows: number[] }>} */
   const out = {};
   for (const f of tones) {
     const windows = [];

@@ -48,7 +48,10 @@ export function startServer({ port = 0, dist = join(ROOT, 'dist'), args = [], en
   const bin = serverBinary();
   const ownDataDir = dataDir ? null : mkdtempSync(join(tmpdir(), 'tutti-rooms-'));
   const rooms = dataDir ?? /** @type {string} */ (ownDataDir);
-  const proc = spawn(bin, ['--port', String(port), '--dist', dist, ...args], {
+  // No JackTrip handshake port unless a test asks for one: its default (4464) is one fixed port
+  // for the whole machine, and test servers must not depend on it being free.
+  const jacktrip = args.includes('--jacktrip-port') ? [] : ['--jacktrip-port', '0'];
+  const proc = spawn(bin, ['--port', String(port), '--dist', dist, ...jacktrip, ...args], {
     env: { ...process.env, TUTTI_DATA_DIR: rooms, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,0 +1,174 @@
+// Five pages through the hub in forward mode, against the same five pages as a mesh: the real
+// server binary and its hub, headless Chromium pages with real data channels on loopback and the
+// real engine worklet, each page's microphone a tone of its own.
+//
+// A mesh of five on this machine's two cores sends every block four times from every page and
+// receives four messages per block; through the hub in forward mode a page sends each block once
+// and receives one bundle per block holding the four others. The test runs the room
+// through the hub for SOAK_SECONDS, then as a mesh for MESH_SECONDS, and prints, for both, the
+// underruns, the packets received per peer and the CPU the browser's processes used per page
+// (Chromium's own processes under this test, over the window, divided by the pages).
+//
+// Checks: through the hub every page receives at least MIN_DELIVERY of each other page's blocks
+// over the soak, and plays without underruns. The pages alone keep this 2-core machine 80-90 %
+// busy through the hub (100 % as a mesh), and a page's own thread then stalls 50-110 ms now and
+// then (measured 2026-11-27: every packet delivered, 0-6 underruns per page in 60 s, beside
+// 13-2,900 per page in 20 s as a mesh, too unsteady to judge against; 0-9 per page through the
+// hub with another tenant loading the machine). So a page with more than
+// MAX_UNDERRUNS_PER_PAGE_MINUTE fails the test, a tripwire for a hub that stops carrying the
+// room (a lost block shows first in the delivery check); fewer, but some, are printed with the
+// figures and the check is reported as skipped, never as passed (TUTTI_ROOM_STRICT=1 fails any).
+// The mesh's figures are printed beside, not judged.
+//
+// Nothing is built here: `npm test` builds dist/ and the server first.
+import assert from 'node:assert/strict';
+import { cpus } from 'node:os';
+import { test } from 'node:test';
+import { counterDelta, pageCounters } from '../kit/counters.mjs';
+import { browserCpuSeconds, busyPct, cpuTimes } from '../kit/cpu.mjs';
+import {
+  ROOM_FLAGS,
+  joinRoom,
+  serverAndBrowser,
+  waitFor,
+  waitForHub,
+  waitForRoomOf,
+} from '../kit/harness.mjs';
+
+const TONES = [220, 330, 440, 550, 660];
+const ROOM = 'e2e-hub-soak';
+const WARMUP_MS = 8000;
+const MESH_SECONDS = Number(process.env.TUTTI_MESH_SECONDS ?? 20);
+const SOAK_SECONDS = Number(process.env.TUTTI_HUB_SOAK_SECONDS ?? 60);
+/** Blocks per second of a 128-frame stream at 48 kHz. */
+const BLOCKS_PER_S = 48000 / 128;
+/** Share of each peer's blocks a page must receive through the hub over the soak. */
+const MIN_DELIVERY = 0.99;
+/** Through the hub, more underruns than this on any page, per minute of soak, fail the test. */
+const MAX_UNDERRUNS_PER_PAGE_MINUTE = 30;
+const STRICT = process.env.TUTTI_ROOM_STRICT === '1';
+
+const h = serverAndBrowser(ROOM_FLAGS);
+/** @type {string[]} */
+const logs = [];
+
+/**
+ * Runs the room for `seconds` and returns its figures: underruns and packets received per page
+ * and peer, the browser's CPU per page (% of one core) and the machine's busy share.
+ * @param {import('playwright-core').Page[]} pages
+ */
+async function window_(pages, seconds) {
+  const before = await Promise.all(pages.map(pageCounters));
+  const cpu0 = cpuTimes();
+  const browser0 = browserCpuSeconds();
+  const t0 = Date.now();
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const elapsed = (Date.now() - t0) / 1000;
+  const browserS = browserCpuSeconds() - browser0;
+  const busy = busyPct(cpu0, cpuTimes());
+  const after = await Promise.all(pages.map(pageCounters));
+  const perPage = after.map((a, i) => counterDelta(before[i], a));
+  return {
+    elapsed,
+    busy,
+    cpuPerPagePct: (100 * browserS) / elapsed / pages.length,
+    underruns: perPage.reduce((n, p) => n + p.underruns, 0),
+    perPage,
+  };
+}
+
+/** One line per page: underruns, then per peer the packets received, buffer and longest gap. */
+function describe(label, w) {
+  const lines = w.perPage.map(
+    (p, i) =>
+      `  page ${i}: underruns ${p.underruns}, quanta ${p.quanta}; ` +
+      p.peers
+        .map(
+          (q) =>
+            `${q.peer.slice(0, 6)} ${q.received} pkts, buf ${q.bufferedMs.toFixed(1)} ms, gap max ${q.gapMaxMs.toFixed(0)} ms`,
+        )
+        .join('; '),
+  );
+  return `${label}: ${w.elapsed.toFixed(0)} s, underruns ${w.underruns}, browser CPU ${w.cpuPerPagePct.toFixed(1)} % of a core per page, machine ${w.busy.toFixed(0)} % busy\n${lines.join('\n')}`;
+}
+
+test(
+  `five pages through the hub in forward mode: no underruns over ${SOAK_SECONDS} s, CPU per page beside the mesh's`,
+  { timeout: 120_000 + (MESH_SECONDS + SOAK_SECONDS) * 1000 + 2 * WARMUP_MS },
+  async (t) => {
+    /** @type {import('playwright-core').Page[]} */
+    const pages = [];
+    try {
+      // The owner puts the room on the hub before the others come, so they join it there (a
+      // five-page mesh saturates this machine, and a switch made then is slow to connect).
+      pages.push(await joinRoom(h, ROOM, { name: 'Soak 0', tone: TONES[0] }, logs));
+      await waitFor(
+        'the owner in the room',
+        async () => ({ ok: await pages[0].evaluate(() => window.tutti.session.view.access.isOwner) }),
+        20000,
+      );
+      await pages[0].evaluate(() => window.tutti.session.setTopology('forward'));
+      await waitForHub(pages, 'forward');
+      for (let i = 1; i < TONES.length; i++) {
+        pages.push(await joinRoom(h, ROOM, { name: `Soak ${i}`, tone: TONES[i] }, logs));
+      }
+      await waitForHub(pages, 'forward');
+      await waitForRoomOf(pages);
+      await new Promise((r) => setTimeout(r, WARMUP_MS));
+      const hub = await window_(pages, SOAK_SECONDS);
+      console.log(describe('hub forward', hub));
+
+      // The same room as a mesh, for the baseline.
+      await pages[0].evaluate(() => window.tutti.session.setTopology('mesh'));
+      await waitForRoomOf(pages);
+      await new Promise((r) => setTimeout(r, WARMUP_MS));
+      const mesh = await window_(pages, MESH_SECONDS);
+      console.log(describe('mesh', mesh));
+      const hubLines = h.server.logs.filter((l) => l.includes('hub worker'));
+      if (hubLines.length) console.log(`the hub's reports:\n${hubLines.join('\n')}`);
+      console.log(
+        JSON.stringify({
+          hub_soak: {
+            pages: pages.length,
+            mesh: {
+              seconds: MESH_SECONDS,
+              underruns: mesh.underruns,
+              cpu_pct_per_page: +mesh.cpuPerPagePct.toFixed(1),
+              busy_pct: +mesh.busy.toFixed(0),
+            },
+            forward: {
+              seconds: SOAK_SECONDS,
+              underruns: hub.underruns,
+              cpu_pct_per_page: +hub.cpuPerPagePct.toFixed(1),
+              busy_pct: +hub.busy.toFixed(0),
+            },
+          },
+        }),
+      );
+
+      const expected = BLOCKS_PER_S * hub.elapsed;
+      hub.perPage.forEach((p, i) => {
+        assert.equal(p.peers.length, pages.length - 1, `page ${i} has every other page as a peer`);
+        for (const q of p.peers) {
+          assert.ok(
+            q.received >= MIN_DELIVERY * expected,
+            `page ${i} received ${q.received} of about ${expected.toFixed(0)} blocks from ${q.peer.slice(0, 6)} through the hub`,
+          );
+        }
+      });
+      if (hub.underruns > 0) {
+        const bound = (MAX_UNDERRUNS_PER_PAGE_MINUTE * hub.elapsed) / 60;
+        const worst = Math.max(...hub.perPage.map((p) => p.underruns));
+        const detail =
+          `${hub.underruns} underruns through the hub in ${hub.elapsed.toFixed(0)} s (at most ${worst} on a page, ` +
+          `bound ${bound.toFixed(0)}), ${mesh.underruns} as a mesh in ${mesh.elapsed.toFixed(0)} s, ` +
+          `the machine ${hub.busy.toFixed(0)} % busy (${cpus().length} cores)`;
+        if (STRICT || worst > bound) assert.fail(`${detail}\n${describe('hub forward', hub)}`);
+        t.skip(`${detail}: figures printed above`);
+      }
+    } catch (e) {
+      console.log(logs.slice(-40).join('\n'));
+      throw e;
+    }
+  },
+);
