@@ -5,11 +5,12 @@
 // and waits for the result (bounded). Prints a table, writes bench/results/latest.json and ends
 // stdout with ONE line of JSON:
 //   {"engine":[{"peers":N,"wasm_ns_per_peer_quantum":x,"js_ns_per_peer_quantum":y,"underruns":u,...},...],
-//    "max_peers_under_5pct":N,"net":[{"remote_peers":4,"us_per_packet":x,...},...],
+//    "max_peers_under_5pct":N,"net":[{"remote_peers":4,"us_per_packet":x,"bundled_us_per_block":b,...},...],
 //    "latency":{"median_ms":m,"p95_ms":p,"underruns":u,"seconds":s,"backend":"pulse-128","fixed8":{...},
 //               "fake_device":{"median_ms":m,...,"fixed8":{...}},...},"machine":{...},"date":"..."}
 // The net part (bench/runners/net.mjs) measures the net worker's CPU time per received packet
-// on real loopback data channels. The latency part (bench/runners/latency.mjs) measures the
+// on real loopback data channels, and per received bundle when the players come through one hub
+// link. The latency part (bench/runners/latency.mjs) measures the
 // one-way latency the app adds between two pages in a room of the real server on loopback (the
 // engine's mouth-to-ear stage minus the devices' latency), with the adaptive jitter buffer and,
 // for comparison, a fixed 8-packet one, on a sound server with 128-frame callbacks (the main
@@ -18,12 +19,17 @@
 //
 // The jitter part (bench/native, `jitter-oracle`) plays seeded network traces through the core's
 // jitter buffer natively and prints, per trace, the adaptive target against the oracle (the
-// smallest fixed depth that plays every packet that arrived) under "jitter".
+// smallest fixed depth that plays every packet that arrived) under "jitter". The hub part
+// (server/examples/hub_load.rs) runs the real server's hub with 8 and 32 emulated WebRTC
+// clients in one room, in forward and in mix mode, and prints under "hub" the hub threads' CPU
+// per client-second and the share of blocks delivered.
 // Options: --quick (3 peer counts, 1 repetition, quarter work: a smoke run of ~20 s)
 //          --peers 1,8,64   --reps N   --work F   --timeout SECONDS (default 300)
 //          --loss P (default 0.01)   --jitter Q (largest delay in quanta, default 3)
 //          --no-build (use dist/ as it is)
-//          --only engine | --only net | --only latency | --only jitter (one part; writes bench/results/<part>.json)
+//          --only engine | --only net | --only latency | --only jitter | --only hub (one part;
+//            writes bench/results/<part>.json)
+//          --hub-clients 8,32   --hub-seconds S (each measured window, default 10)
 //          --net-peers 4,15   --net-seconds S (each measured window, default 5)
 //          --latency-seconds S (adaptive window, default 60)
 //          --latency-fixed-seconds S (fixed 8-packet window, default 20; 0 skips it)
@@ -67,9 +73,9 @@ for (const name of ['loss', 'jitter']) {
 }
 const timeoutS = Number(option('timeout') ?? 300);
 const only = option('only');
-const PARTS = ['engine', 'net', 'latency', 'jitter'];
+const PARTS = ['engine', 'net', 'latency', 'jitter', 'hub'];
 if (only !== undefined && !PARTS.includes(only)) {
-  log(`--only takes "engine", "net", "latency" or "jitter", not ${only}`);
+  log(`--only takes "engine", "net", "latency", "jitter" or "hub", not ${only}`);
   process.exit(2);
 }
 const runs = (part) => only === undefined || only === part;
@@ -79,6 +85,12 @@ if (!netPeers.every((n) => Number.isInteger(n) && n >= 1 && n <= 16)) {
   process.exit(2);
 }
 const netSeconds = Number(option('net-seconds') ?? 5);
+const hubClients = option('hub-clients') ?? '8,32';
+const hubSeconds = Number(option('hub-seconds') ?? 10);
+if (!/^\d+(,\d+)*$/.test(hubClients) || !(hubSeconds >= 1)) {
+  log('--hub-clients takes client counts (e.g. 8,32), --hub-seconds a number of seconds >= 1');
+  process.exit(2);
+}
 const latencySeconds = Number(option('latency-seconds') ?? 60);
 const latencyFixedSeconds = Number(option('latency-fixed-seconds') ?? 20);
 const latencyImpairedSeconds = Number(option('latency-impaired-seconds') ?? 60);
@@ -135,6 +147,7 @@ try {
    * @type {Partial<import('./web/measure.ts').BenchResult> & {
    *   net?: Awaited<ReturnType<typeof runNetBench>>['entries'],
    *   jitter?: unknown,
+   *   hub?: unknown,
    *   latency?: Awaited<ReturnType<typeof runLatencyBench>>['entry'],
    * }}
    */
@@ -153,24 +166,19 @@ try {
   }
   if (runs('jitter')) {
     // Native and seeded: the jitter buffer against its oracle on every trace (bench/native).
-    log('jitter: the buffer against its oracle (cargo run --release -p tutti-bench --bin jitter-oracle)');
-    const r = await run('cargo', ['run', '--release', '-q', '-p', 'tutti-bench', '--bin', 'jitter-oracle'], {
-      timeoutMs: timeoutS * 1000,
-      quiet: true,
-    });
-    const line = r.output.split('\n').find((l) => l.startsWith('{"jitter":'));
-    if (r.code !== 0 || !line) {
-      log(`FAILED: jitter-oracle exited ${r.code}`);
-      process.stderr.write(r.output);
-      process.exit(1);
-    }
-    process.stderr.write(
-      r.output
-        .split('\n')
-        .filter((l) => !l.startsWith('{'))
-        .join('\n'),
+    result.jitter = await nativePart(
+      'jitter',
+      'the buffer against its oracle',
+      '-p tutti-bench --bin jitter-oracle',
     );
-    result.jitter = JSON.parse(line).jitter;
+  }
+  if (runs('hub')) {
+    // The real server's hub with emulated clients on loopback (server/examples/hub_load.rs).
+    result.hub = await nativePart(
+      'hub',
+      'the hub with emulated clients',
+      `-p tutti-server --example hub_load -- --clients ${hubClients} --seconds ${hubSeconds}`,
+    );
   }
   if (runs('latency')) {
     // Its own waits are bounded (joining, hearing, the windows); this is the backstop.
@@ -233,6 +241,35 @@ try {
   await server?.close().catch(() => {});
 }
 process.exit(exitCode);
+
+/**
+ * A native part: `cargo run --release -q ARGS` (words split on spaces), its figures from the
+ * last line of JSON whose key is `key`; its other output goes to stderr. Exits on failure.
+ * @param {string} key
+ * @param {string} what
+ * @param {string} argLine
+ */
+async function nativePart(key, what, argLine) {
+  const args = argLine.split(' ');
+  log(`${key}: ${what} (cargo run --release ${args.join(' ')})`);
+  const r = await run('cargo', ['run', '--release', '-q', ...args], {
+    timeoutMs: timeoutS * 1000,
+    quiet: true,
+  });
+  const line = r.output.split('\n').find((l) => l.startsWith(`{"${key}":`));
+  if (r.code !== 0 || !line) {
+    log(`FAILED: the ${key} part exited ${r.code}`);
+    process.stderr.write(r.output);
+    process.exit(1);
+  }
+  process.stderr.write(
+    r.output
+      .split('\n')
+      .filter((l) => !l.startsWith('{'))
+      .join('\n'),
+  );
+  return JSON.parse(line)[key];
+}
 
 /** The engine benchmark: /bench.html?auto=1 until it is done (bounded by --timeout). */
 async function engineBench() {

@@ -15,6 +15,10 @@
 //      (N_IN_PACKETS) between them;
 //   3. on Linux, the same window once more without tracing, from the thread's own CPU clock
 //      (/proc/<pid>/task/<tid>/schedstat), as a check on the tracing overhead.
+// The hub case does the same with /net-bench.html?peers=N&via=hub: the N players come through
+// one hub link, one message per block (a bundle of one packet per player, with their stream ids),
+// and the CPU time is divided by the bundles the pump took (N_HUB_BUNDLES): bundled_us_per_block.
+// Every player's packets must have reached its engine slot (the pump's per-slot counters).
 // The baseline does the same with /net-bench.html?mode=postmessage&rate=375N: a worker posted
 // a 1 KB ArrayBuffer copy per packet at the same packet rate.
 // Method and caveats: bench/README.md.
@@ -56,6 +60,12 @@ export async function runNetBench({ baseUrl, log, peers = [4, 15], warmupS = 2, 
         'net-worker',
         { log, warmupS, windowS },
       );
+      const hub = await measurePage(
+        browser,
+        new URL(`net-bench.html?peers=${n}&via=hub`, baseUrl).href,
+        'net-worker',
+        { log, warmupS, windowS },
+      );
       const rate = n * PACKETS_PER_SECOND;
       const post = await measurePage(
         browser,
@@ -72,6 +82,19 @@ export async function runNetBench({ baseUrl, log, peers = [4, 15], warmupS = 2, 
         engine_packets_published: pump.traced.out_packets,
         us_per_packet_untraced: pump.untraced ? round(pump.untraced.us_per_packet, 2) : null,
         worker_cpu_pct_untraced: pump.untraced ? round(pump.untraced.cpu_pct, 2) : null,
+        bundled_us_per_block: round(hub.traced.us_per_block, 2),
+        bundled_us_per_block_untraced: hub.untraced ? round(hub.untraced.us_per_block, 2) : null,
+        bundled_blocks_per_s: round(hub.traced.blocks_per_s, 1),
+        bundled_packets_per_s: round(hub.traced.packets_per_s, 1),
+        bundled_us_per_packet: round(hub.traced.us_per_packet, 2),
+        bundled_worker_cpu_pct: round(hub.traced.cpu_pct, 2),
+        bundled_worker_cpu_pct_untraced: hub.untraced ? round(hub.untraced.cpu_pct, 2) : null,
+        bundled_packets_sent_by_pump: hub.traced.channel_sends,
+        bundled_streams: streamCheck(hub.traced, n),
+        bundled_trace_cpu_coverage: hub.traced.coverage === null ? null : round(hub.traced.coverage, 3),
+        bundled_late_timer_ticks: hub.traced.late_ticks,
+        bundled_engine_underruns: hub.traced.engine_underruns,
+        bundled_worker_tasks_by_source: hub.traced.tasks_by_source,
         postmessage_us_per_packet: round(post.traced.us_per_packet, 2),
         postmessage_per_s: round(post.traced.packets_per_s, 1),
         postmessage_us_per_packet_untraced: post.untraced ? round(post.untraced.us_per_packet, 2) : null,
@@ -98,14 +121,31 @@ export async function runNetBench({ baseUrl, log, peers = [4, 15], warmupS = 2, 
         problems.push(`the engine published ${pump.traced.out_packets} packets in ${entry.window_s} s`);
       if (pump.traced.tx_skipped > 0)
         problems.push(`${pump.traced.tx_skipped} sends skipped (send queue full)`);
+      if (hub.traced.blocks_per_s < 0.9 * PACKETS_PER_SECOND)
+        problems.push(
+          `hub: received ${entry.bundled_blocks_per_s} bundles/s of ${PACKETS_PER_SECOND}/s sent`,
+        );
+      if (hub.traced.out_packets < 0.9 * PACKETS_PER_SECOND * hub.traced.window_s)
+        problems.push(
+          `hub: the engine published ${hub.traced.out_packets} packets in ${round(hub.traced.window_s, 2)} s`,
+        );
+      if (entry.bundled_streams.short) problems.push(`hub: ${entry.bundled_streams.short}`);
+      if (hub.traced.tx_skipped > 0)
+        problems.push(`hub: ${hub.traced.tx_skipped} sends skipped (send queue full)`);
       entry.degraded = problems.length > 0 ? problems.join('; ') : null;
       if (entry.degraded)
         log(`net: WARNING, ${n} players: ${entry.degraded} (machine busy? load ${entry.load_average_1m})`);
+      // A bundle that did not reach every slot is a wrong scene, not a slow one: stop.
+      if (!entry.bundled_streams.ok)
+        throw new Error(`net bench, hub, ${n} players: ${entry.bundled_streams.why}`);
       entries.push(entry);
       log(
         `net: ${n} players: ${entry.us_per_packet} µs/packet (${entry.us_per_packet_untraced ?? '-'} untraced), ` +
           `${entry.packets_per_s} packets/s, worker ${entry.worker_cpu_pct}% of a core; ` +
-          `postMessage baseline ${entry.postmessage_us_per_packet} µs/message`,
+          `postMessage baseline ${entry.postmessage_us_per_packet} µs/message; ` +
+          `hub: ${entry.bundled_us_per_block} µs/bundle (${entry.bundled_us_per_block_untraced ?? '-'} untraced), ` +
+          `${entry.bundled_blocks_per_s} bundles/s carrying ${entry.bundled_packets_per_s} packets/s, ` +
+          `worker ${entry.bundled_worker_cpu_pct}%`,
       );
     }
     return { entries, browserVersion: browser.version() };
@@ -270,7 +310,12 @@ function fromTrace(events, pid, tid, c0, c1) {
       .slice(0, 6)
       .map(([k, v]) => [
         k,
-        { tasks: v.tasks, us_per_task: round(v.us / v.tasks, 2), us_per_packet: round(v.us / r.packets, 2) },
+        {
+          tasks: v.tasks,
+          us_per_task: round(v.us / v.tasks, 2),
+          us_per_packet: round(v.us / r.packets, 2),
+          ...(r.blocks > 0 ? { us_per_block: round(v.us / r.blocks, 2) } : {}),
+        },
       ]),
   );
   return { ...r, top_level_events: top, fallback_events: fallback, tasks_by_source: tasksBySource };
@@ -279,12 +324,20 @@ function fromTrace(events, pid, tid, c0, c1) {
 function perPacket(cpuUs, c0, c1, windowS = (c1.t_ms - c0.t_ms) / 1000) {
   const packets = c1.in_packets - c0.in_packets;
   if (!(packets > 0)) throw new Error('net bench: no packets received in the window');
+  const blocks = c1.in_bundles - c0.in_bundles;
+  const delta = (key) => c1[key].map((x, i) => x - c0[key][i]);
   return {
     cpu_us: cpuUs,
     window_s: windowS,
     packets,
     us_per_packet: cpuUs / packets,
     packets_per_s: packets / windowS,
+    blocks,
+    us_per_block: blocks > 0 ? cpuUs / blocks : null,
+    blocks_per_s: blocks / windowS,
+    hub_dropped: c1.hub_dropped - c0.hub_dropped,
+    slot_packets: delta('slot_packets'),
+    slot_engine_received: delta('slot_engine_received'),
     cpu_pct: (cpuUs / (windowS * 1e6)) * 100,
     out_packets: c1.out_packets - c0.out_packets,
     channel_sends: c1.tx_packets - c0.tx_packets,
@@ -293,6 +346,42 @@ function perPacket(cpuUs, c0, c1, windowS = (c1.t_ms - c0.t_ms) / 1000) {
     players_received: c1.received_by_peers - c0.received_by_peers,
     late_ticks: c1.late_ticks - c0.late_ticks,
     engine_underruns: c1.engine_underruns - c0.engine_underruns,
+  };
+}
+
+/**
+ * Did each of the `players` streams of the hub case reach its engine slot? Every bundle carries
+ * one packet of each player, so over the window each slot's pump counter must grow by the
+ * bundles taken (±1: the page reads the counters while the worker writes them) and the hub path
+ * must drop nothing; else the scene is wrong (`ok` false, `why`). A full inbound ring or an
+ * engine that received under 90% of a slot's packets is a starved machine instead (`short`).
+ */
+function streamCheck(t, players) {
+  const slots = t.slot_packets.slice(0, players);
+  const engine = t.slot_engine_received.slice(0, players);
+  const why = [];
+  if (slots.length !== players) why.push(`${slots.length} slots counted`);
+  const off = slots.map((x, k) => [k, x]).filter(([, x]) => Math.abs(x - t.blocks) > 1);
+  if (off.length > 0)
+    why.push(`slots ${off.map(([k, x]) => `${k}: ${x}`).join(', ')} of ${t.blocks} bundles`);
+  if (t.hub_dropped > 0) why.push(`${t.hub_dropped} dropped by the hub path`);
+  const short = [];
+  if (t.rx_dropped > 0) short.push(`${t.rx_dropped} refused by the inbound ring`);
+  const starved = engine.map((x, k) => [k, x]).filter(([, x]) => x < 0.9 * t.blocks);
+  if (starved.length > 0)
+    short.push(
+      `the engine received ${starved.map(([k, x]) => `${x} in slot ${k}`).join(', ')} of ${t.blocks}`,
+    );
+  return {
+    ok: why.length === 0,
+    blocks: t.blocks,
+    slot_packets_min: Math.min(...slots),
+    slot_packets_max: Math.max(...slots),
+    engine_received_min: Math.min(...engine),
+    hub_dropped: t.hub_dropped,
+    ring_refused: t.rx_dropped,
+    why: why.length > 0 ? why.join('; ') : null,
+    short: short.length > 0 ? short.join('; ') : null,
   };
 }
 
@@ -311,6 +400,11 @@ export function printNetTable(entries, print = console.log) {
     'worker CPU',
     'sent by pump',
     'postMessage µs/msg',
+    'hub µs/bundle',
+    'untraced',
+    'hub packets/s',
+    'hub worker CPU',
+    'streams',
   ];
   const body = entries.map((e) => [
     String(e.remote_peers),
@@ -320,17 +414,28 @@ export function printNetTable(entries, print = console.log) {
     `${e.worker_cpu_pct.toFixed(2)}%`,
     String(e.packets_sent_by_pump),
     e.postmessage_us_per_packet.toFixed(2),
+    e.bundled_us_per_block.toFixed(2),
+    e.bundled_us_per_block_untraced === null ? '-' : e.bundled_us_per_block_untraced.toFixed(2),
+    e.bundled_packets_per_s.toFixed(0),
+    `${e.bundled_worker_cpu_pct.toFixed(2)}%`,
+    e.bundled_streams.ok ? `${e.remote_peers} of ${e.remote_peers}` : 'MISSING',
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
   const line = (cells) => cells.map((c, i) => c.padStart(widths[i])).join('  ');
   print('');
-  print('net worker (packet pump), CPU per received packet:');
+  print('net worker (packet pump), CPU per received packet (mesh) and per received bundle (hub):');
   print(line(head));
   for (const b of body) print(line(b));
   for (const e of entries) {
     const verdict = e.us_per_packet <= 2 ? 'met' : 'MISSED';
     print(
       `target: <= 2 µs per packet with ${e.remote_peers} players: ${e.us_per_packet.toFixed(2)} µs, ${verdict}`,
+    );
+  }
+  for (const e of entries.filter((x) => x.remote_peers === 15)) {
+    const verdict = e.bundled_us_per_block <= 2 ? 'met' : 'MISSED';
+    print(
+      `target: <= 2 µs per hub bundle with 15 players: ${e.bundled_us_per_block.toFixed(2)} µs, ${verdict}`,
     );
   }
   print('');

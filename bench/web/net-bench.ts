@@ -9,30 +9,44 @@
 // remote end stays here, sends valid PCM16 stereo 128-frame packets at 375 per second (from a
 // 10 ms timer, what is due at each tick) and counts what the pump sends it.
 //
+// ?peers=N&via=hub: the same engine and pump, but the N players reach it as through the hub's
+// forward mode: ONE pair of RTCPeerConnections, its local channel ('hub') handed to the pump as
+// its hub link (setHub), player k's stream (k + 1) mapped to engine slot k (mapStream); the remote
+// end sends ONE message per block, a bundle of one packet per player, each with its stream id in
+// the trailer (player-blocks.ts), and counts what the pump sends it (our packets, once each).
+//
 // ?mode=postmessage&rate=R: the baseline instead. A plain worker (post-sink-worker.ts) is posted
 // R copies of a 1 KB ArrayBuffer a second, from the same kind of 10 ms timer.
 //
 // `window.netBench` holds `state` ('starting', 'ready' or 'error', with `error`) and
 // `counters()`, a snapshot the runner reads at the start and end of its traced window.
 
-import { createEngine, engineUnavailableReason, type EngineHandle } from '../../app/src/audio/host';
+import { createEngine, engineUnavailableReason } from '../../app/src/audio/host';
 import { DEFAULT_CONFIG } from '../../app/src/audio/engine-core';
-import { encodePacket } from '../../app/src/audio/packet';
 import { StatsReader } from '../../app/src/audio/stats-reader';
-import { createPumpHost, type PumpHost } from '../../app/src/net/net-host';
+import { createPumpHost } from '../../app/src/net/net-host';
 import {
   ChannelState,
   N_IN_PACKETS,
   N_OUT_PACKETS,
   N_THREAD,
   N_WAKEUPS,
+  N_HUB_BAD_BUNDLES,
+  N_HUB_BUNDLES,
+  N_HUB_NO_TRAILER,
+  N_HUB_STATE,
+  N_HUB_TX_PACKETS,
+  N_HUB_TX_SKIPPED,
+  N_HUB_UNKNOWN_STREAM,
   NP_RX_DROPPED,
+  NP_RX_PACKETS,
   NP_STATE,
   NP_TX_PACKETS,
   NP_TX_SKIPPED,
   netPeerIndex,
 } from '../../app/src/net/pump';
-import { CYCLE_BLOCKS, FRAMES, PACKET_BYTES, peerFrequency, stampPacket } from './feeder';
+import { CYCLE_BLOCKS, stampPacket } from './feeder';
+import { hubBundles, playerPackets, stampBundle } from './player-blocks';
 import PostSinkWorker from './post-sink-worker.ts?worker';
 
 /** Packets per second per player: one 128-frame block at 48 kHz. */
@@ -45,9 +59,17 @@ const BASELINE_BYTES = 1024;
 export interface NetBenchCounters {
   /** performance.now() of the snapshot, ms. */
   t_ms: number;
-  mode: 'pump' | 'postmessage';
+  mode: 'pump' | 'hub' | 'postmessage';
   /** Pump: packets its channels received (N_IN_PACKETS). Baseline: messages the worker received. */
   in_packets: number;
+  /** Hub: bundles the pump took whole (N_HUB_BUNDLES); else 0. */
+  in_bundles: number;
+  /** Hub: messages or packets the hub path dropped (bad bundles, no trailer, unknown stream). */
+  hub_dropped: number;
+  /** Packets the pump put into each engine slot (NP_RX_PACKETS), slot 0 first. */
+  slot_packets: number[];
+  /** Packets the engine received in each slot (its peer stats), slot 0 first. */
+  slot_engine_received: number[];
   /** Pump: packets the engine published that the pump sent on (N_OUT_PACKETS); baseline: 0. */
   out_packets: number;
   /** Pump: channel sends (out_packets × open channels, less skips). */
@@ -83,11 +105,15 @@ declare global {
 const api: NetBenchApi = { state: 'starting', peers: 0, counters: () => emptyCounters('pump') };
 window.netBench = api;
 
-function emptyCounters(mode: 'pump' | 'postmessage'): NetBenchCounters {
+function emptyCounters(mode: NetBenchCounters['mode']): NetBenchCounters {
   return {
     t_ms: performance.now(),
     mode,
     in_packets: 0,
+    in_bundles: 0,
+    hub_dropped: 0,
+    slot_packets: [],
+    slot_engine_received: [],
     out_packets: 0,
     tx_packets: 0,
     tx_skipped: 0,
@@ -113,52 +139,31 @@ function fail(err: unknown): void {
   show(`Failed: ${api.error}`);
 }
 
-/** The packets of player `k`: a sine of its own frequency, CYCLE_BLOCKS blocks that repeat
- * exactly, so its packets are encoded once. */
-function playerPackets(k: number): Uint8Array<ArrayBuffer>[] {
-  const hz = peerFrequency(k);
-  const left = new Float32Array(FRAMES);
-  const right = new Float32Array(FRAMES);
-  const packets: Uint8Array<ArrayBuffer>[] = [];
-  for (let b = 0; b < CYCLE_BLOCKS; b++) {
-    for (let i = 0; i < FRAMES; i++) {
-      left[i] = 0.2 * Math.sin((2 * Math.PI * hz * (b * FRAMES + i)) / 48000);
-      right[i] = left[i];
-    }
-    const out = new Uint8Array(PACKET_BYTES);
-    const h = { timestamp: 0, seq: b, frames: FRAMES, rateCode: 3, bits: 16, channelsIn: 2, channelsOut: 2 };
-    const n = encodePacket(h, null, [left, right], out);
-    if (n !== out.length) throw new Error(`encodePacket returned ${n}`);
-    packets.push(out);
-  }
-  return packets;
-}
-
 /** Keeps only loopback candidates (the address is the fifth field of the candidate line). */
 function loopback(candidate: RTCIceCandidate | null): boolean {
   return !!candidate?.candidate && candidate.candidate.split(' ')[4] === '127.0.0.1';
 }
 
-interface Player {
+/** A loopback pair of peer connections with one negotiated unordered channel. */
+interface Link {
   local: RTCPeerConnection;
   remote: RTCPeerConnection;
+  /** The remote end's channel: it sends here and counts what the pump sends it. */
   channel: RTCDataChannel;
-  packets: Uint8Array<ArrayBuffer>[];
   received: number;
 }
 
-/** Connects player `slot`: its local channel is handed to the pump in the task that made it. */
-async function connectPlayer(slot: number, pump: PumpHost, engine: EngineHandle): Promise<Player> {
+/** Connects a link whose local channel goes to `take` in the task that made it. */
+async function connectLink(label: string, take: (local: RTCDataChannel) => void): Promise<Link> {
   const local = new RTCPeerConnection();
   const remote = new RTCPeerConnection();
   const init: RTCDataChannelInit = { negotiated: true, id: 0, ordered: false, maxRetransmits: 0 };
-  pump.add(slot, local.createDataChannel('audio', init));
-  engine.control({ type: 'add-peer', slot });
-  const channel = remote.createDataChannel('audio', init);
+  take(local.createDataChannel(label, init));
+  const channel = remote.createDataChannel(label, init);
   channel.binaryType = 'arraybuffer';
-  const player: Player = { local, remote, channel, packets: playerPackets(slot), received: 0 };
+  const link: Link = { local, remote, channel, received: 0 };
   channel.onmessage = () => {
-    player.received++;
+    link.received++;
   };
   local.onicecandidate = (ev) => {
     if (loopback(ev.candidate)) void remote.addIceCandidate(ev.candidate!);
@@ -170,10 +175,13 @@ async function connectPlayer(slot: number, pump: PumpHost, engine: EngineHandle)
   await remote.setRemoteDescription(local.localDescription!);
   await remote.setLocalDescription(await remote.createAnswer());
   await local.setRemoteDescription(remote.localDescription!);
-  return player;
+  return link;
 }
 
-async function runPump(peers: number): Promise<void> {
+/** The hub's stream id of player `k` (0 is the hub's mix). */
+const streamOf = (k: number): number => k + 1;
+
+async function runPump(peers: number, viaHub: boolean): Promise<void> {
   const ctx = new AudioContext({ sampleRate: 48000, latencyHint: 'interactive' });
   const engine = await createEngine(ctx, { ...DEFAULT_CONFIG, maxPeers: MAX_PEERS });
   const osc = new OscillatorNode(ctx, { frequency: 440 });
@@ -183,20 +191,30 @@ async function runPump(peers: number): Promise<void> {
   osc.start();
   await ctx.resume();
   const pump = createPumpHost(engine.buffers.inbound, engine.buffers.outbound, MAX_PEERS);
-  const players: Player[] = [];
-  for (let slot = 0; slot < peers; slot++) players.push(await connectPlayer(slot, pump, engine));
-
   const s = pump.stats;
+  const links: Link[] = [];
+  if (viaHub) {
+    for (let slot = 0; slot < peers; slot++) {
+      engine.control({ type: 'add-peer', slot });
+      pump.mapStream(streamOf(slot), slot);
+    }
+    links.push(await connectLink('hub', (ch) => pump.setHub(ch)));
+  } else {
+    for (let slot = 0; slot < peers; slot++) {
+      links.push(await connectLink('audio', (ch) => pump.add(slot, ch)));
+      engine.control({ type: 'add-peer', slot });
+    }
+  }
+
   const opened = performance.now();
-  const allOpen = () =>
-    players.every(
-      (p, slot) => p.channel.readyState === 'open' && s[netPeerIndex(slot, NP_STATE)] === ChannelState.Open,
-    );
+  const pumpOpen = (i: number) =>
+    (viaHub ? s[N_HUB_STATE] : s[netPeerIndex(i, NP_STATE)]) === ChannelState.Open;
+  const allOpen = () => links.every((l, i) => l.channel.readyState === 'open' && pumpOpen(i));
   while (!allOpen()) {
     if (performance.now() - opened > OPEN_TIMEOUT_MS) {
-      const open = players.filter((p) => p.channel.readyState === 'open').length;
+      const open = links.filter((l) => l.channel.readyState === 'open').length;
       throw new Error(
-        `${open} of ${peers} channels open after ${OPEN_TIMEOUT_MS / 1000} s (pump in ${pump.where})`,
+        `${open} of ${links.length} channels open after ${OPEN_TIMEOUT_MS / 1000} s (pump in ${pump.where})`,
       );
     }
     await new Promise((r) => setTimeout(r, 50));
@@ -207,41 +225,59 @@ async function runPump(peers: number): Promise<void> {
   let seq = 0;
   let lateTicks = 0;
   const t0 = performance.now();
+  const packets = viaHub ? [] : links.map((_, k) => playerPackets(k));
+  const bundles = viaHub ? hubBundles(peers, streamOf) : [];
+  const hub = links[0];
   setInterval(() => {
     const due = Math.floor(((performance.now() - t0) * PACKETS_PER_SECOND) / 1000);
     if (due - seq > 10) lateTicks++;
     for (; seq < due; seq++) {
-      for (let k = 0; k < players.length; k++) {
-        const p = players[k];
-        const packet = p.packets[seq & (CYCLE_BLOCKS - 1)];
+      if (viaHub) {
+        const bundle = bundles[seq & (CYCLE_BLOCKS - 1)];
+        stampBundle(bundle, seq);
+        if (hub.channel.readyState === 'open') hub.channel.send(bundle.bytes);
+        continue;
+      }
+      for (let k = 0; k < links.length; k++) {
+        const packet = packets[k][seq & (CYCLE_BLOCKS - 1)];
         stampPacket(packet, seq);
-        if (p.channel.readyState === 'open') p.channel.send(packet);
+        if (links[k].channel.readyState === 'open') links[k].channel.send(packet);
       }
     }
   }, TICK_MS);
 
   api.counters = () => {
-    let tx = 0;
-    let skipped = 0;
+    let tx = viaHub ? s[N_HUB_TX_PACKETS] : 0;
+    let skipped = viaHub ? s[N_HUB_TX_SKIPPED] : 0;
     let dropped = 0;
-    for (let slot = 0; slot < peers; slot++) {
-      tx += s[netPeerIndex(slot, NP_TX_PACKETS)];
-      skipped += s[netPeerIndex(slot, NP_TX_SKIPPED)];
-      dropped += s[netPeerIndex(slot, NP_RX_DROPPED)];
-    }
+    const slotPackets: number[] = [];
+    const slotEngine: number[] = [];
     engineStats.refresh();
+    for (let slot = 0; slot < peers; slot++) {
+      if (!viaHub) {
+        tx += s[netPeerIndex(slot, NP_TX_PACKETS)];
+        skipped += s[netPeerIndex(slot, NP_TX_SKIPPED)];
+      }
+      dropped += s[netPeerIndex(slot, NP_RX_DROPPED)];
+      slotPackets.push(s[netPeerIndex(slot, NP_RX_PACKETS)]);
+      slotEngine.push(engineStats.peer(slot).received);
+    }
     const { recordsRead, underruns } = engineStats.globals();
     return {
       t_ms: performance.now(),
-      mode: 'pump',
+      mode: viaHub ? 'hub' : 'pump',
       in_packets: s[N_IN_PACKETS],
+      in_bundles: s[N_HUB_BUNDLES],
+      hub_dropped: s[N_HUB_BAD_BUNDLES] + s[N_HUB_NO_TRAILER] + s[N_HUB_UNKNOWN_STREAM],
+      slot_packets: slotPackets,
+      slot_engine_received: slotEngine,
       out_packets: s[N_OUT_PACKETS],
       tx_packets: tx,
       tx_skipped: skipped,
       rx_dropped: dropped,
       wakeups: s[N_WAKEUPS],
       sent: seq * peers,
-      received_by_peers: players.reduce((a, p) => a + p.received, 0),
+      received_by_peers: links.reduce((a, l) => a + l.received, 0),
       engine_records_read: recordsRead,
       engine_underruns: underruns,
       late_ticks: lateTicks,
@@ -249,14 +285,16 @@ async function runPump(peers: number): Promise<void> {
     };
   };
   api.state = 'ready';
+  const through = viaHub ? 'through one hub link' : 'on a channel each';
   show(
-    `${peers} players connected; the pump runs in the ${pump.where === 'worker' ? 'net worker' : 'main thread'}.`,
+    `${peers} players connected ${through}; the pump runs in the ${pump.where === 'worker' ? 'net worker' : 'main thread'}.`,
   );
   setInterval(() => {
     const c = api.counters();
     show(
-      `${peers} players, pump in the ${c.where}: ${c.in_packets} packets in, ${c.out_packets} out ` +
-        `(${c.tx_packets} channel sends), ${c.received_by_peers} received by the players, ` +
+      `${peers} players ${through}, pump in the ${c.where}: ${c.in_packets} packets in` +
+        `${viaHub ? ` (${c.in_bundles} bundles)` : ''}, ${c.out_packets} out ` +
+        `(${c.tx_packets} channel sends), ${c.received_by_peers} received by the remote ends, ` +
         `${c.engine_records_read} read by the engine.`,
     );
   }, 1000);
@@ -301,8 +339,10 @@ function main(): void {
   const peers = Number(q.get('peers') ?? 4);
   if (!Number.isInteger(peers) || peers < 1 || peers > MAX_PEERS)
     return fail(`peers=${q.get('peers')} is outside 1..${MAX_PEERS}`);
+  const via = q.get('via') ?? 'mesh';
+  if (via !== 'mesh' && via !== 'hub') return fail(`via=${via} is neither mesh nor hub`);
   api.peers = peers;
-  runPump(peers).catch(fail);
+  runPump(peers, via === 'hub').catch(fail);
 }
 
 main();
