@@ -10,7 +10,11 @@
 //! [`Continuity`] watches that offset. Callbacks carrying several quanta and wake-up jitter move
 //! single offsets by up to a callback's length; the *minimum* per half-second window does not,
 //! so a gap is a rise of the window minimum by at least [`GAP_US`] over the previous window's
-//! (clock drift moves it by well under 0.1 ms per window). The same watch serves two sides:
+//! (clock drift moves it by well under 0.1 ms per window). Rises in consecutive windows are one
+//! gap, their lengths added: a device resuming after a stall delivers its first callbacks
+//! unevenly, so the offset may settle over two windows, and whether it does depends only on
+//! where the windows happen to fall (the sender's and each listener's are not aligned). The
+//! same watch serves two sides:
 //! - our own engine feeds it the wall clock of each quantum: our device's gaps (we glitched);
 //! - per peer, the packet headers' send stamps against their sequence numbers: that peer's
 //!   capture gaps, which every listener hears at the same moment. Nothing extra is sent: the
@@ -31,6 +35,8 @@ pub struct Continuity {
     start: Option<f64>,
     cur_min: f64,
     prev_min: Option<f64>,
+    /// The last window closed rose: a rise in the next continues the same gap.
+    rising: bool,
     gaps: u64,
     gap_us: f64,
 }
@@ -79,10 +85,14 @@ impl Continuity {
         }
         if let Some(prev) = self.prev_min {
             let rise = self.cur_min - prev;
-            if rise >= GAP_US {
-                self.gaps += 1;
+            let rose = rise >= GAP_US;
+            if rose {
+                if !self.rising {
+                    self.gaps += 1;
+                }
                 self.gap_us += rise;
             }
+            self.rising = rose;
         }
         self.prev_min = Some(self.cur_min);
         self.cur_min = f64::INFINITY;
@@ -93,6 +103,7 @@ impl Continuity {
         self.start = None;
         self.cur_min = f64::INFINITY;
         self.prev_min = None;
+        self.rising = false;
     }
 
     /// Gaps seen.
@@ -149,6 +160,26 @@ mod tests {
         let c = run(4, 22_500, &[(10_000, 40_000.0)], 300.0);
         assert_eq!(c.gaps(), 1);
         assert!((c.gap_ms() - 40.0).abs() < 2.0, "{}", c.gap_ms());
+    }
+
+    #[test]
+    fn a_gap_that_settles_over_two_windows_is_one_gap() {
+        // A 100 ms stall, then the resumed device's callbacks come unevenly and the clock settles
+        // 4 ms further behind 80 ms later: one gap of about 104 ms wherever the windows fall
+        // (188 quanta make a window; every start within one window is tried).
+        for start in (1875..1875 + 188).step_by(3) {
+            let c = run(4, 3_750, &[(start, 100_000.0), (start + 30, 4_000.0)], 0.0);
+            assert_eq!(c.gaps(), 1, "stall at quantum {start}");
+            assert!(
+                (c.gap_ms() - 104.0).abs() < 2.0,
+                "stall at quantum {start}: {}",
+                c.gap_ms()
+            );
+        }
+        // Two stalls two seconds apart stay two gaps.
+        let c = run(4, 3_750, &[(1875, 50_000.0), (2625, 30_000.0)], 0.0);
+        assert_eq!(c.gaps(), 2);
+        assert!((c.gap_ms() - 80.0).abs() < 2.0, "{}", c.gap_ms());
     }
 
     #[test]
