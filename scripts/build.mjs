@@ -57,7 +57,16 @@ export function steps() {
     },
     {
       name: 'server',
-      inputs: ['server/src', 'server/Cargo.toml', 'Cargo.toml', 'Cargo.lock', '.cargo/config.toml'],
+      // The hub links tutti-core: a change to the core is a change to the server.
+      inputs: [
+        'server/src',
+        'server/Cargo.toml',
+        'core/src',
+        'core/Cargo.toml',
+        'Cargo.toml',
+        'Cargo.lock',
+        '.cargo/config.toml',
+      ],
       outputs: ['target/release/tutti-server'],
       stamp: STAMP_DIR + '/server.stamp',
       command: ['cargo', ['build', '--release', '--locked', '-p', 'tutti-server']],
