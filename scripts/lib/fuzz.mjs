@@ -2,7 +2,7 @@
 // copy of its committed seed corpus (`<crate>/fuzz/seeds/<target>/`) for a bounded time or a
 // number of inputs, reading libFuzzer's final statistics.
 //
-// Used by `npm test` (suite `fuzz`, 20 s per target by default) and by `npm run fuzz` for long
+// Used by `npm test` (suite `fuzz`, 10 s per target by default) and by `npm run fuzz` for long
 // runs (`npm run fuzz -- --runs 10000000`, or `--seconds N`, `--target NAME`, `--merge` to
 // fold what a run found back into the seeds, minimised).
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
