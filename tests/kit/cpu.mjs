@@ -33,13 +33,9 @@ function stat(pid) {
   }
 }
 
-/**
- * CPU seconds used so far by the browser processes under this process: every descendant whose
- * command name starts with `chrom` (Chromium's browser, renderers, GPU and utility processes),
- * not the server. Processes that ended before the call are not counted, so compare two calls
- * over an interval in which no page was opened or closed.
- */
-export function browserCpuSeconds() {
+/** The browser processes under this process: every descendant whose command name starts with
+ * `chrom` (Chromium's browser, renderers, GPU and utility processes), not the server. */
+function browserPids() {
   /** @type {Map<number, { ppid: number, comm: string, ticks: number }>} */
   const all = new Map();
   for (const name of readdirSync('/proc')) {
@@ -54,9 +50,58 @@ export function browserCpuSeconds() {
     }
     return false;
   };
-  let ticks = 0;
-  for (const [pid, s] of all) {
-    if (s.comm.startsWith('chrom') && mine(pid)) ticks += s.ticks;
+  return [...all].filter(([pid, s]) => s.comm.startsWith('chrom') && mine(pid));
+}
+
+/**
+ * CPU seconds used so far by the browser processes under this process (browserPids).
+ * Processes that ended before the call are not counted, so compare two calls over an interval
+ * in which no page was opened or closed.
+ */
+export function browserCpuSeconds() {
+  return browserPids().reduce((n, [, s]) => n + s.ticks, 0) / TICKS_PER_S;
+}
+
+/**
+ * CPU seconds used so far by the browser's threads, summed by thread name (the kernel's 15
+ * characters: `CrRendererMain`, `AudioWorklet th`, `DedicatedWorker`, ...): where a page's CPU
+ * goes. Compare two calls as with browserCpuSeconds; threads that ended meanwhile are lost.
+ * @returns {Map<string, number>}
+ */
+export function browserThreadCpuSeconds() {
+  /** @type {Map<string, number>} */
+  const byName = new Map();
+  for (const [pid] of browserPids()) {
+    /** @type {string[]} */
+    let tids;
+    try {
+      tids = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      continue; // gone meanwhile
+    }
+    for (const tid of tids) {
+      const s = stat(`${pid}/task/${tid}`);
+      if (s) byName.set(s.comm, (byName.get(s.comm) ?? 0) + s.ticks / TICKS_PER_S);
+    }
   }
-  return ticks / TICKS_PER_S;
+  return byName;
+}
+
+/**
+ * The `top` thread names by CPU between two browserThreadCpuSeconds(), as "% of a core per
+ * page" over `elapsed` seconds and `pages` pages: `[name, pct]`, largest first.
+ * @param {Map<string, number>} before
+ * @param {Map<string, number>} after
+ */
+export function threadShares(before, after, elapsed, pages, top = 8) {
+  return [...after]
+    .map(
+      /** @returns {[string, number]} */ ([name, s]) => [
+        name,
+        (100 * (s - (before.get(name) ?? 0))) / elapsed / pages,
+      ],
+    )
+    .filter(([, pct]) => pct > 0)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top);
 }
