@@ -8,10 +8,19 @@
 //! (read from /proc per thread), so the emulator's own cost does not count against the hub. Delivery is counted per client: in forward mode
 //! every other client's packets (in bundles), in mix mode one mix packet per block.
 //!
+//! Beside each row, the same run measures what the kernel alone charges the hub's threads for
+//! the datagrams they moved: a probe on this thread sends 1,000-byte datagrams on loopback to
+//! 32 sockets and reads them back, timing each side from `/proc/thread-self/schedstat`
+//! (`udp_send_us`, `udp_recv_us` per datagram). Times the row's datagrams per client-second (in
+//! and out, from the workers' counters), that is `kernel_floor_ms_per_client_s`: the part of
+//! `cpu_ms_per_client_s` no change to the hub's own code can remove while each client costs
+//! that many datagrams. On loopback a send also delivers into the receiving socket, so the
+//! floor holds the receive side of what the hub sends, as the hub's figure does.
+//!
 //! Usage: `cargo run --release -p tutti-server --example hub_load -- [--clients 8,32]
 //! [--modes forward,mix] [--seconds 10] [--warmup 2]`.
 //! Prints a table on stderr and, as its last stdout line, `{"hub":[{"mode":..,"clients":N,
-//! "cpu_ms_per_client_s":x,"delivery_pct":d,...}]}`.
+//! "cpu_ms_per_client_s":x,"delivery_pct":d,"kernel_floor_ms_per_client_s":f,...}]}`.
 
 use std::fs;
 use std::net::SocketAddr;
@@ -97,10 +106,68 @@ fn hub_cpu_ms() -> f64 {
     ticks as f64 * 1000.0 / ticks_per_s
 }
 
+/// This thread's CPU time so far, ns (the first field of `/proc/thread-self/schedstat`).
+fn thread_cpu_ns() -> u64 {
+    fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The kernel's cost of one loopback datagram to this thread, µs: `(send, receive)`. Rounds of
+/// one 1,000-byte datagram to each of 32 sockets, each round read back before the next; the
+/// better of three trials of 2,000 rounds each (the machine is shared).
+fn udp_floor_us() -> (f64, f64) {
+    use std::net::UdpSocket;
+    const SOCKETS: usize = 32;
+    const ROUNDS: usize = 2000;
+    let receivers: Vec<UdpSocket> = (0..SOCKETS)
+        .filter_map(|_| UdpSocket::bind("127.0.0.1:0").ok())
+        .collect();
+    let Ok(sender) = UdpSocket::bind("127.0.0.1:0") else {
+        return (f64::NAN, f64::NAN);
+    };
+    let to: Vec<SocketAddr> = receivers
+        .iter()
+        .filter_map(|r| r.local_addr().ok())
+        .collect();
+    for r in &receivers {
+        let _ = r.set_nonblocking(true);
+    }
+    let payload = [0x5a_u8; 1000];
+    let mut buf = [0_u8; 2048];
+    let (mut best_send, mut best_recv) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..3 {
+        let (mut send_ns, mut recv_ns, mut sent, mut read) = (0, 0, 0_u64, 0_u64);
+        for _ in 0..ROUNDS {
+            let t0 = thread_cpu_ns();
+            for a in &to {
+                if sender.send_to(&payload, a).is_ok() {
+                    sent += 1;
+                }
+            }
+            let t1 = thread_cpu_ns();
+            for r in &receivers {
+                while r.recv_from(&mut buf).is_ok() {
+                    read += 1;
+                }
+            }
+            send_ns += t1 - t0;
+            recv_ns += thread_cpu_ns() - t1;
+        }
+        best_send = best_send.min(send_ns as f64 / 1000.0 / sent.max(1) as f64);
+        best_recv = best_recv.min(recv_ns as f64 / 1000.0 / read.max(1) as f64);
+    }
+    (best_send, best_recv)
+}
+
 struct Row {
     mode: &'static str,
     clients: usize,
     cpu_ms_per_client_s: f64,
+    /// Datagrams the hub's workers received and sent, per client-second.
+    in_per_client_s: f64,
+    out_per_client_s: f64,
     delivery_pct: f64,
     seconds: f64,
     channel_refused: u64,
@@ -252,6 +319,10 @@ async fn measure(
         clients: n,
         // The CPU window includes the warm-up, which carries the same load.
         cpu_ms_per_client_s: cpu / (n as f64 * elapsed),
+        in_per_client_s: (hub_after.datagrams_in - hub_before.datagrams_in) as f64
+            / (n as f64 * elapsed),
+        out_per_client_s: (hub_after.datagrams_out - hub_before.datagrams_out) as f64
+            / (n as f64 * elapsed),
         delivery_pct: if expected > 0.0 {
             100.0 * received as f64 / expected
         } else {
@@ -314,12 +385,24 @@ async fn main() {
     let _ = stop.send(());
     let _ = task.await;
     let _ = fs::remove_dir_all(&base);
+    // With the server stopped, so that nothing else of this process runs meanwhile.
+    let (send_us, recv_us) = udp_floor_us();
+    let round3 = |x: f64| (x * 1000.0).round() / 1000.0;
     let rows: Vec<Value> = rows
         .iter()
         .map(|r| {
+            let floor = (r.out_per_client_s * send_us + r.in_per_client_s * recv_us) / 1000.0;
+            eprintln!(
+                "hub {:>7} {:>4} clients: {:.0} datagrams in and {:.0} out per client-second; the kernel's loopback floor for them {:.3} ms of the {:.3}",
+                r.mode, r.clients, r.in_per_client_s, r.out_per_client_s, floor, r.cpu_ms_per_client_s
+            );
             json!({"mode": r.mode, "clients": r.clients,
-                   "cpu_ms_per_client_s": (r.cpu_ms_per_client_s * 1000.0).round() / 1000.0,
+                   "cpu_ms_per_client_s": round3(r.cpu_ms_per_client_s),
                    "delivery_pct": (r.delivery_pct * 100.0).round() / 100.0,
+                   "datagrams_in_per_client_s": r.in_per_client_s.round(),
+                   "datagrams_out_per_client_s": r.out_per_client_s.round(),
+                   "kernel_floor_ms_per_client_s": round3(floor),
+                   "udp_send_us": round3(send_us), "udp_recv_us": round3(recv_us),
                    "seconds": r.seconds, "sends_refused": r.channel_refused})
         })
         .collect();
