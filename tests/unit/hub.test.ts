@@ -14,6 +14,7 @@ import {
   N_OUT_PACKETS,
   NP_HUB_METER_MS,
   NP_HUB_PEAK_L,
+  NP_HUB_RX_PACKETS,
   NP_RX_PACKETS,
   NP_TX_PACKETS,
   HUB_METER_FRESH_MS,
@@ -221,6 +222,11 @@ describe('packet pump, hub path', () => {
     expect(t.stats[N_HUB_BUNDLES]).toBe(1);
     expect(t.stats[netPeerIndex(2, NP_RX_PACKETS)]).toBe(1);
     expect(t.stats[netPeerIndex(5, NP_RX_PACKETS)]).toBe(1);
+    // Counted apart as having come through the hub (what a switch from the mesh waits for).
+    t.hub.deliver(bundle([packet(2, 100, 7)]));
+    t.drain();
+    expect(t.stats[netPeerIndex(2, NP_HUB_RX_PACKETS)]).toBe(2);
+    expect(t.stats[netPeerIndex(5, NP_HUB_RX_PACKETS)]).toBe(1);
   });
 
   it('plays the golden vectors by their trailers, and drops a packet without one', () => {

@@ -6,7 +6,7 @@
 import { CONTROL_PACKET_LEN as EXIT_PACKET_BYTES, HEADER_LEN as HEADER_BYTES } from '../audio/packet';
 
 export const NET_GLOBAL_LEN = 16;
-export const NET_PEER_LEN = 23;
+export const NET_PEER_LEN = 24;
 export const N_WAKEUPS = 0;
 export const N_OUT_PACKETS = 1;
 export const N_IN_PACKETS = 2;
@@ -56,6 +56,9 @@ export const NP_HUB_PEAK_R = 19;
 export const NP_HUB_RMS_L = 20;
 export const NP_HUB_RMS_R = 21;
 export const NP_HUB_METER_MS = 22;
+/** Packets into this slot from the hub's bundles (forward mode): how a switch to the hub knows
+ * the hub carries this participant to us. */
+export const NP_HUB_RX_PACKETS = 23;
 
 export const ChannelState = { None: 0, Connecting: 1, Open: 2, Closed: 3 } as const;
 

@@ -39,6 +39,7 @@ import {
   NP_RX_DROPPED,
   netPeerIndex,
   noteArrival,
+  NP_HUB_RX_PACKETS,
 } from './net-stats';
 
 /** The stream id of the hub's mix (HUB-SPEC: MIX_STREAM). */
@@ -178,6 +179,7 @@ export class HubPath {
     }
     const base = netPeerIndex(slot, 0);
     noteArrival(s, base, bytes, offset, length, this.msgNowMs, this.msgArrivalUs);
+    s[base + NP_HUB_RX_PACKETS]++;
     if (!this.writer.push(slot, this.msgArrivalUs % TWO_32, bytes, offset, length)) s[base + NP_RX_DROPPED]++;
   };
 

@@ -3,9 +3,19 @@
 // or mix mode). The room's topology, from the welcome and the owner's `topology` messages,
 // chooses; this is the one Transport the session sees.
 //
-// A switch opens the new way first and keeps the old one until the new one carries the room: the
-// hub link connected, or every participant's mesh link connected (at most SWITCH_MAX_MS, after
-// which a participant the mesh cannot reach does not hold the others back). Meanwhile both
+// A switch opens the new way first and keeps the old one until the new one carries the room (at
+// most SWITCH_MAX_MS, after which a participant the new way cannot reach does not hold the others
+// back):
+// - to the hub: our hub link connected AND every participant reaching us through it. Our own
+//   link is not enough: a participant whose hub link is not up yet is heard only on the mesh, and
+//   closing our mesh link to it would cut both ways (four pages, each dropping the mesh as its
+//   own link came up, lost 23-189 packets each across the switch; waiting for everyone, none,
+//   with 8-12 underruns per page left as the buffers follow the hub path's later arrivals,
+//   against 0-1 on the mesh alone over as long: tests/browser/hub.test.mjs). In forward mode
+//   a participant's packets have come in the hub's bundles since the switch (NP_HUB_RX_PACKETS);
+//   in mix mode the hub meters its stream, so it is in our mix (NP_HUB_METER_MS fresh). Either
+//   proves that participant's hub link up both ways, so it hears us there too;
+// - to the mesh: every participant's mesh link connected. Meanwhile both
 // deliver into the same engine slots and the engine plays the first copy of each packet (its
 // jitter buffer places them by sequence number), so the switch leaves no gap beyond what the
 // jitter buffer conceals, and the engine, its slots and the recording's timeline stay as they are.
@@ -13,6 +23,7 @@
 import { HubTransport } from '../net/hub';
 import { Mesh, noRestarts, type IcePolicy } from '../net/mesh';
 import type { PumpHost } from '../net/net-host';
+import { hubMeter, netPeerIndex, NP_HUB_RX_PACKETS } from '../net/net-stats';
 import type { Topology } from '../net/protocol';
 import type { Membership } from './membership';
 import type { Transport } from './transport';
@@ -47,6 +58,8 @@ export class RoomLinks implements Transport {
   private active: Transport | null = null;
   private retiring: Transport | null = null;
   private switchedAt = 0;
+  /** Each slot's NP_HUB_RX_PACKETS at the switch. */
+  private readonly hubRxAtSwitch = new Map<number, number>();
   private retireTimer: ReturnType<typeof setInterval> | null = null;
 
   constructor(private readonly opts: RoomLinksOptions) {}
@@ -70,6 +83,10 @@ export class RoomLinks implements Transport {
       this.retiring = this.active;
       this.active = next;
       this.switchedAt = performance.now();
+      this.hubRxAtSwitch.clear();
+      for (const p of this.opts.members.participants.values()) {
+        this.hubRxAtSwitch.set(p.slot, this.opts.pump.stats[netPeerIndex(p.slot, NP_HUB_RX_PACKETS)]);
+      }
       for (const [peer, p] of this.opts.members.participants) {
         this.ensureOn(next, peer, p.slot);
         this.opts.onLinkState(peer, next.state(peer) ?? 'connecting');
@@ -123,18 +140,32 @@ export class RoomLinks implements Transport {
   private checkRetire(): void {
     const next = this.active;
     if (!this.retiring || !next) return;
+    const late = performance.now() - this.switchedAt > SWITCH_MAX_MS;
     let carried: boolean;
     if (next === this.hubLink) {
-      carried = this.hubLink.link.state === 'connected';
+      carried = this.hubLink.link.state === 'connected' && (late || this.hubCarriesEveryone());
     } else {
-      carried = performance.now() - this.switchedAt > SWITCH_MAX_MS;
-      if (!carried) {
-        carried = [...this.opts.members.participants].every(
+      carried =
+        late ||
+        [...this.opts.members.participants].every(
           ([peer, p]) => p.member.kind === 'jacktrip' || next.state(peer) === 'connected',
         );
-      }
     }
     if (carried) this.retire();
+  }
+
+  /** Every participant reaches us through the hub (see the top of the file). */
+  private hubCarriesEveryone(): boolean {
+    const stats = this.opts.pump.stats;
+    const now = performance.timeOrigin + performance.now();
+    for (const p of this.opts.members.participants.values()) {
+      const carried =
+        this.mode === 'mix'
+          ? hubMeter(stats, p.slot, now) !== null
+          : stats[netPeerIndex(p.slot, NP_HUB_RX_PACKETS)] > (this.hubRxAtSwitch.get(p.slot) ?? 0);
+      if (!carried) return false;
+    }
+    return true;
   }
 
   /** The old way goes: its links close, its engine slots stay (the new way uses them). */
