@@ -5,9 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { checkBundle, forEachPacket } from '../../app/src/net/bundle.ts';
 import { newPacketInfo, parsePacket } from '../../app/src/audio/packet.ts';
 import vectorFile from '../vectors/bundles.json';
-
-const hex = (s: string): Uint8Array => Uint8Array.from(s.match(/../g) ?? [], (b) => parseInt(b, 16));
-const toHex = (b: Uint8Array): string => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+import { fromHex, toHex } from './hex';
 
 function packetsOf(bytes: Uint8Array): string[] {
   const out: string[] = [];
@@ -17,17 +15,17 @@ function packetsOf(bytes: Uint8Array): string[] {
 
 describe('bundles', () => {
   it.each(vectorFile.valid)('$name parses to its packets', (v) => {
-    const bytes = hex(v.hex);
+    const bytes = fromHex(v.hex);
     expect(checkBundle(bytes)).toBe(v.packets.length);
     expect(packetsOf(bytes)).toEqual(v.packets);
   });
 
   it.each(vectorFile.invalid)('$name is refused as $error', (v) => {
-    expect(checkBundle(hex(v.hex))).toBe(v.error);
+    expect(checkBundle(fromHex(v.hex))).toBe(v.error);
   });
 
   it('refuses every cut of a bundle and a byte too many', () => {
-    const bytes = hex(vectorFile.valid[1].hex);
+    const bytes = fromHex(vectorFile.valid[1].hex);
     for (let cut = 0; cut < bytes.length; cut++) {
       expect(typeof checkBundle(bytes.subarray(0, cut)), `cut at ${cut}`).toBe('string');
     }
@@ -37,7 +35,7 @@ describe('bundles', () => {
   });
 
   it('carries whole packets, with the stream ids of their trailers', () => {
-    const bytes = hex(vectorFile.valid[1].hex);
+    const bytes = fromHex(vectorFile.valid[1].hex);
     const streams: (number | null)[] = [];
     const info = newPacketInfo();
     forEachPacket(bytes, (offset, length) => {

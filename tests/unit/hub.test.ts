@@ -28,8 +28,7 @@ import { MIX_STREAM, StreamSlots, trailerStream } from '../../app/src/net/pump-h
 import { filterCandidates, restartDelayMs, RESTART_BACKOFF_MS } from '../../app/src/net/hub';
 import vectorFile from '../vectors/bundles.json';
 import meterVectors from '../vectors/meters.json';
-
-const hex = (s: string): Uint8Array => Uint8Array.from(s.match(/../g) ?? [], (b) => parseInt(b, 16));
+import { fromHex } from './hex';
 
 describe('hub signaling', () => {
   it('reads the topology and the stream ids of a welcome and a peer-joined', () => {
@@ -233,13 +232,13 @@ describe('packet pump, hub path', () => {
     const t = setup();
     const v = vectorFile.valid.find((x) => x.name === 'three-formats')!;
     // Its packets carry streams 0xbeef, none, 1 (bundle.test.ts reads the same).
-    expect(v.packets.map((p) => trailerStream(hex(p), 0, p.length / 2))).toEqual([0xbeef, -1, 1]);
+    expect(v.packets.map((p) => trailerStream(fromHex(p), 0, p.length / 2))).toEqual([0xbeef, -1, 1]);
     t.pump.mapStream(0xbeef, 3);
     t.pump.mapStream(1, 4);
-    t.hub.deliver(hex(v.hex).slice().buffer);
+    t.hub.deliver(fromHex(v.hex).slice().buffer);
     expect(t.drain()).toEqual([
-      [3, [...hex(v.packets[0])]],
-      [4, [...hex(v.packets[2])]],
+      [3, [...fromHex(v.packets[0])]],
+      [4, [...fromHex(v.packets[2])]],
     ]);
     expect(t.stats[N_HUB_NO_TRAILER]).toBe(1);
   });
@@ -263,7 +262,7 @@ describe('packet pump, hub path', () => {
     t.hub.deliver(bundle([packet(2, 1, 7)]));
     expect(t.drain()).toEqual([]);
     expect(t.stats[N_HUB_UNKNOWN_STREAM]).toBe(2);
-    for (const v of vectorFile.invalid) t.hub.deliver(hex(v.hex).slice().buffer);
+    for (const v of vectorFile.invalid) t.hub.deliver(fromHex(v.hex).slice().buffer);
     t.hub.deliver('text');
     const cut = new Uint8Array(bundle([packet(3, 1, 7)])).subarray(0, 100).slice().buffer;
     t.pump.mapStream(7, 1);
@@ -280,7 +279,7 @@ describe('packet pump, hub path', () => {
     t.pump.mapStream(1, 2);
     t.pump.mapStream(300, 5);
     const before = performance.timeOrigin + performance.now();
-    t.hub.deliver(hex(v.hex).slice().buffer);
+    t.hub.deliver(fromHex(v.hex).slice().buffer);
     const after = performance.timeOrigin + performance.now();
     expect(t.stats[N_HUB_METERS]).toBe(1);
     expect(t.stats[N_HUB_BAD_BUNDLES]).toBe(0);
@@ -309,7 +308,7 @@ describe('packet pump, hub path', () => {
     }
     // A bad meters message is dropped whole and counted with the bad bundles.
     for (const bad of meterVectors.invalid.filter((x) => x.error !== 'BadMagic')) {
-      t.hub.deliver(hex(bad.hex).slice().buffer);
+      t.hub.deliver(fromHex(bad.hex).slice().buffer);
     }
     expect(t.stats[N_HUB_METERS]).toBe(1);
     expect(t.stats[N_HUB_BAD_BUNDLES]).toBe(meterVectors.invalid.length - 1);

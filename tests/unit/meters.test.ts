@@ -4,13 +4,13 @@
 import { describe, expect, it } from 'vitest';
 import { checkMeters, codeToLinear, isMeters, meterLevel, meterStream } from '../../app/src/net/meters.ts';
 import vectorFile from '../vectors/meters.json';
+import { fromHex } from './hex';
 
-const hex = (s: string): Uint8Array => Uint8Array.from(s.match(/../g) ?? [], (b) => parseInt(b, 16));
 const dbfs = (linear: number): number | null => (linear > 0 ? 20 * Math.log10(linear) : null);
 
 describe('meters messages', () => {
   it.each(vectorFile.valid)('$name reads as its players and levels', (v) => {
-    const bytes = hex(v.hex);
+    const bytes = fromHex(v.hex);
     expect(isMeters(bytes)).toBe(true);
     expect(checkMeters(bytes)).toBe(v.entries.length);
     v.entries.forEach((e, k) => {
@@ -24,11 +24,11 @@ describe('meters messages', () => {
   });
 
   it.each(vectorFile.invalid)('$name is refused as $error', (v) => {
-    expect(checkMeters(hex(v.hex))).toBe(v.error);
+    expect(checkMeters(fromHex(v.hex))).toBe(v.error);
   });
 
   it('refuses every cut of a message', () => {
-    const bytes = hex(vectorFile.valid[1].hex);
+    const bytes = fromHex(vectorFile.valid[1].hex);
     for (let cut = 0; cut < bytes.length; cut++) {
       expect(typeof checkMeters(bytes.subarray(0, cut)), `cut at ${cut}`).toBe('string');
     }

@@ -21,6 +21,7 @@ import {
 import vectorFile from '../vectors/packets.json';
 import rustSource from '../../core/src/packet.rs?raw';
 import { Prng } from '../../app/src/selftest/prng';
+import { fromHex, toHex } from './hex';
 
 interface ValidVector {
   name: string;
@@ -48,9 +49,6 @@ interface InvalidVector {
 }
 const vectors = vectorFile as unknown as { valid: ValidVector[]; invalid: InvalidVector[] };
 
-const unhex = (s: string): Uint8Array =>
-  Uint8Array.from({ length: s.length / 2 }, (_, i) => parseInt(s.slice(2 * i, 2 * i + 2), 16));
-const hex = (b: Uint8Array): string => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 const num = (x: number | string): number =>
   x === 'NaN' ? NaN : x === 'Infinity' ? Infinity : x === '-Infinity' ? -Infinity : Number(x);
 /** Bits of a value as f32, so that -0 vs 0 and exact values are compared. */
@@ -141,7 +139,7 @@ describe('golden vectors (shared with the Rust tests)', () => {
 
   for (const v of vectors.valid) {
     it(`${v.name}: fields, samples and bytes`, () => {
-      const bytes = unhex(v.hex);
+      const bytes = fromHex(v.hex);
       expect(bytes.length).toBe(v.len);
       // At offset 0 (aligned fast paths) and at an odd offset inside a bigger buffer, through a
       // Uint8Array and through a DataView: all must agree with the vector.
@@ -188,7 +186,7 @@ describe('golden vectors (shared with the Rust tests)', () => {
           const out = new Uint8Array(MAX_PACKET_LEN + 8).fill(0xee);
           const len = encodePacket(headerOf(v), ext, planar, out, shift);
           expect(len).toBe(v.len);
-          expect(hex(out.subarray(shift, shift + len))).toBe(v.hex);
+          expect(toHex(out.subarray(shift, shift + len))).toBe(v.hex);
         }
         // Plain number arrays (doubles) are rounded to f32 first, as the Rust side sees them.
         const out = new Uint8Array(MAX_PACKET_LEN);
@@ -198,14 +196,14 @@ describe('golden vectors (shared with the Rust tests)', () => {
           v.input.map((ch) => ch.map(num)),
           out,
         );
-        expect(hex(out.subarray(0, len))).toBe(v.hex);
+        expect(toHex(out.subarray(0, len))).toBe(v.hex);
       }
     });
   }
 
   it('invalid vectors give the named error', () => {
     for (const v of vectors.invalid) {
-      const { code } = parse(unhex(v.hex));
+      const { code } = parse(fromHex(v.hex));
       expect(packetErrorName(code), v.name).toBe(v.error);
     }
   });
@@ -359,7 +357,7 @@ describe('malformed input', () => {
       }
       const code = parsePacket(b, 0, b.length, info);
       if (packetErrorName(code) !== oracle(b))
-        expect([hex(b), packetErrorName(code)]).toEqual([hex(b), oracle(b)]);
+        expect([toHex(b), packetErrorName(code)]).toEqual([toHex(b), oracle(b)]);
       if (code === 0) ok++;
     }
     expect(ok).toBeGreaterThan(2000);
