@@ -6,7 +6,7 @@
 import { CONTROL_PACKET_LEN as EXIT_PACKET_BYTES, HEADER_LEN as HEADER_BYTES } from '../audio/packet';
 
 export const NET_GLOBAL_LEN = 16;
-export const NET_PEER_LEN = 24;
+export const NET_PEER_LEN = 25;
 export const N_WAKEUPS = 0;
 export const N_OUT_PACKETS = 1;
 export const N_IN_PACKETS = 2;
@@ -59,6 +59,9 @@ export const NP_HUB_METER_MS = 22;
 /** Packets into this slot from the hub's bundles (forward mode): how a switch to the hub knows
  * the hub carries this participant to us. */
 export const NP_HUB_RX_PACKETS = 23;
+/** The smallest RTT of the same exchanges, ms: the path's best case, whose exchange gives the
+ * clock offset (half of it bounds the offset's error); NaN: none yet. */
+export const NP_RTT_MIN_MS = 24;
 
 export const ChannelState = { None: 0, Connecting: 1, Open: 2, Closed: 3 } as const;
 

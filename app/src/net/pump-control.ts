@@ -39,7 +39,15 @@ import {
   writePong,
 } from './clock';
 import { Cancel, EchoConsent, Outcome, Verdict } from './echo-consent';
-import { NP_CTL_BAD, NP_ECHO_DROPPED, NP_EXCHANGES, NP_OFFSET_US, NP_PINGS, NP_RTT_MS } from './net-stats';
+import {
+  NP_CTL_BAD,
+  NP_ECHO_DROPPED,
+  NP_EXCHANGES,
+  NP_OFFSET_US,
+  NP_PINGS,
+  NP_RTT_MIN_MS,
+  NP_RTT_MS,
+} from './net-stats';
 
 /** What the pump tells its host about round-trip echoes (see the header). */
 export type EchoEvent =
@@ -120,6 +128,7 @@ export class ControlChannels {
         }
         s[base + NP_EXCHANGES]++;
         s[base + NP_RTT_MS] = link.clock.medianRttUs() / 1000;
+        s[base + NP_RTT_MIN_MS] = link.clock.minRttUs() / 1000;
         s[base + NP_OFFSET_US] = link.clock.offsetUs();
       } else if (msg.type === CTL_ECHO) {
         this.echoRequested(link, msg.ms);

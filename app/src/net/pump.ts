@@ -55,6 +55,7 @@ import {
   NET_PEER_LEN,
   NP_BUFFERED,
   NP_OFFSET_US,
+  NP_RTT_MIN_MS,
   NP_RTT_MS,
   NP_RX_DROPPED,
   NP_SEND_QUEUE_MS,
@@ -169,6 +170,7 @@ export class PacketPump {
     const s = this.stats;
     for (let f = 0; f < NET_PEER_LEN; f++) s[link.base + f] = 0;
     s[link.base + NP_RTT_MS] = NaN;
+    s[link.base + NP_RTT_MIN_MS] = NaN;
     s[link.base + NP_OFFSET_US] = NaN;
     s[link.base + NP_STAMP_LAG_MS] = NaN;
     s[link.base + NP_STATE] = channel.readyState === 'open' ? ChannelState.Open : ChannelState.Connecting;
@@ -286,6 +288,7 @@ export class PacketPump {
     // Whoever takes the slot next is another peer, with a clock of its own.
     this.stats[link.base + NP_OFFSET_US] = NaN;
     this.stats[link.base + NP_RTT_MS] = NaN;
+    this.stats[link.base + NP_RTT_MIN_MS] = NaN;
   }
 
   /** Starts the outbound loop. */

@@ -9,6 +9,7 @@ import {
   NP_GAP_MAX_MS,
   NP_GAPS_OVER_20MS,
   NP_OFFSET_US,
+  NP_RTT_MIN_MS,
   NP_RTT_MS,
   NP_BUFFERED,
   NP_SEND_QUEUE_MS,
@@ -40,6 +41,8 @@ export interface PeerCounters {
   // counters recorded before they existed still read.
   /** Median RTT of the pump's clock exchanges with the peer, ms; NaN until the first. */
   rttMs?: number;
+  /** The smallest RTT of the same exchanges, ms (the one the offset comes from); NaN until the first. */
+  rttMinMs?: number;
   /** Our wall clock − the peer's, µs (min-RTT exchange); NaN until known. */
   offsetUs?: number;
   /** Clock exchanges taken. */
@@ -123,6 +126,7 @@ export function buildCounters(
       gapMaxMs: nat(NP_GAP_MAX_MS),
       gapsOver20Ms: nat(NP_GAPS_OVER_20MS),
       rttMs: net ? nat(NP_RTT_MS) : NaN,
+      rttMinMs: net ? nat(NP_RTT_MIN_MS) : NaN,
       offsetUs: net ? nat(NP_OFFSET_US) : NaN,
       clockExchanges: nat(NP_EXCHANGES),
       sendQueueMs: nat(NP_SEND_QUEUE_MS),
