@@ -1,0 +1,20 @@
+//! The load generator's parts (main.rs is its command line): emulated JackTrip clients that
+//! cost little each, the threads that drive them, the servers under test started and stopped
+//! on loopback, and the measures: delivery by sequence number, inter-arrival times, the tones a
+//! listener hears, the server's CPU and memory from /proc.
+
+pub mod client;
+pub mod driver;
+pub mod owner;
+pub mod plot;
+pub mod procstat;
+pub mod reception;
+pub mod run;
+pub mod scenario;
+pub mod servers;
+pub mod tones;
+
+/// Delivery at or above which a client count is carried, %.
+pub const KNEE_PCT: f64 = 99.9;
+/// Delivery under which a server has fallen apart: a sweep stops there, %.
+pub const FELL_APART_PCT: f64 = 95.0;

@@ -1,0 +1,326 @@
+//! One run of a scenario against a started server: the clients join at the scenario's rate,
+//! play through the warm-up, then the measuring window runs with a progress line each second
+//! (on stderr) and the churn, and the run ends with its figures: delivery, inter-arrival p99,
+//! the server's CPU per client-second and RSS, the emulator's own CPU, and what the
+//! spot-checked listeners heard.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::client::{client_ip, handshake, Client};
+use crate::driver::{Drivers, Report};
+use crate::owner::RoomOwner;
+use crate::procstat::ProcSet;
+use crate::scenario::{Scenario, ServerName};
+use crate::servers::ServerUnderTest;
+use crate::tones::{self, Heard, ToneLoop};
+
+/// How long one handshake may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Refused handshakes in a row after which the server is taken to admit no more: the rest
+/// of the clients do not try (the row's `joined` says how many got in).
+const GIVE_UP_AFTER: usize = 3;
+
+/// A run's figures (one row of the output).
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub scenario: String,
+    pub server: &'static str,
+    pub mode: &'static str,
+    pub protocol: &'static str,
+    pub rooms: usize,
+    pub clients: usize,
+    /// Clients that joined (a refused or timed-out handshake is counted in `join_errors`).
+    pub joined: usize,
+    pub join_errors: usize,
+    pub seconds: f64,
+    pub cpu_ms_per_client_s: f64,
+    pub delivery_pct: f64,
+    pub p99_interarrival_ms: f64,
+    pub max_interarrival_ms: f64,
+    pub rss_mb: f64,
+    pub lost: u64,
+    pub late: u64,
+    pub duplicates: u64,
+    pub malformed: u64,
+    /// Clients that received nothing in the window.
+    pub silent: usize,
+    /// Blocks the emulator failed to send on time (its own overload, not the server's).
+    pub emulator_skipped_blocks: u64,
+    pub emulator_cpu_ms_per_client_s: f64,
+    /// The server's busiest threads over the window: name and CPU ms per second.
+    pub server_threads: Vec<(String, f64)>,
+    pub spot_checks: Vec<Heard>,
+    pub tones_ok: bool,
+    /// The first handshake error, if any.
+    pub first_error: Option<String>,
+}
+
+/// The client name the server gets for client `i` of room `r`: Tutti's hub reads `room/name`;
+/// JackTrip's makes JACK clients of the names, so they must be plain and unique.
+fn client_name(server: ServerName, r: usize, i: usize) -> String {
+    match server {
+        ServerName::TuttiHub => format!("{}/c{i}", room_name(r)),
+        ServerName::Jacktrip => format!("lg{r}x{i}"),
+    }
+}
+
+/// Starts the scenario's server (this project's from `bin`, or JackTrip's), runs the scenario,
+/// stops the server.
+pub fn run_once(s: &Scenario, bin: &std::path::Path, quiet: bool) -> Result<Row, String> {
+    let server = match s.server {
+        // Rooms as large as the hub's (the owner's place too).
+        ServerName::TuttiHub => {
+            ServerUnderTest::start_tutti(bin, s.hub_threads, &["--room-cap".into(), "1024".into()])?
+        }
+        ServerName::Jacktrip => ServerUnderTest::start_jacktrip(&[])?,
+    };
+    let row = run(s, &server, quiet);
+    server.stop();
+    row
+}
+
+/// Room `r`'s name on this project's server.
+fn room_name(r: usize) -> String {
+    format!("load{r}")
+}
+
+/// Runs `s` against `server`. `quiet`: no progress lines.
+pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, String> {
+    let threads = if s.threads == 0 {
+        thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        s.threads
+    };
+    let block = Duration::from_nanos(u64::from(s.frames) * 1_000_000_000 / 48_000);
+    // One loop per distinct bin, shared by every sender of it.
+    let bins: Vec<usize> = (0..s.clients).map(tones::sender_bin).collect();
+    let amplitude = tones::amplitude(s.clients);
+    let mut loop_of: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut loops = Vec::new();
+    for &k in &bins {
+        if let std::collections::btree_map::Entry::Vacant(e) = loop_of.entry(k) {
+            e.insert(loops.len());
+            loops.push(ToneLoop::new(k, amplitude, s.frames)?);
+        }
+    }
+    let mut drivers = Drivers::start(threads, block, Arc::new(loops))?;
+    let mut server_cpu =
+        ProcSet::new(&server.pids).map_err(|e| format!("reading the server's /proc: {e}"))?;
+    let mut own_cpu =
+        ProcSet::new(&[std::process::id()]).map_err(|e| format!("reading our /proc: {e}"))?;
+
+    let mut joiner = Joiner {
+        scenario: s,
+        handshake: server.handshake,
+        bins: &bins,
+        loop_of: &loop_of,
+        next_index: vec![0; s.rooms],
+        joined: 0,
+        errors: 0,
+        failing: 0,
+        first_error: None,
+    };
+    // This project's server admits JackTrip clients only into rooms a member opened and
+    // switched to the hub: one owner per room, each from an address of its own.
+    let mut owners = Vec::new();
+    if s.server == ServerName::TuttiHub {
+        let http = server.http.ok_or("the server has no HTTP address")?;
+        for r in 0..s.rooms {
+            let from = std::net::IpAddr::V4(std::net::Ipv4Addr::new(
+                127,
+                2,
+                (r >> 8) as u8,
+                (r & 255) as u8 + 1,
+            ));
+            owners.push(RoomOwner::open(http, from, &room_name(r), "mix")?);
+        }
+    }
+    let t0 = Instant::now();
+    let every = Duration::from_secs_f64(1.0 / s.join_per_second);
+    for k in 0..s.total() {
+        let due = t0 + every * k as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            thread::sleep(wait);
+        }
+        let (r, i) = (k % s.rooms, k / s.rooms);
+        joiner.join(&mut drivers, r, i < s.spot_checks)?;
+        if joiner.failing >= GIVE_UP_AFTER {
+            break;
+        }
+    }
+    if !quiet {
+        eprintln!(
+            "{}: {} of {} clients joined in {:.1} s ({} refused)",
+            s.name,
+            joiner.joined,
+            s.total(),
+            t0.elapsed().as_secs_f64(),
+            joiner.errors
+        );
+    }
+    thread::sleep(Duration::from_secs_f64(s.warmup_seconds));
+
+    drivers.window();
+    let _ = server_cpu.sample();
+    let _ = own_cpu.sample();
+    let w0 = Instant::now();
+    let mut server_ms = 0.0;
+    let mut own_ms = 0.0;
+    let mut rss_mb: f64 = 0.0;
+    let mut per_thread: BTreeMap<String, f64> = BTreeMap::new();
+    let mut churn_due = 0.0;
+    let mut second = 0u32;
+    let mut churn_room = 0usize;
+    while w0.elapsed().as_secs_f64() < s.seconds {
+        second += 1;
+        let due = w0 + Duration::from_secs(u64::from(second));
+        let end = w0 + Duration::from_secs_f64(s.seconds);
+        if let Some(wait) = due.min(end).checked_duration_since(Instant::now()) {
+            thread::sleep(wait);
+        }
+        // Churn: as many leave as join, spread over the rooms.
+        churn_due += s.churn_per_second;
+        while churn_due >= 1.0 {
+            churn_due -= 1.0;
+            let r = churn_room % s.rooms;
+            churn_room += 1;
+            if drivers.leave(r, 1) == 1 {
+                joiner.join(&mut drivers, r, false)?;
+            }
+        }
+        let cpu = server_cpu
+            .sample()
+            .map_err(|e| format!("sampling the server: {e}"))?;
+        let own = own_cpu
+            .sample()
+            .map_err(|e| format!("sampling ourselves: {e}"))?;
+        server_ms += cpu.cpu_ms;
+        own_ms += own.cpu_ms;
+        rss_mb = rss_mb.max(cpu.rss_mb);
+        for t in &cpu.threads {
+            *per_thread.entry(t.name.clone()).or_default() += t.cpu_ms;
+        }
+        if !quiet {
+            let r = drivers.report();
+            eprintln!(
+                "{} t={:>4.0}s clients {:>4} delivery {:>7.3}% lost {:>6} late {:>5} p99 gap {:>5.2} ms | server {:>6.1} ms CPU/s ({:.2} ms per client-s), RSS {:.0} MB | emulator {:.0} ms CPU/s",
+                s.name,
+                w0.elapsed().as_secs_f64(),
+                r.clients,
+                r.delivery_pct(),
+                r.lost,
+                r.late,
+                r.gaps.quantile_ms(0.99),
+                cpu.cpu_ms * 1000.0 / cpu.wall_ms.max(1.0),
+                cpu.cpu_ms * 1000.0 / cpu.wall_ms.max(1.0) / r.clients.max(1) as f64,
+                cpu.rss_mb,
+                own.cpu_ms * 1000.0 / own.wall_ms.max(1.0),
+            );
+        }
+    }
+    let window = w0.elapsed().as_secs_f64();
+    let report: Report = drivers.report();
+    let clients = drivers.stop();
+    drop(owners);
+
+    // Each voice's gain in a listener's mix: this project's hub pans every voice through a
+    // strip with a constant-power law, centred by default (−3.01 dB a side); JackTrip's `-p 2`
+    // sums the ports as they come.
+    let gain = match s.server {
+        ServerName::TuttiHub => tutti_core::mix::pan_gains(0.0).0,
+        ServerName::Jacktrip => 1.0,
+    };
+    let mut spot_checks = Vec::new();
+    for c in &clients {
+        if let Some(rec) = &c.recording {
+            spot_checks.push(tones::check(rec, c.index, &bins, amplitude, gain));
+        }
+    }
+    let tones_ok = !spot_checks.is_empty() && spot_checks.iter().all(Heard::ok);
+    let client_seconds = report.clients.max(1) as f64 * window;
+    let mut server_threads: Vec<(String, f64)> = per_thread
+        .into_iter()
+        .map(|(n, ms)| (n, ms / window))
+        .collect();
+    server_threads.sort_by(|a, b| b.1.total_cmp(&a.1));
+    server_threads.truncate(8);
+    Ok(Row {
+        scenario: s.name.clone(),
+        server: s.server.as_str(),
+        mode: "mix",
+        protocol: "jacktrip",
+        rooms: s.rooms,
+        clients: s.total(),
+        joined: joiner.joined,
+        join_errors: joiner.errors,
+        seconds: window,
+        cpu_ms_per_client_s: server_ms / client_seconds,
+        delivery_pct: report.delivery_pct(),
+        p99_interarrival_ms: report.gaps.quantile_ms(0.99),
+        max_interarrival_ms: report.gaps.max_ms(),
+        rss_mb,
+        lost: report.lost,
+        late: report.late,
+        duplicates: report.duplicates,
+        malformed: report.malformed,
+        silent: report.silent,
+        emulator_skipped_blocks: report.skipped_blocks,
+        emulator_cpu_ms_per_client_s: own_ms / client_seconds,
+        server_threads,
+        spot_checks,
+        tones_ok,
+        first_error: joiner.first_error,
+    })
+}
+
+/// Joins clients one at a time: names, tones and the count of refusals.
+struct Joiner<'a> {
+    scenario: &'a Scenario,
+    handshake: std::net::SocketAddr,
+    bins: &'a [usize],
+    loop_of: &'a BTreeMap<usize, usize>,
+    /// The next client index per room (churn adds clients past `clients`; they reuse the
+    /// room's tones in turn).
+    next_index: Vec<usize>,
+    joined: usize,
+    errors: usize,
+    /// Refusals since the last client got in.
+    failing: usize,
+    first_error: Option<String>,
+}
+
+impl Joiner<'_> {
+    /// One client joins room `r` (spot-checked or not); a refused handshake is counted, not an
+    /// error. Err only when the emulator itself failed.
+    fn join(&mut self, drivers: &mut Drivers, r: usize, spot: bool) -> Result<(), String> {
+        let s = self.scenario;
+        let i = self.next_index[r];
+        self.next_index[r] += 1;
+        let name = client_name(s.server, r, i);
+        // An address per client (the server limits handshakes per address).
+        let k = self.joined + self.errors;
+        match handshake(self.handshake, client_ip(k), &name, HANDSHAKE_TIMEOUT) {
+            Ok((socket, hub)) => {
+                let index = i % s.clients;
+                let mut c = Client::new(index, r, socket, hub, self.loop_of[&self.bins[index]]);
+                if spot {
+                    c.recording = Some(Vec::with_capacity(tones::ANALYSIS_FRAMES));
+                }
+                drivers.add(c)?;
+                self.joined += 1;
+                self.failing = 0;
+            }
+            Err(e) => {
+                self.errors += 1;
+                self.failing += 1;
+                self.first_error.get_or_insert(e);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,107 @@
+//! The load generator end to end against the real servers, small: a few emulated JackTrip
+//! clients in one room of this project's server (its release binary, which the build makes)
+//! and of Debian's `jacktrip -S -p 2` on a dummy JACK server. Each spot-checked listener must
+//! hear every other client's tone at its level and not its own, and the delivery figure must be
+//! a share of what was sent (the figures themselves are the benchmark's business).
+//!
+//! Skipped with a message when the server binary or the JACK programs are missing, except under
+//! `CI=true`, where they must be there.
+
+use std::path::PathBuf;
+
+use tutti_loadgen::run::run_once;
+use tutti_loadgen::scenario::{Scenario, ServerName};
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// The release server binary, or None (skipped) when it was not built.
+fn server_bin() -> Option<PathBuf> {
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/tutti-server");
+    if bin.is_file() {
+        return Some(bin);
+    }
+    assert!(
+        !ci(),
+        "CI=true and {} is missing: the build suite makes it",
+        bin.display()
+    );
+    eprintln!(
+        "skipped: {} not built (npm run build makes it)",
+        bin.display()
+    );
+    None
+}
+
+fn small(server: ServerName, clients: usize) -> Scenario {
+    Scenario {
+        name: format!("test-{}", server.as_str()),
+        server,
+        clients,
+        warmup_seconds: 1.5,
+        seconds: 3.0,
+        join_per_second: 20.0,
+        spot_checks: 2,
+        threads: 1,
+        hub_threads: 1,
+        ..Scenario::default()
+    }
+}
+
+#[test]
+fn clients_in_a_hub_room_hear_each_other_and_not_themselves() {
+    let Some(bin) = server_bin() else { return };
+    let row = run_once(&small(ServerName::TuttiHub, 6), &bin, true).expect("the run");
+    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    assert_eq!(
+        (row.joined, row.join_errors),
+        (6, 0),
+        "{:?}",
+        row.first_error
+    );
+    assert_eq!(row.spot_checks.len(), 2);
+    for heard in &row.spot_checks {
+        assert_eq!(heard.checked, 5, "{heard:?}");
+        assert!(heard.ok(), "{heard:?}");
+    }
+    assert!(
+        row.delivery_pct > 50.0 && row.delivery_pct <= 100.0,
+        "delivery {}",
+        row.delivery_pct
+    );
+    assert!(row.p99_interarrival_ms > 0.0 && row.p99_interarrival_ms.is_finite());
+    assert!(row.cpu_ms_per_client_s > 0.0 && row.rss_mb > 0.0);
+    assert_eq!((row.malformed, row.duplicates), (0, 0));
+}
+
+#[test]
+fn clients_of_jacktrips_hub_hear_each_other_and_not_themselves() {
+    let missing = tutti_loadgen::servers::jack_tools_missing();
+    if !missing.is_empty() {
+        assert!(
+            !ci(),
+            "CI=true and {missing:?} missing: scripts/setup.sh installs them"
+        );
+        eprintln!("skipped: {missing:?} not found");
+        return;
+    }
+    let bin = PathBuf::from("unused");
+    let row = run_once(&small(ServerName::Jacktrip, 3), &bin, true).expect("the run");
+    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    assert_eq!(
+        (row.joined, row.join_errors),
+        (3, 0),
+        "{:?}",
+        row.first_error
+    );
+    for heard in &row.spot_checks {
+        assert_eq!(heard.checked, 2, "{heard:?}");
+        assert!(heard.ok(), "{heard:?}");
+    }
+    assert!(
+        row.delivery_pct > 50.0 && row.delivery_pct <= 100.0,
+        "delivery {}",
+        row.delivery_pct
+    );
+}
