@@ -39,13 +39,13 @@ fn refusal(code: i32) -> &'static str {
 /// The loopback address of emulated client `i` (127.1.0.1 and up): each client comes from an
 /// address of its own, as real ones do, so a server's per-address limits meet one client each.
 pub fn client_ip(i: usize) -> IpAddr {
-    let n = i as u32 + 1;
-    IpAddr::V4(Ipv4Addr::new(
-        127,
-        1 + (n >> 16) as u8,
-        (n >> 8) as u8,
-        n as u8,
-    ))
+    loopback_ip(1, i)
+}
+
+/// The `i`-th address of loopback block `127.net.0.0/16` (from `.0.1`; `i` below 65,535).
+pub fn loopback_ip(net: u8, i: usize) -> IpAddr {
+    let n = (i % 65_535) as u32 + 1;
+    IpAddr::V4(Ipv4Addr::new(127, net, (n >> 8) as u8, n as u8))
 }
 
 /// A TCP connection to `to` from address `from`, within `timeout`.
@@ -247,6 +247,11 @@ mod tests {
         assert_eq!(client_ip(255), IpAddr::V4(Ipv4Addr::new(127, 1, 1, 0)));
         let all: std::collections::BTreeSet<IpAddr> = (0..2000).map(client_ip).collect();
         assert_eq!(all.len(), 2000);
+        assert_eq!(
+            loopback_ip(2, 254),
+            IpAddr::V4(Ipv4Addr::new(127, 2, 0, 255))
+        );
+        assert_eq!(loopback_ip(2, 255), IpAddr::V4(Ipv4Addr::new(127, 2, 1, 0)));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::client::{client_ip, handshake, Client};
+use crate::client::{client_ip, handshake, loopback_ip, Client};
 use crate::driver::{Drivers, Report};
 use crate::owner::RoomOwner;
 use crate::procstat::ProcSet;
@@ -131,13 +131,12 @@ pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, S
     if s.server == ServerName::TuttiHub {
         let http = server.http.ok_or("the server has no HTTP address")?;
         for r in 0..s.rooms {
-            let from = std::net::IpAddr::V4(std::net::Ipv4Addr::new(
-                127,
-                2,
-                (r >> 8) as u8,
-                (r & 255) as u8 + 1,
-            ));
-            owners.push(RoomOwner::open(http, from, &room_name(r), "mix")?);
+            owners.push(RoomOwner::open(
+                http,
+                loopback_ip(2, r),
+                &room_name(r),
+                "mix",
+            )?);
         }
     }
     let t0 = Instant::now();

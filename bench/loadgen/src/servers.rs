@@ -565,7 +565,7 @@ mod tests {
         // No room yet: refused (closed without an answer).
         let refused = hello(server.handshake, 0, "room1/loadgen-test");
         assert!(refused.is_err(), "{refused:?}");
-        let owner_ip = std::net::IpAddr::V4(Ipv4Addr::new(127, 2, 0, 1));
+        let owner_ip = crate::client::loopback_ip(2, 0);
         let _owner = crate::owner::RoomOwner::open(http, owner_ip, "room1", "forward")
             .unwrap_or_else(|e| panic!("open room1: {e}"));
         let answer = hello(server.handshake, 1, "room1/loadgen-test");
