@@ -32,6 +32,9 @@ import { candidateAllowed, selectedPairRttMs, type IcePolicy } from './rtc';
 import type { LinkState, RestartCounts, RestartReason } from '../room/types';
 
 export const CONNECT_TIMEOUT_MS = 12000;
+/** A link of ours still not connected this long after its last change is offered anew when its
+ * peer is announced again (see ensure). */
+export const REOFFER_AFTER_MS = 3000;
 /** Candidates kept per link before its remote description is set. */
 export const MAX_PENDING_CANDIDATES = 64;
 const WATCH_EVERY_MS = 2000;
@@ -127,7 +130,16 @@ export class Mesh {
   ensure(peer: string, slot: number): void {
     if (this.closed) return;
     const link = this.links.get(peer);
-    if (link && link.state !== 'failed') return;
+    if (link && link.state !== 'failed') {
+      // The peer is announced again (the room re-formed after the signaling came back) while
+      // our offer is still unanswered: it was most likely lost with the signaling, so offer anew
+      // now rather than CONNECT_TIMEOUT_MS after it.
+      const waiting = performance.now() - link.since;
+      if (link.state !== 'connected' && this.isOfferer(peer) && waiting > REOFFER_AFTER_MS) {
+        this.restart(link, 'timeout');
+      }
+      return;
+    }
     if (link) this.teardown(link);
     if (this.isOfferer(peer)) this.negotiate(peer, slot, (link?.epoch ?? 0) + 1);
     else this.links.set(peer, this.newLink(peer, slot, 0));
