@@ -91,19 +91,11 @@ impl ServerUnderTest {
         let mut s = ServerUnderTest::scratch(ServerKind::TuttiHub)?;
         let dist = s.dir.join("dist");
         let index = "<!doctype html><title>tutti-loadgen</title>\n";
-        if let Err(e) =
-            fs::create_dir_all(&dist).and_then(|()| fs::write(dist.join("index.html"), index))
-        {
-            return Err(s.failed("write the app directory", &e.to_string()));
-        }
-        let (http, jacktrip) = match free_tcp_ports() {
-            Ok(ports) => ports,
-            Err(e) => return Err(s.failed("find free TCP ports", &e.to_string())),
-        };
-        let udp_base = match free_udp_base() {
-            Ok(base) => base,
-            Err(e) => return Err(s.failed("find free UDP ports", &e)),
-        };
+        let written =
+            fs::create_dir_all(&dist).and_then(|()| fs::write(dist.join("index.html"), index));
+        s.step("write the app directory", written)?;
+        let (http, jacktrip) = s.step("find free TCP ports", free_tcp_ports())?;
+        let udp_base = s.step("find free UDP ports", free_udp_base())?;
         let mut cmd = Command::new(bin);
         for (key, _) in std::env::vars_os() {
             if key
@@ -122,17 +114,15 @@ impl ServerUnderTest {
             .arg("--dist")
             .arg(&dist)
             .args(extra);
-        if let Err(e) = s.spawn("tutti-server", &mut cmd) {
-            return Err(s.failed("start tutti-server", &e));
-        }
+        let spawned = s.spawn("tutti-server", &mut cmd);
+        s.step("start tutti-server", spawned)?;
         let http_addr = loopback(http);
         s.handshake = loopback(jacktrip);
         s.udp_base = udp_base;
         s.http = Some(http_addr);
         s.pids = s.children.iter().map(|(_, c)| c.id()).collect();
-        if let Err(e) = s.wait_ready("tutti-server", || http_answers(http_addr)) {
-            return Err(s.failed("wait for tutti-server's HTTP port", &e));
-        }
+        let ready = s.wait_ready("tutti-server", || http_answers(http_addr));
+        s.step("wait for tutti-server's HTTP port", ready)?;
         Ok(s)
     }
 
@@ -158,37 +148,26 @@ impl ServerUnderTest {
             .unwrap_or_default();
         let mut jackd = jack_command("jackd", &name);
         jackd.args(["-n", &name, "-d", "dummy", "-r", "48000", "-p", "128"]);
-        if let Err(e) = s.spawn("jackd", &mut jackd) {
-            return Err(s.failed("start jackd", &e));
-        }
-        if let Err(e) = s.wait_for_jack(&name) {
-            return Err(s.failed("wait for jackd", &e));
-        }
-        let (tcp, _) = match free_tcp_ports() {
-            Ok(ports) => ports,
-            Err(e) => return Err(s.failed("find a free TCP port", &e.to_string())),
-        };
-        let udp_base = match free_udp_base() {
-            Ok(base) => base,
-            Err(e) => return Err(s.failed("find free UDP ports", &e)),
-        };
+        let spawned = s.spawn("jackd", &mut jackd);
+        s.step("start jackd", spawned)?;
+        let ready = s.wait_for_jack(&name);
+        s.step("wait for jackd", ready)?;
+        let (tcp, _) = s.step("find a free TCP port", free_tcp_ports())?;
+        let udp_base = s.step("find free UDP ports", free_udp_base())?;
         let mut jacktrip = jack_command("jacktrip", &name);
         jacktrip
             .args(["-S", "-p", "2"])
             .args(["-B", &tcp.to_string(), "-U", &udp_base.to_string()])
             .args(["-b", "16", "-q", "8"])
             .args(extra);
-        let pid = match s.spawn("jacktrip", &mut jacktrip) {
-            Ok(pid) => pid,
-            Err(e) => return Err(s.failed("start jacktrip", &e)),
-        };
+        let spawned = s.spawn("jacktrip", &mut jacktrip);
+        let pid = s.step("start jacktrip", spawned)?;
         s.handshake = loopback(tcp);
         s.udp_base = udp_base;
         // jacktrip, then jackd.
         s.pids = s.children.iter().rev().map(|(_, c)| c.id()).collect();
-        if let Err(e) = s.wait_ready("jacktrip", || listens(tcp, pid)) {
-            return Err(s.failed("wait for jacktrip's TCP port", &e));
-        }
+        let ready = s.wait_ready("jacktrip", || listens(tcp, pid));
+        s.step("wait for jacktrip's TCP port", ready)?;
         Ok(s)
     }
 
@@ -294,6 +273,11 @@ impl ServerUnderTest {
                 Ok(None) => None,
                 Err(e) => Some(format!("{what}: {e}")),
             })
+    }
+
+    /// `r`'s value, or, when it is an error, [`Self::failed`] for `step`.
+    fn step<T, E: std::fmt::Display>(&mut self, step: &str, r: Result<T, E>) -> Result<T, String> {
+        r.map_err(|e| self.failed(step, &e.to_string()))
     }
 
     /// Stops every child (keeping the logs) and says which step failed and where the logs are.
