@@ -69,10 +69,11 @@ pub struct Report {
 }
 
 impl Report {
-    /// Blocks delivered of those expected, % (100 when none were expected yet).
+    /// Blocks delivered of those expected, % (100 when none were expected yet). Each client's
+    /// count is capped at its expected one, so only the sum's rounding could pass 100: clamped.
     pub fn delivery_pct(&self) -> f64 {
         if self.expected > 0.0 {
-            100.0 * self.delivered_capped / self.expected
+            (100.0 * self.delivered_capped / self.expected).min(100.0)
         } else {
             100.0
         }
@@ -459,5 +460,36 @@ impl Driver {
             r.gaps.merge(&c.reception.gaps);
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivery_is_a_share_of_the_expected_blocks_never_above_all_of_them() {
+        let mut r = Report::default();
+        assert_eq!(r.delivery_pct(), 100.0);
+        // Sums whose rounding would read 100.00000000000001.
+        for _ in 0..3 {
+            r.merge(&Report {
+                expected: 1125.1,
+                delivered_capped: 1125.1,
+                ..Report::default()
+            });
+        }
+        r.merge(&Report {
+            expected: 0.7,
+            delivered_capped: 0.7,
+            ..Report::default()
+        });
+        assert!(r.delivery_pct() <= 100.0);
+        r.merge(&Report {
+            expected: 1000.0,
+            delivered_capped: 0.0,
+            ..Report::default()
+        });
+        assert!((r.delivery_pct() - 100.0 * 3376.0 / 4376.0).abs() < 1e-9);
     }
 }
