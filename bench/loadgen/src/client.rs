@@ -19,7 +19,7 @@ use tutti_core::packet::{self, CONTROL_PACKET_LEN};
 use tutti_server::hub::jacktrip::handshake::NAME_LEN;
 
 use crate::reception::Reception;
-use crate::tones::ANALYSIS_FRAMES;
+use crate::recording::Recording;
 
 /// JackTrip's exit datagram.
 pub const EXIT: [u8; CONTROL_PACKET_LEN] = [0xFF; CONTROL_PACKET_LEN];
@@ -123,8 +123,13 @@ pub struct Client {
     /// Packets sent; sends the socket refused.
     pub sent: u64,
     pub send_errors: u64,
-    /// When spot-checked: the left channel received in the window, up to the analysis length.
-    pub recording: Option<Vec<f32>>,
+    /// When spot-checked: the left channel received in the window, laid out by sequence number.
+    pub recording: Option<Recording>,
+    /// It never leaves in a churn.
+    pub stays: bool,
+    /// On its driver's clock, µs: when its handshake ended, and when its first packet came.
+    pub added_us: u64,
+    pub first_packet_us: Option<u64>,
     /// Since when its reception counts: the window's start, or its joining if later.
     pub since: std::time::Instant,
 }
@@ -150,6 +155,9 @@ impl Client {
             sent: 0,
             send_errors: 0,
             recording: None,
+            stays: false,
+            added_us: 0,
+            first_packet_us: None,
             since: std::time::Instant::now(),
         }
     }
@@ -166,12 +174,12 @@ impl Client {
             return;
         };
         self.reception.on_packet(p.header.seq, now_us);
+        self.first_packet_us.get_or_insert(now_us);
         if let Some(rec) = self.recording.as_mut() {
             let frames = p.frames();
-            if rec.len() < ANALYSIS_FRAMES && frames <= left.len() {
+            if frames <= left.len() && rec.admit(p.header.seq, frames) {
                 p.decode_stereo(&mut left[..frames], &mut right[..frames]);
-                let take = frames.min(ANALYSIS_FRAMES - rec.len());
-                rec.extend_from_slice(&left[..take]);
+                rec.push(&left[..frames]);
             }
         }
     }
@@ -259,7 +267,7 @@ mod tests {
         let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
         let hub = socket.local_addr().unwrap();
         let mut c = Client::new(0, 0, socket, hub, 0);
-        c.recording = Some(Vec::new());
+        c.recording = Some(Recording::with_capacity(1000));
         let (mut l, mut r) = (vec![0f32; 256], vec![0f32; 256]);
         let tone = crate::tones::ToneLoop::new(10, 0.1, 128).unwrap();
         let mut buf = vec![0u8; packet::MAX_PACKET_LEN];
@@ -270,6 +278,6 @@ mod tests {
         c.on_datagram(&EXIT, 9000, &mut l, &mut r);
         c.on_datagram(&[1, 2, 3], 9100, &mut l, &mut r);
         assert_eq!((c.reception.delivered, c.exits, c.malformed), (3, 1, 1));
-        assert_eq!(c.recording.as_ref().unwrap().len(), 3 * 128);
+        assert_eq!(c.recording.as_ref().unwrap().samples().len(), 3 * 128);
     }
 }

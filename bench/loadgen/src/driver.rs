@@ -34,11 +34,11 @@ pub enum Command {
     /// Forget the counts so far: the measuring window starts.
     Window,
     Report(Sender<Report>),
-    /// Up to `n` clients of room `room` leave (exit datagrams); answers how many did.
+    /// Up to `n` clients of room `room` leave (exit datagrams); answers with their indices.
     Leave {
         room: usize,
         n: usize,
-        done: Sender<usize>,
+        done: Sender<Vec<usize>>,
     },
     /// Every client leaves and the thread ends, answering with the clients' final state.
     Stop(Sender<Vec<Box<Client>>>),
@@ -58,8 +58,12 @@ pub struct Report {
     pub send_errors: u64,
     /// Blocks skipped because the driver woke too late to send them.
     pub skipped_blocks: u64,
-    /// Clients that received nothing in the window.
+    /// Clients that received nothing in the window, though they have been in it for
+    /// [`SILENT_AFTER`]; and those that joined since and wait for their first packet.
     pub silent: usize,
+    pub waiting: usize,
+    /// The longest a client that joined in the window waited for its first packet, ms.
+    pub join_wait_max_ms: f64,
     /// Blocks the hub should have sent the clients since the window began (or since each one
     /// joined), at one per block of time; and of those, how many arrived (each client's distinct
     /// packets, at most its expected count).
@@ -91,11 +95,17 @@ impl Report {
         self.send_errors += o.send_errors;
         self.skipped_blocks += o.skipped_blocks;
         self.silent += o.silent;
+        self.waiting += o.waiting;
+        self.join_wait_max_ms = self.join_wait_max_ms.max(o.join_wait_max_ms);
         self.expected += o.expected;
         self.delivered_capped += o.delivered_capped;
         self.gaps.merge(&o.gaps);
     }
 }
+
+/// A client that has received nothing after this long in the window is silent; before, it is
+/// still waiting for the hub to start its stream.
+pub const SILENT_AFTER: Duration = Duration::from_secs(1);
 
 /// The emulator: driver threads and their metronome.
 pub struct Drivers {
@@ -187,22 +197,22 @@ impl Drivers {
         total
     }
 
-    /// Up to `n` clients of room `room` leave; returns how many did.
-    pub fn leave(&self, room: usize, n: usize) -> usize {
-        let mut left = 0;
+    /// Up to `n` clients of room `room` leave; returns the indices (in the room) of those who did.
+    pub fn leave(&self, room: usize, n: usize) -> Vec<usize> {
+        let mut left = Vec::new();
         for c in &self.commands {
-            if left >= n {
+            if left.len() >= n {
                 break;
             }
             let (tx, rx) = mpsc::channel();
             if c.send(Command::Leave {
                 room,
-                n: n - left,
+                n: n - left.len(),
                 done: tx,
             })
             .is_ok()
             {
-                left += rx.recv_timeout(Duration::from_secs(5)).unwrap_or(0);
+                left.extend(rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default());
             }
         }
         left
@@ -254,6 +264,8 @@ struct Driver {
     /// The next block to send (blocks since `start`).
     next_block: u64,
     skipped: u64,
+    /// When the window began, µs on this driver's clock.
+    window_us: u64,
     out: Vec<u8>,
     input: Vec<u8>,
     left: Vec<f32>,
@@ -277,6 +289,7 @@ impl Driver {
             block,
             next_block: 0,
             skipped: 0,
+            window_us: 0,
             out: vec![0; MAX_PACKET_LEN],
             input: vec![0; 65_536],
             left: vec![0.0; 1024],
@@ -295,7 +308,7 @@ impl Driver {
                 }
             }
             let now = Instant::now();
-            let now_us = now.duration_since(self.start).as_micros() as u64;
+            let now_us = now.saturating_duration_since(self.start).as_micros() as u64;
             for event in events.iter() {
                 if event.token() != WAKER {
                     self.read(event.token().0, now_us);
@@ -306,6 +319,13 @@ impl Driver {
                 return;
             }
         }
+    }
+
+    /// Now on this driver's clock, µs.
+    fn now_us(&self) -> u64 {
+        Instant::now()
+            .saturating_duration_since(self.start)
+            .as_micros() as u64
     }
 
     /// Reads every datagram waiting on client `i`'s socket.
@@ -366,6 +386,8 @@ impl Driver {
         while let Ok(cmd) = self.commands.try_recv() {
             match cmd {
                 Command::Add(mut c) => {
+                    // Its handshake's end (`since`, until a window begins).
+                    c.added_us = c.since.saturating_duration_since(self.start).as_micros() as u64;
                     let slot = self
                         .clients
                         .iter()
@@ -387,6 +409,7 @@ impl Driver {
                 }
                 Command::Window => {
                     self.skipped = 0;
+                    self.window_us = self.now_us();
                     for c in self.clients.iter_mut().flatten() {
                         c.reset();
                         c.sent = 0;
@@ -398,22 +421,24 @@ impl Driver {
                     let _ = to.send(self.report());
                 }
                 Command::Leave { room, n, done } => {
-                    let mut left = 0;
-                    for slot in self.clients.iter_mut() {
-                        if left == n {
+                    let mut left = Vec::new();
+                    // The longest here leave first; those who stay (spot-checked listeners
+                    // among them) are the churn's check.
+                    while left.len() < n {
+                        let oldest = self
+                            .clients
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(i, c)| Some((i, c.as_ref()?)))
+                            .filter(|(_, c)| c.room == room && !c.stays)
+                            .min_by_key(|(_, c)| c.added_us)
+                            .map(|(i, _)| i);
+                        let Some(mut c) = oldest.and_then(|i| self.clients[i].take()) else {
                             break;
-                        }
-                        // Spot-checked listeners stay: their audio is the run's check.
-                        if slot
-                            .as_ref()
-                            .is_some_and(|c| c.room == room && c.recording.is_none())
-                        {
-                            if let Some(mut c) = slot.take() {
-                                let _ = self.poll.registry().deregister(&mut c.socket);
-                                c.leave();
-                                left += 1;
-                            }
-                        }
+                        };
+                        let _ = self.poll.registry().deregister(&mut c.socket);
+                        c.leave();
+                        left.push(c.index);
                     }
                     let _ = done.send(left);
                 }
@@ -448,7 +473,15 @@ impl Driver {
             r.sent += c.sent;
             r.send_errors += c.send_errors;
             if c.reception.delivered == 0 {
-                r.silent += 1;
+                if now.saturating_duration_since(c.since) < SILENT_AFTER {
+                    r.waiting += 1;
+                } else {
+                    r.silent += 1;
+                }
+            }
+            if let Some(first) = c.first_packet_us.filter(|_| c.added_us >= self.window_us) {
+                let ms = first.saturating_sub(c.added_us) as f64 / 1000.0;
+                r.join_wait_max_ms = r.join_wait_max_ms.max(ms);
             }
             // One block less than the time allows: the hub's blocks and this window are not
             // aligned, and the block due last may still be on its way.

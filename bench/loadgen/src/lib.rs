@@ -4,11 +4,13 @@
 //! listener hears, the server's CPU and memory from /proc.
 
 pub mod client;
+pub mod continuity;
 pub mod driver;
 pub mod owner;
 pub mod plot;
 pub mod procstat;
 pub mod reception;
+pub mod recording;
 pub mod run;
 pub mod scenario;
 pub mod servers;

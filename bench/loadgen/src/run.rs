@@ -4,7 +4,7 @@
 //! the server's CPU per client-second and RSS, the emulator's own CPU, and what the
 //! spot-checked listeners heard.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::client::{client_ip, handshake, loopback_ip, Client};
+use crate::continuity::{self, Continuity};
 use crate::driver::{Drivers, Report};
 use crate::owner::RoomOwner;
 use crate::procstat::ProcSet;
+use crate::recording::Recording;
 use crate::scenario::{Scenario, ServerName};
 use crate::servers::ServerUnderTest;
 use crate::tones::{self, Heard, ToneLoop};
@@ -43,12 +45,22 @@ pub struct Row {
     pub p99_interarrival_ms: f64,
     pub max_interarrival_ms: f64,
     pub rss_mb: f64,
+    /// The server's RSS at the window's first and last second, MB, and the change, %.
+    pub rss_start_mb: f64,
+    pub rss_end_mb: f64,
+    pub rss_change_pct: f64,
+    /// Clients that left during the window (as many joined).
+    pub churned: usize,
     pub lost: u64,
     pub late: u64,
     pub duplicates: u64,
     pub malformed: u64,
-    /// Clients that received nothing in the window.
+    /// Clients that received nothing in the window (in it for a second or more), and those
+    /// that joined in its last second and wait for their first packet.
     pub silent: usize,
+    pub waiting: usize,
+    /// The longest a client that joined in the window waited for its first packet, ms.
+    pub join_wait_max_ms: f64,
     /// Blocks the emulator failed to send on time (its own overload, not the server's).
     pub emulator_skipped_blocks: u64,
     pub emulator_cpu_ms_per_client_s: f64,
@@ -56,6 +68,15 @@ pub struct Row {
     pub server_threads: Vec<(String, f64)>,
     pub spot_checks: Vec<Heard>,
     pub tones_ok: bool,
+    /// Each spot-checked listener's tones followed through the window: the voices that were
+    /// in its room for all of it (see [`continuity`]).
+    pub continuity: Vec<Continuity>,
+    /// The longest interruption of a followed tone, and the longest run of lost blocks, of any
+    /// spot-checked listener, ms.
+    pub longest_tone_gap_ms: f64,
+    pub longest_lost_ms: f64,
+    /// Tones were followed and none was interrupted for longer than a concealment bridges.
+    pub continuity_ok: bool,
     /// The first handshake error, if any.
     pub first_error: Option<String>,
 }
@@ -98,7 +119,11 @@ pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, S
     };
     let block = Duration::from_nanos(u64::from(s.frames) * 1_000_000_000 / 48_000);
     // One loop per distinct bin, shared by every sender of it.
-    let bins: Vec<usize> = (0..s.clients).map(tones::sender_bin).collect();
+    // The room's clients, then those who join in its churn: each plays a tone of its own.
+    let churn_joins = (s.churn_per_second * s.seconds / s.rooms as f64).ceil() as usize + 1;
+    let bins: Vec<usize> = (0..s.clients + churn_joins)
+        .map(tones::sender_bin)
+        .collect();
     let amplitude = tones::amplitude(s.clients);
     let mut loop_of: BTreeMap<usize, usize> = BTreeMap::new();
     let mut loops = Vec::new();
@@ -120,6 +145,9 @@ pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, S
         bins: &bins,
         loop_of: &loop_of,
         next_index: vec![0; s.rooms],
+        members: vec![Vec::new(); s.rooms],
+        touched: vec![BTreeSet::new(); s.rooms],
+        in_window: false,
         joined: 0,
         errors: 0,
         failing: 0,
@@ -165,12 +193,15 @@ pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, S
     thread::sleep(Duration::from_secs_f64(s.warmup_seconds));
 
     drivers.window();
+    joiner.in_window = true;
     let _ = server_cpu.sample();
     let _ = own_cpu.sample();
     let w0 = Instant::now();
     let mut server_ms = 0.0;
     let mut own_ms = 0.0;
     let mut rss_mb: f64 = 0.0;
+    let (mut rss_start_mb, mut rss_end_mb) = (None, 0.0);
+    let mut churned = 0;
     let mut per_thread: BTreeMap<String, f64> = BTreeMap::new();
     let mut churn_due = 0.0;
     let mut second = 0u32;
@@ -188,7 +219,10 @@ pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, S
             churn_due -= 1.0;
             let r = churn_room % s.rooms;
             churn_room += 1;
-            if drivers.leave(r, 1) == 1 {
+            let left = drivers.leave(r, 1);
+            if !left.is_empty() {
+                churned += left.len();
+                joiner.touched[r].extend(left);
                 joiner.join(&mut drivers, r, false)?;
             }
         }
@@ -201,6 +235,8 @@ pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, S
         server_ms += cpu.cpu_ms;
         own_ms += own.cpu_ms;
         rss_mb = rss_mb.max(cpu.rss_mb);
+        rss_start_mb.get_or_insert(cpu.rss_mb);
+        rss_end_mb = cpu.rss_mb;
         for t in &cpu.threads {
             *per_thread.entry(t.name.clone()).or_default() += t.cpu_ms;
         }
@@ -235,12 +271,28 @@ pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, S
         ServerName::Jacktrip => 1.0,
     };
     let mut spot_checks = Vec::new();
+    let mut continuity = Vec::new();
+    let mut longest_lost_ms: f64 = 0.0;
     for c in &clients {
         if let Some(rec) = &c.recording {
-            spot_checks.push(tones::check(rec, c.index, &bins, amplitude, gain));
+            // Read in the window's first second, before the churn's first change.
+            let first = &bins[..s.clients];
+            spot_checks.push(tones::check(rec.samples(), c.index, first, amplitude, gain));
+            let steady = joiner.steady_bins(c.room, c.index);
+            let expected = f64::from(amplitude) * f64::from(gain);
+            continuity.push(continuity::follow(rec.samples(), &steady, expected));
+            longest_lost_ms = longest_lost_ms.max(rec.longest_fill_frames as f64 / 48.0);
         }
     }
     let tones_ok = !spot_checks.is_empty() && spot_checks.iter().all(Heard::ok);
+    let longest_tone_gap_ms = continuity
+        .iter()
+        .map(|c| c.longest_gap_ms)
+        .fold(0.0, f64::max);
+    let continuity_ok = continuity.iter().all(|c| c.tones > 0)
+        && !continuity.is_empty()
+        && longest_tone_gap_ms <= continuity::CONCEALMENT_MS;
+    let rss_start_mb = rss_start_mb.unwrap_or(0.0);
     let client_seconds = report.clients.max(1) as f64 * window;
     let mut server_threads: Vec<(String, f64)> = per_thread
         .into_iter()
@@ -263,16 +315,26 @@ pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, S
         p99_interarrival_ms: report.gaps.quantile_ms(0.99),
         max_interarrival_ms: report.gaps.max_ms(),
         rss_mb,
+        rss_start_mb,
+        rss_end_mb,
+        rss_change_pct: (rss_end_mb - rss_start_mb) / rss_start_mb.max(f64::MIN_POSITIVE) * 100.0,
+        churned,
         lost: report.lost,
         late: report.late,
         duplicates: report.duplicates,
         malformed: report.malformed,
         silent: report.silent,
+        waiting: report.waiting,
+        join_wait_max_ms: report.join_wait_max_ms,
         emulator_skipped_blocks: report.skipped_blocks,
         emulator_cpu_ms_per_client_s: own_ms / client_seconds,
         server_threads,
         spot_checks,
         tones_ok,
+        continuity,
+        longest_tone_gap_ms,
+        longest_lost_ms,
+        continuity_ok,
         first_error: joiner.first_error,
     })
 }
@@ -286,6 +348,11 @@ struct Joiner<'a> {
     /// The next client index per room (churn adds clients past `clients`; they reuse the
     /// room's tones in turn).
     next_index: Vec<usize>,
+    /// Per room, the tone index of every client that joined, in order.
+    members: Vec<Vec<usize>>,
+    /// Per room, the tone indices of clients that left or joined during the window.
+    touched: Vec<BTreeSet<usize>>,
+    in_window: bool,
     joined: usize,
     errors: usize,
     /// Refusals since the last client got in.
@@ -305,12 +372,21 @@ impl Joiner<'_> {
         let k = self.joined + self.errors;
         match handshake(self.handshake, client_ip(k), &name, HANDSHAKE_TIMEOUT) {
             Ok((socket, hub)) => {
-                let index = i % s.clients;
+                let index = i % self.bins.len();
                 let mut c = Client::new(index, r, socket, hub, self.loop_of[&self.bins[index]]);
+                // Half of each room's first clients, and every listener checked, stay all
+                // along: the churn comes and goes around them.
+                c.stays = spot || i < s.clients.div_ceil(2);
                 if spot {
-                    c.recording = Some(Vec::with_capacity(tones::ANALYSIS_FRAMES));
+                    // The whole window and a block to spare.
+                    let frames = (s.seconds * 48_000.0) as usize + usize::from(s.frames);
+                    c.recording = Some(Recording::with_capacity(frames));
                 }
                 drivers.add(c)?;
+                self.members[r].push(index);
+                if self.in_window {
+                    self.touched[r].insert(index);
+                }
                 self.joined += 1;
                 self.failing = 0;
             }
@@ -321,5 +397,22 @@ impl Joiner<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The bins of room `r` that the same one sender played through the whole window, except
+    /// listener `me`'s own: the voices `me` must hear all along.
+    fn steady_bins(&self, r: usize, me: usize) -> Vec<usize> {
+        // Per bin: its senders over the run, and whether one came or went in the window.
+        let mut senders: BTreeMap<usize, (usize, bool)> = BTreeMap::new();
+        for &i in &self.members[r] {
+            let e = senders.entry(self.bins[i]).or_default();
+            e.0 += 1;
+            e.1 |= i == me || self.touched[r].contains(&i);
+        }
+        senders
+            .into_iter()
+            .filter(|&(_, (n, touched))| n == 1 && !touched)
+            .map(|(k, _)| k)
+            .collect()
     }
 }

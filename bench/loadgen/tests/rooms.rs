@@ -75,6 +75,36 @@ fn clients_in_a_hub_room_hear_each_other_and_not_themselves() {
     assert_eq!((row.malformed, row.duplicates), (0, 0));
 }
 
+/// Clients come and go around those who stay: the leavers' places are taken, the joiners are
+/// heard from, and no staying voice leaves a staying listener's mix. (The bound here is a
+/// voice dropped for good, which reads as the rest of the window; whether a break stays under
+/// a concealment is the churn benchmark's figure, on a quiet machine.)
+#[test]
+fn in_a_churn_the_staying_voices_stay_in_every_staying_listeners_mix() {
+    let Some(bin) = server_bin() else { return };
+    let s = Scenario {
+        seconds: 5.0,
+        churn_per_second: 2.0,
+        ..small(ServerName::TuttiHub, 6)
+    };
+    let row = run_once(&s, &bin, true).expect("the run");
+    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    assert!(row.churned >= 8, "{} left", row.churned);
+    assert_eq!(row.joined, 6 + row.churned, "{:?}", row.first_error);
+    assert_eq!(row.silent, 0);
+    assert_eq!(row.continuity.len(), 2);
+    for c in &row.continuity {
+        // Clients 0-2 stay; 0 and 1 listen: each follows the other two.
+        assert_eq!(c.tones, 2, "{c:?}");
+        assert!(c.windows > 800, "{c:?}");
+    }
+    assert!(
+        row.longest_tone_gap_ms < 1000.0,
+        "a staying voice was gone for {} ms",
+        row.longest_tone_gap_ms
+    );
+}
+
 #[test]
 fn clients_of_jacktrips_hub_hear_each_other_and_not_themselves() {
     let missing = tutti_loadgen::servers::jack_tools_missing();
