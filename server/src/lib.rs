@@ -26,6 +26,7 @@ pub mod headers;
 pub mod hub;
 pub mod limits;
 pub mod log;
+pub mod memory;
 pub mod origin;
 pub mod password;
 pub mod protocol;

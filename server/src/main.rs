@@ -8,6 +8,7 @@ use tutti_server::{Config, Server};
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    tutti_server::memory::tune();
     tutti_server::log::init();
     let config = Config::parse();
     let all_interfaces = config.addr.is_unspecified();
