@@ -35,6 +35,11 @@
 //! a strip's pre-fader meter (peak hold and fall, RMS), so a hub can tell each listener how loud
 //! every player arrives ([`MixMinus::source_meter`]) at no extra pass over the samples.
 //!
+//! Rooms over several hubs: a hub that carries part of a room sends the hub at the centre its
+//! players' raw sum ([`MixMinus::room_sum`]), which that hub mixes as one more source, panned and
+//! scaled like any; what comes back is already a mix at the room's default levels, so
+//! [`MixMinus::render_plus`] adds it at unit gain before each listener's master section.
+//!
 //! Real-time safety: [`MixMinus::new`] allocates every listener's change list up front; the block
 //! functions and the setters allocate, lock and panic on nothing.
 
@@ -151,6 +156,12 @@ impl MixMinus {
         self.listeners.len()
     }
 
+    /// `S` of the last [`MixMinus::sum`]: every live source of the block added at unit gain,
+    /// not panned, not limited (what one hub sends another as its share of a room).
+    pub fn room_sum(&self) -> (&[f32; QUANTUM], &[f32; QUANTUM]) {
+        (&self.sum[0], &self.sum[1])
+    }
+
     /// Sums this block's live sources (slots beyond the capacity are not read) and meters each.
     /// Call it once per block, before [`MixMinus::render`] for each listener with the same
     /// `sources`.
@@ -190,6 +201,22 @@ impl MixMinus {
         out_l: &mut [f32; QUANTUM],
         out_r: &mut [f32; QUANTUM],
     ) -> Result<(), MixMinusError> {
+        self.render_plus(listener, sources, None, out_l, out_r)
+    }
+
+    /// [`MixMinus::render`] with `extra`, a block that is already a mix (another hub's share of
+    /// the room), added at unit gain before the listener's master section: not panned, not
+    /// scaled by the default strip, untouched by the listener's strips and solo. A non-finite
+    /// `extra`, or one beyond ±[`MAX_SOURCE_PEAK`], is left out of this block like a hostile
+    /// source. Real-time safe.
+    pub fn render_plus(
+        &mut self,
+        listener: usize,
+        sources: &(impl Sources + ?Sized),
+        extra: Option<(&[f32; QUANTUM], &[f32; QUANTUM])>,
+        out_l: &mut [f32; QUANTUM],
+        out_r: &mut [f32; QUANTUM],
+    ) -> Result<(), MixMinusError> {
         let live = &self.live;
         let heard = |slot: usize| {
             if live[slot] {
@@ -226,6 +253,16 @@ impl MixMinus {
             if let Some((l, r)) = heard(change.source) {
                 let audible = solo_audible(any_solo, change.strip.solo(), change.strip.mute());
                 change.strip.mix_into(l, r, out_l, out_r, audible);
+            }
+        }
+        if let Some((l, r)) = extra {
+            let stats = scan::<Simd>(l, r, QUANTUM);
+            if stats.is_finite()
+                && stats.peak[0] <= MAX_SOURCE_PEAK
+                && stats.peak[1] <= MAX_SOURCE_PEAK
+            {
+                add(out_l, l, 1.0);
+                add(out_r, r, 1.0);
             }
         }
         who.master.process(out_l, out_r);

@@ -431,3 +431,89 @@ fn a_hostile_block_is_not_metered() {
     assert_eq!(mix.source_meter(0), Some(Meter::default()));
     assert_eq!(mix.source_meter(1).unwrap().peak_l, 0.5);
 }
+
+/// Two hubs carrying one room (a star of one link): hub B plays tones 2 and 3 and sends A its
+/// raw sum, which A mixes as one more source (its slot 2); A's mix for that slot comes back and
+/// B adds it to each of its listeners at unit gain. Every tone then reaches every listener on
+/// either hub at the default level, and nobody hears itself.
+#[test]
+fn a_remote_hubs_sum_and_mix_reach_every_listener_at_the_default_level() {
+    let mut home = MixMinus::new(3, 4);
+    let mut far = MixMinus::new(2, 4);
+    let mut heard_home = vec![[Vec::new(), Vec::new()]; 2];
+    let mut heard_far = vec![[Vec::new(), Vec::new()]; 2];
+    for b in 0..BLOCKS {
+        let all = tones(b);
+        let local_far: Vec<Block> = vec![all[2], all[3]];
+        far.sum(local_far.as_slice());
+        let (sl, sr) = far.room_sum();
+        let link = Some([*sl, *sr]);
+        let local_home: Vec<Block> = vec![all[0], all[1], link];
+        home.sum(local_home.as_slice());
+        for (listener, out) in heard_home.iter_mut().enumerate() {
+            let (mut l, mut r) = ([0.0; QUANTUM], [0.0; QUANTUM]);
+            home.render(listener, local_home.as_slice(), &mut l, &mut r)
+                .unwrap();
+            out[0].extend_from_slice(&l);
+            out[1].extend_from_slice(&r);
+        }
+        let (mut ml, mut mr) = ([0.0; QUANTUM], [0.0; QUANTUM]);
+        home.render(2, local_home.as_slice(), &mut ml, &mut mr)
+            .unwrap();
+        for (listener, out) in heard_far.iter_mut().enumerate() {
+            let (mut l, mut r) = ([0.0; QUANTUM], [0.0; QUANTUM]);
+            far.render_plus(
+                listener,
+                local_far.as_slice(),
+                Some((&ml, &mr)),
+                &mut l,
+                &mut r,
+            )
+            .unwrap();
+            out[0].extend_from_slice(&l);
+            out[1].extend_from_slice(&r);
+        }
+    }
+    let hubs = [(&heard_home, [0, 1]), (&heard_far, [2, 3])];
+    for (heard, slots) in hubs {
+        for (listener, out) in heard.iter().enumerate() {
+            let own = slots[listener];
+            for (tone, &hz) in HZ.iter().enumerate() {
+                for channel in out {
+                    let got = level(channel, hz);
+                    if tone == own {
+                        assert!(got < 1e-6, "tone {own} hears itself at {got}");
+                    } else {
+                        let want = centre();
+                        assert!(
+                            (got - want).abs() < 1e-5,
+                            "tone {own}'s listener: {hz} Hz at {got}, want {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_hostile_extra_block_is_left_out() {
+    let mut mix = MixMinus::new(2, 4);
+    let src = tones(0);
+    let two: Vec<Block> = vec![src[0], src[1]];
+    mix.sum(two.as_slice());
+    let (mut plain_l, mut plain_r) = ([0.0; QUANTUM], [0.0; QUANTUM]);
+    mix.render(0, two.as_slice(), &mut plain_l, &mut plain_r)
+        .unwrap();
+    let mut mix2 = MixMinus::new(2, 4);
+    mix2.sum(two.as_slice());
+    let mut bad = [0.0f32; QUANTUM];
+    bad[5] = f32::NAN;
+    let loud = [MAX_SOURCE_PEAK * 2.0; QUANTUM];
+    for extra in [(&bad, &bad), (&loud, &loud)] {
+        let (mut l, mut r) = ([0.0; QUANTUM], [0.0; QUANTUM]);
+        mix2.render_plus(0, two.as_slice(), Some(extra), &mut l, &mut r)
+            .unwrap();
+        assert_eq!((l, r), (plain_l, plain_r));
+    }
+}
