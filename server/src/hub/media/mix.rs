@@ -167,19 +167,21 @@ impl Mixer {
         self.next += 1;
     }
 
-    /// Renders listener `slot`'s mix of this tick (after [`MixMinus::sum`]) and encodes it for
-    /// `kind` into `out`, calling `send` with each message. Returns (messages, bytes).
+    /// Renders listener `slot`'s mix of this tick (after [`MixMinus::sum`]), with `extra` (the
+    /// home hub's mix, when the room spans hubs) added at unit gain, and encodes it for `kind`
+    /// into `out`, calling `send` with each message. Returns (messages, bytes).
     pub fn render_for(
         &mut self,
         slot: usize,
         kind: ClientKind,
         out: &mut Output,
         now_us: u64,
+        extra: Option<(&[f32; QUANTUM], &[f32; QUANTUM])>,
         send: &mut dyn FnMut(&[u8]),
     ) -> (u64, u64) {
         if self
             .minus
-            .render(slot, &self.blocks, &mut self.out_l, &mut self.out_r)
+            .render_plus(slot, &self.blocks, extra, &mut self.out_l, &mut self.out_r)
             .is_err()
         {
             return (0, 0);

@@ -16,9 +16,14 @@
 //!   [`METER_TICKS`] ticks each browser listener also gets one meters message
 //!   ([`tutti_core::meters`]): every player's level as it arrives, which its mixer shows.
 //!
+//! - `cascade`: when this hub carries part of a room whose home is another hub, each tick also
+//!   sends the home hub the raw sum of the players here and adds the home hub's mix (everyone
+//!   else in the room) to every listener's mix.
+//!
 //! Clients are added and removed (and their personal mixes set) off the hot path, where the room
 //! allocates; [`MediaRoom::receive`] and [`MediaRoom::poll`] allocate nothing and never panic.
 
+mod cascade;
 mod forward;
 mod ingest;
 mod mix;
@@ -32,6 +37,8 @@ use tutti_core::engine::{EngineConfig, Peer};
 use tutti_core::meters::{MetersWriter, MAX_METERS_LEN};
 use tutti_core::mix::{GainControl, MixMinusError};
 
+use cascade::Cascade;
+pub use cascade::{CASCADE, LINK_FORMAT};
 use forward::Pending;
 use ingest::Ingest;
 pub use ingest::{ClientCounters, DropReason, Received, BURST_PACKETS};
@@ -177,6 +184,8 @@ pub struct MediaRoom {
     len: usize,
     jacktrip: usize,
     mixer: Mixer,
+    /// The link to the room's home hub, when this hub carries part of a larger room.
+    cascade: Option<Box<Cascade>>,
     scratch: Box<[u8]>,
     /// The meters message of the tick, written once for every listener.
     meters: Box<[u8]>,
@@ -193,6 +202,7 @@ impl MediaRoom {
             len: 0,
             jacktrip: 0,
             mixer: Mixer::new(),
+            cascade: None,
             scratch: vec![0; MAX_BUNDLE_LEN].into_boxed_slice(),
             meters: vec![0; MAX_METERS_LEN].into_boxed_slice(),
             counters: RoomCounters::default(),
@@ -223,6 +233,33 @@ impl MediaRoom {
     fn update_running(&mut self, now_us: u64) {
         let on = self.mode == Mode::Mix || self.jacktrip > 0;
         self.mixer.set_running(on, now_us);
+    }
+
+    /// Starts (a fresh jitter buffer) or ends this room's link to its home hub: with it, each
+    /// tick also sends [`CASCADE`] the room's raw sum, and what [`MediaRoom::receive_cascade`]
+    /// gets is added to every listener's mix (see `cascade`). Allocates.
+    pub fn set_cascade(&mut self, on: bool, now_us: u64) {
+        self.cascade = on.then(|| Box::new(Cascade::new(now_us)));
+    }
+
+    /// Whether the room has a link to a home hub.
+    pub fn has_cascade(&self) -> bool {
+        self.cascade.is_some()
+    }
+
+    /// One packet of the home hub's mix. Never panics, never allocates; bad input is counted
+    /// and dropped.
+    pub fn receive_cascade(&mut self, bytes: &[u8], now_us: u64) -> Received {
+        let frame = self.mixer.running().then(|| self.mixer.frame());
+        match self.cascade.as_mut() {
+            Some(c) => c.receive(bytes, now_us, frame),
+            None => Received::Dropped(DropReason::UnknownClient),
+        }
+    }
+
+    /// The link's counters: what came from the home hub, and packets sent to it.
+    pub fn cascade_counters(&self) -> Option<(ClientCounters, u64)> {
+        self.cascade.as_ref().map(|c| c.counters())
     }
 
     /// Adds a client with stream id `stream`. Allocates.
@@ -445,6 +482,15 @@ impl MediaRoom {
         }
         self.mixer.minus.sum(&self.mixer.blocks);
         self.counters.ticks += 1;
+        let mut cascade = self.cascade.as_deref_mut();
+        if let Some(c) = cascade.as_mut() {
+            let (l, r) = self.mixer.minus.room_sum();
+            let packet = c.encode_sum(l, r, stamp);
+            if !packet.is_empty() {
+                send(CASCADE, packet);
+            }
+        }
+        let extra = cascade.and_then(|c| c.pull(frame));
         let mix_mode = self.mode == Mode::Mix;
         for (slot, c) in self.clients.iter_mut().enumerate() {
             let Some(c) = c else {
@@ -456,7 +502,9 @@ impl MediaRoom {
             let id = c.id;
             let (messages, bytes) =
                 self.mixer
-                    .render_for(slot, c.kind, &mut c.output, stamp, &mut |b| send(id, b));
+                    .render_for(slot, c.kind, &mut c.output, stamp, extra, &mut |b| {
+                        send(id, b)
+                    });
             c.ingest.counters.sent += messages;
             c.ingest.counters.sent_bytes += bytes;
         }

@@ -683,3 +683,117 @@ fn a_late_poll_is_counted_and_catches_up_without_a_burst() {
     assert_eq!(room.next_deadline(), tick_us(12));
     assert_eq!(tick_us(3), 8_000);
 }
+
+/// A room that carries part of a larger one: its four players and a link to the home hub, whose
+/// mix holds a remote tone already at the default level (amplitude · cos π/4). Each tick the link
+/// gets the four players' raw sum (unit gain, unpanned); each listener hears the remote tone
+/// at the level of a local voice, besides the other local players, and never itself.
+#[test]
+fn a_linked_room_sends_its_raw_sum_and_adds_the_home_mix_at_unit_gain() {
+    const REMOTE_HZ: f64 = 1312.5;
+    const REMOTE_AMP: f64 = 0.3;
+    let mut run = MixRun::new(Mode::Mix);
+    run.room.set_cascade(true, 0);
+    assert!(run.room.has_cascade());
+    run.run(400, |room, k, at| {
+        let x = sine(k, 128, REMOTE_HZ, REMOTE_AMP * FRAC_1_SQRT_2);
+        let p = packet_of(
+            k,
+            128,
+            SampleFormat::Pcm16,
+            SampleRate::Hz48000,
+            &[&x, &x],
+            None,
+        );
+        assert_eq!(room.receive_cascade(&p, at), Received::Accepted);
+    });
+    // What went to the home hub: plain JackTrip packets, 128 frames of 16-bit stereo, one per
+    // tick, holding every local tone at its own amplitude and nothing of the remote one.
+    let link = &run.sent[&CASCADE];
+    assert_eq!(link.len(), 400);
+    let mut sum = Vec::new();
+    for (n, p) in link.iter().enumerate() {
+        let p = packet::parse(p).unwrap();
+        assert!(p.ext.is_none());
+        assert_eq!((p.header.seq, p.frames(), p.channels), (n as u16, 128, 2));
+        let (mut l, mut r) = ([0.0; 128], [0.0; 128]);
+        p.decode_stereo(&mut l, &mut r);
+        assert_eq!(l, r);
+        sum.extend_from_slice(&l);
+    }
+    let sum = &sum[100 * 128..];
+    for j in 0..4 {
+        let got = db(amplitude(sum, HZ[j]) / AMP[j]);
+        assert!(got.abs() < 0.05, "the link carries tone {j} at {got} dB");
+    }
+    assert!(
+        db(amplitude(sum, REMOTE_HZ)) < -90.0,
+        "no remote tone sent back"
+    );
+    // What each listener hears.
+    for (i, lv) in levels(&run.sent, &run.ids).iter().enumerate() {
+        for (j, &got) in lv.iter().enumerate() {
+            if i == j {
+                assert!(got < -40.0, "listener {i} hears itself at {got} dB");
+            } else {
+                assert!(got.abs() < 0.5, "listener {i} hears {j} at {got} dB");
+            }
+        }
+        let (l, _) = decode_mix(&run.sent[&run.ids[i]]);
+        let remote = db(amplitude(&l[100 * 128..], REMOTE_HZ) / (REMOTE_AMP * FRAC_1_SQRT_2));
+        assert!(
+            remote.abs() < 0.1,
+            "listener {i} hears the remote tone at {remote} dB"
+        );
+    }
+    let (c, sent) = run.room.cascade_counters().unwrap();
+    assert_eq!((c.accepted, sent), (400, 400));
+}
+
+#[test]
+fn a_link_drops_bad_packets_and_a_room_without_one_refuses_them() {
+    let mut room = MediaRoom::new(Mode::Mix, 0);
+    let x = sine(0, 128, 375.0, 0.1);
+    let good = packet_of(
+        0,
+        128,
+        SampleFormat::Pcm16,
+        SampleRate::Hz48000,
+        &[&x, &x],
+        None,
+    );
+    assert_eq!(
+        room.receive_cascade(&good, 1),
+        Received::Dropped(DropReason::UnknownClient)
+    );
+    room.set_cascade(true, 0);
+    let x64 = sine(0, 64, 375.0, 0.1);
+    let bad = [
+        vec![0x5a; 300],
+        good[..100].to_vec(),
+        packet_of(
+            0,
+            64,
+            SampleFormat::Pcm16,
+            SampleRate::Hz48000,
+            &[&x64],
+            None,
+        ),
+        packet_of(
+            0,
+            128,
+            SampleFormat::Pcm16,
+            SampleRate::Hz44100,
+            &[&x],
+            None,
+        ),
+    ];
+    for b in &bad {
+        assert!(matches!(room.receive_cascade(b, 2), Received::Dropped(_)));
+    }
+    assert_eq!(room.receive_cascade(&good, 3), Received::Accepted);
+    let (c, _) = room.cascade_counters().unwrap();
+    assert_eq!((c.received, c.accepted), (5, 1));
+    room.set_cascade(false, 4);
+    assert_eq!(room.cascade_counters(), None);
+}
