@@ -1,6 +1,6 @@
 //! Command-line flags (each with an environment variable fallback) and their validation.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -220,6 +220,18 @@ pub struct Config {
     /// slot's number (JackTrip hubs use 61002 too).
     #[arg(long, env = "TUTTI_JACKTRIP_UDP_BASE", default_value_t = 61_002, value_parser = clap::value_parser!(u16).range(1..))]
     pub jacktrip_udp_base: u16,
+
+    /// A Redis server shared by the hub processes that carry rooms together
+    /// (`redis://HOST:PORT/DB`, `redis+unix:///PATH`): the first hub to mix a room claims it as
+    /// the room's home there, and the others link to that home and exchange partial mixes with
+    /// it. Without it, one process keeps the same record in memory and every room stays on it.
+    #[arg(long, env = "TUTTI_REDIS", hide_env_values = true)]
+    pub redis: Option<String>,
+
+    /// The `IP:PORT` other hubs reach this hub's JackTrip handshake at, and its id in the shared
+    /// store. Default: the hub address (--hub-address) with --jacktrip-port.
+    #[arg(long, env = "TUTTI_JACKTRIP_ADVERTISE")]
+    pub jacktrip_advertise: Option<SocketAddr>,
 }
 
 impl Config {
@@ -229,6 +241,19 @@ impl Config {
         let mut c = Config::parse_from(["tutti-server"]);
         c.dist = dist.into();
         c
+    }
+
+    /// The address other hubs link to (and this hub's id in the shared store), `None` when the
+    /// hub or JackTrip clients are off.
+    pub fn jacktrip_advertise(&self) -> Option<SocketAddr> {
+        let hub = self.hub()?;
+        if self.jacktrip_port == 0 {
+            return None;
+        }
+        Some(
+            self.jacktrip_advertise
+                .unwrap_or(SocketAddr::new(hub.advertise, self.jacktrip_port)),
+        )
     }
 
     /// The hub's settings, `None` when it is off.
@@ -396,6 +421,20 @@ impl Config {
                     e.message
                 )
             })?;
+        }
+        if let Some(url) = &self.redis {
+            crate::hub::cascade::redis::RedisDirectory::new(url).map_err(|e| {
+                format!(
+                    "--redis (TUTTI_REDIS) is not a Redis URL like redis://127.0.0.1:6379/0: {e}."
+                )
+            })?;
+        }
+        if let Some(a) = self.jacktrip_advertise {
+            if a.port() == 0 || a.ip().is_unspecified() {
+                return Err(format!(
+                    "--jacktrip-advertise {a} must be an address and port other hubs can reach."
+                ));
+            }
         }
         if self.jacktrip_port != 0 && self.jacktrip_port == self.port {
             return Err(format!(

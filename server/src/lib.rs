@@ -316,7 +316,24 @@ impl Server {
         let (hub_tx, hub_events) = tokio::sync::mpsc::unbounded_channel();
         let hub = match config.hub() {
             Some(hub_config) => {
-                let hub = hub::Hub::start(&hub_config, Some(hub_tx)).map_err(|error| {
+                let cascade = match config.jacktrip_advertise() {
+                    Some(advertise) => {
+                        let directory: Box<dyn hub::cascade::Directory> = match &config.redis {
+                            Some(url) => Box::new(
+                                hub::cascade::redis::RedisDirectory::new(url)
+                                    .map_err(|e| StartError::Config(e.to_string()))?,
+                            ),
+                            None => Box::new(hub::cascade::LocalDirectory::new()),
+                        };
+                        Some(hub::cascade::CascadeConfig {
+                            directory,
+                            advertise,
+                            bind: hub_config.bind,
+                        })
+                    }
+                    None => None,
+                };
+                let hub = hub::Hub::start(&hub_config, Some(hub_tx), cascade).map_err(|error| {
                     StartError::Bind {
                         addr: SocketAddr::new(hub_config.bind, hub_config.port),
                         error,

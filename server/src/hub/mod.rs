@@ -10,6 +10,8 @@
 //! - [`jacktrip`]: JackTrip's hub handshake and UDP sessions, for native clients in the same rooms;
 //!   `admit` lets them into rooms (the rooms' rules, a UDP port, the room's worker).
 //! - [`signal`]: the hub's messages in the signaling protocol.
+//! - [`cascade`]: rooms larger than one hub: a directory of each room's home hub, and links
+//!   that carry partial mixes between hub processes.
 //! - [`client`]: a native client of the hub (tests and benchmarks stand in for browsers with it).
 //!
 //! This module is the handle the rest of the server holds: it starts the workers, places each
@@ -17,6 +19,7 @@
 //! and passes requests from the WebSocket side to the room's worker as commands.
 
 pub(crate) mod admit;
+pub mod cascade;
 pub mod client;
 pub mod jacktrip;
 pub mod media;
@@ -30,7 +33,7 @@ pub mod worker;
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -129,6 +132,8 @@ pub struct Hub {
     placement: Mutex<HashMap<RoomId, usize>>,
     /// Rooms whose last client left their worker; their placement is forgotten.
     emptied: Arc<Mutex<Vec<RoomId>>>,
+    /// The cascade thread (rooms larger than this hub), and its stop flag.
+    cascade: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -136,12 +141,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Hub {
-    /// Binds the workers' sockets and starts their threads; they report to `events`.
+    /// Binds the workers' sockets and starts their threads; they report to `events`. With
+    /// `cascade`, a thread also keeps the directory of rooms larger than one hub and links this
+    /// hub's share of them to their home hubs.
     pub fn start(
         config: &HubConfig,
         events: Option<tokio::sync::mpsc::UnboundedSender<HubEvent>>,
+        cascade: Option<cascade::CascadeConfig>,
     ) -> io::Result<Hub> {
         let emptied = Arc::new(Mutex::new(Vec::new()));
+        let shares: cascade::Shares = Arc::default();
         let mut workers = Vec::with_capacity(config.threads.max(1));
         for i in 0..config.threads.max(1) {
             let port = if config.port == 0 {
@@ -158,6 +167,7 @@ impl Hub {
                 config.advertise,
                 config.priority,
                 emptied.clone(),
+                shares.clone(),
                 events.clone(),
             )?;
             workers.push(WorkerHandle {
@@ -168,10 +178,30 @@ impl Hub {
                 thread: Some(spawned.thread),
             });
         }
+        let cascade = match cascade {
+            Some(config) => {
+                let stop = Arc::new(AtomicBool::new(false));
+                let queues = workers
+                    .iter()
+                    .map(|w| cascade::coordinator::WorkerQueue {
+                        tx: w.tx.clone(),
+                        waker: w.waker.clone(),
+                    })
+                    .collect();
+                let coordinator =
+                    cascade::coordinator::Coordinator::new(config, shares, queues, stop.clone());
+                let thread = std::thread::Builder::new()
+                    .name("hub-cascade".into())
+                    .spawn(move || coordinator.run())?;
+                Some((stop, thread))
+            }
+            None => None,
+        };
         Ok(Hub {
             workers,
             placement: Mutex::new(HashMap::new()),
             emptied,
+            cascade,
         })
     }
 
@@ -272,6 +302,12 @@ impl Hub {
 
 impl Drop for Hub {
     fn drop(&mut self) {
+        // The cascade thread first: it takes this hub out of the directory, so the rooms it was
+        // home to find a new home at once instead of when the entries lapse.
+        if let Some((stop, thread)) = self.cascade.take() {
+            stop.store(true, Ordering::Relaxed);
+            let _ = thread.join();
+        }
         for w in &self.workers {
             let _ = w.send(Command::Stop);
         }

@@ -24,7 +24,8 @@ use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
 use tokio::sync::oneshot;
 
-use super::media::{ClientCounters, ClientId, ClientKind, MediaRoom, Mode};
+use super::cascade::Shares;
+use super::media::{ClientCounters, ClientId, ClientKind, MediaRoom, Mode, CASCADE};
 use super::priority::{self, Scheduling};
 use super::rtc::{Link, Step};
 use super::stun;
@@ -32,9 +33,11 @@ use super::{lock, HubError, HubEvent, PersonalMix};
 use crate::room::RoomId;
 
 mod addresses;
+mod cascade;
 mod native;
 
 use addresses::Addresses;
+use cascade::Uplink;
 pub(crate) use native::Admitted;
 use native::Native;
 
@@ -42,6 +45,8 @@ const SOCKET: Token = Token(0);
 const WAKER: Token = Token(1);
 /// JackTrip client `i`'s socket is registered as `Token(FIRST_NATIVE + i)`.
 const FIRST_NATIVE: usize = 2;
+/// Link `k` to a home hub is `Token(FIRST_LINK + k)` (above any JackTrip client's token).
+const FIRST_LINK: usize = 1 << 24;
 /// Longest wait with nothing due: commands wake the loop anyway; this bounds how stale the
 /// published figures get.
 const MAX_WAIT: Duration = Duration::from_millis(50);
@@ -79,6 +84,18 @@ pub(crate) enum Command {
     },
     /// A JackTrip client admitted into a room of this worker, with its UDP socket.
     JackTrip(Admitted),
+    /// The room's link to its home hub `home` (handshake done): the bound socket and the
+    /// home's UDP address for it.
+    Link {
+        room: RoomId,
+        home: SocketAddr,
+        to: SocketAddr,
+        socket: std::net::UdpSocket,
+    },
+    /// The room no longer links to a home hub (this hub is its home now).
+    Unlink {
+        room: RoomId,
+    },
     Stop,
 }
 
@@ -211,6 +228,7 @@ pub(crate) fn spawn(
     advertise: IpAddr,
     priority: u8,
     emptied: Arc<Mutex<Vec<RoomId>>>,
+    shares: Shares,
     events: Option<tokio::sync::mpsc::UnboundedSender<HubEvent>>,
 ) -> io::Result<Spawned> {
     let mut socket = bind_socket(bind)?;
@@ -222,6 +240,10 @@ pub(crate) fn spawn(
     let stats = Arc::new(WorkerStats::default());
     let (tx, rx) = mpsc::channel();
     let mut worker = Worker {
+        index,
+        shares,
+        uplinks: Vec::new(),
+        free_uplinks: Vec::new(),
         poll,
         socket,
         local: addr,
@@ -301,6 +323,8 @@ struct HubRoom {
     natives: usize,
     /// Its late media ticks already added to the worker's figure.
     late_published: u64,
+    /// Its link to the room's home hub, when it is part of a room larger than this hub.
+    uplink: Option<usize>,
 }
 
 impl HubRoom {
@@ -311,6 +335,7 @@ impl HubRoom {
             by_media: HashMap::new(),
             natives: 0,
             late_published: 0,
+            uplink: None,
         }
     }
 
@@ -320,6 +345,12 @@ impl HubRoom {
 }
 
 struct Worker {
+    index: usize,
+    /// What this worker carries of each public room, for the cascade thread.
+    shares: Shares,
+    /// Links to home hubs, by index (their socket's token less [`FIRST_LINK`]).
+    uplinks: Vec<Option<Uplink>>,
+    free_uplinks: Vec<usize>,
     poll: Poll,
     socket: UdpSocket,
     /// The address browsers send to (the links' local candidate).
@@ -374,6 +405,7 @@ impl Worker {
             for event in events.iter() {
                 match event.token() {
                     SOCKET => self.read_socket(),
+                    Token(t) if t >= FIRST_LINK => self.read_uplink(t - FIRST_LINK),
                     Token(t) if t >= FIRST_NATIVE => self.read_native(t - FIRST_NATIVE),
                     _ => {}
                 }
@@ -382,6 +414,7 @@ impl Worker {
                 return;
             }
             self.tick_natives();
+            self.tick_uplinks();
             self.tick_links();
             self.poll_rooms();
             self.reap();
@@ -499,6 +532,7 @@ impl Worker {
         let now_us = self.now_us(now);
         let links = &mut self.links;
         let natives = &mut self.natives;
+        let uplinks = &mut self.uplinks;
         let dirty = &mut self.dirty;
         let stats = &self.stats;
         for room in self.rooms.values_mut() {
@@ -506,7 +540,18 @@ impl Worker {
                 continue;
             }
             let by_media = &room.by_media;
+            let uplink = room.uplink;
             room.media.poll(now_us, &mut |to, bytes| {
+                if to == CASCADE {
+                    if let Some(u) = uplink.and_then(|k| uplinks.get_mut(k)?.as_mut()) {
+                        if u.send(bytes) {
+                            bump(&stats.datagrams_out);
+                        } else {
+                            bump(&stats.send_failed);
+                        }
+                    }
+                    return;
+                }
                 let i = match by_media.get(&to) {
                     Some(&Target::Link(i)) => i,
                     Some(&Target::Native(j)) => {
@@ -577,9 +622,20 @@ impl Worker {
                     if let Some(r) = self.rooms.get_mut(&room) {
                         r.media.set_mode(mode, now_us);
                     }
+                    if mode != Mode::Mix {
+                        self.unlink(&room, "not-mixed");
+                    }
+                    self.report(&room);
                 }
                 Command::Mix { room, member, mix } => self.mix(&room, &member, &mix),
                 Command::JackTrip(admitted) => self.admit_native(admitted),
+                Command::Link {
+                    room,
+                    home,
+                    to,
+                    socket,
+                } => self.link(room, home, to, socket),
+                Command::Unlink { room } => self.unlink(&room, "home-here"),
                 Command::Stop => return false,
             }
         }
@@ -642,6 +698,10 @@ impl Worker {
             self.addresses.add_link(i, c.link.ufrag());
         }
         self.publish_counts();
+        if let Some(c) = self.links[i].as_ref() {
+            let room = c.room.clone();
+            self.report(&room);
+        }
         self.drain(i, now);
         Ok(answer)
     }
@@ -690,6 +750,7 @@ impl Worker {
             }
         }
         self.forget_if_empty(&client.room);
+        self.report(&client.room);
         self.free.push(i);
         self.publish_counts();
     }
@@ -737,6 +798,7 @@ impl Worker {
     /// Forgets room `id` once it has neither browsers nor JackTrip clients.
     fn forget_if_empty(&mut self, id: &RoomId) {
         if self.rooms.get(id).is_some_and(HubRoom::is_empty) {
+            self.unlink(id, "room-empty");
             self.rooms.remove(id);
             lock(&self.emptied).push(id.clone());
         }

@@ -51,6 +51,11 @@ pub(super) struct Native {
 }
 
 impl Native {
+    /// Its display name, if it is a client of `room`.
+    pub(super) fn player_in(&self, room: &RoomId) -> Option<&str> {
+        (self.room == *room).then_some(self.name.as_str())
+    }
+
     /// When its session times out (µs on the worker's clock).
     pub(super) fn deadline(&self) -> u64 {
         self.session.deadline()
@@ -123,12 +128,14 @@ impl Worker {
             sent: 0,
             send_failed: 0,
         };
+        let room = native.room.clone();
         if j == self.natives.len() {
             self.natives.push(Some(native));
         } else {
             self.natives[j] = Some(native);
         }
         self.publish_counts();
+        self.report(&room);
     }
 
     /// Reads every datagram waiting on JackTrip client `j`'s socket.
@@ -233,6 +240,7 @@ impl Worker {
             native.send_failed,
         );
         self.forget_if_empty(&native.room);
+        self.report(&native.room);
         self.free_natives.push(j);
         self.publish_counts();
         self.tell(native.room, native.member, reason);
