@@ -68,7 +68,10 @@ fn redis_present() -> bool {
         return true;
     }
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    assert!(!ci, "CI=true and redis-server not found: scripts/setup.sh installs it");
+    assert!(
+        !ci,
+        "CI=true and redis-server not found: scripts/setup.sh installs it"
+    );
     eprintln!("skipped: redis-server not found (scripts/setup.sh installs it)");
     false
 }
@@ -381,7 +384,10 @@ async fn three_hubs_carry_one_room_and_reform_it_without_its_home() {
         })
         .collect();
     want.sort();
-    assert_eq!(directory.players(ROOM).expect("the directory answers"), want);
+    assert_eq!(
+        directory.players(ROOM).expect("the directory answers"),
+        want
+    );
 
     // Hub 1 vanishes without a goodbye; hubs 2 and 3 re-form the room once its claim lapses.
     let [hub1, hub2, hub3]: [Hub; 3] = hubs.try_into().ok().expect("three hubs");
@@ -408,13 +414,17 @@ async fn three_hubs_carry_one_room_and_reform_it_without_its_home() {
         "after hub 1 was killed: home {new_home:?}, hub 2's listener heard hub 3 again after \
          {reformed:?} (bound {REFORM_BOUND:?}); worst level error before {worst:.2} dB"
     );
-    assert!(gone, "hub 3's player was not heard on hub 2 while the room had no home");
+    assert!(
+        gone,
+        "hub 3's player was not heard on hub 2 while the room had no home"
+    );
     assert!(
         reformed.is_some(),
         "hubs 2 and 3 did not re-form the room within {REFORM_BOUND:?}"
     );
     assert!(
-        new_home.as_deref() == Some(ids[1].as_str()) || new_home.as_deref() == Some(ids[2].as_str()),
+        new_home.as_deref() == Some(ids[1].as_str())
+            || new_home.as_deref() == Some(ids[2].as_str()),
         "{new_home:?}"
     );
     let reform_time = killed.elapsed();
@@ -427,7 +437,13 @@ async fn three_hubs_carry_one_room_and_reform_it_without_its_home() {
         .chain(hub1_log.iter())
         .filter(|l| l.contains("hub cascade link room=big"))
         .count();
-    println!("{linked} link(s) made; {reform_time:?} after the kill; {:.1} s in all", t0.elapsed().as_secs_f64());
-    assert!(linked >= 3, "hubs 2 and 3 linked to hub 1, then one to the other");
+    println!(
+        "{linked} link(s) made; {reform_time:?} after the kill; {:.1} s in all",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        linked >= 3,
+        "hubs 2 and 3 linked to hub 1, then one to the other"
+    );
     drop(redis);
 }
