@@ -1,12 +1,13 @@
 //! A hub room's hot path allocates nothing: a counting global allocator watches `receive` and
 //! `poll` over thousands of blocks in forward mode and in mix mode (a JackTrip listener present,
-//! personal strips set, hostile messages among the good ones, a live mode switch). Clients are
-//! added before the watched region, as the worker does off the hot path.
+//! personal strips set, hostile messages among the good ones, a live mode switch, a link to a
+//! home hub sending the room's sum and bringing the home's mix). Clients and the link are added
+//! before the watched region, as the worker does off the hot path.
 
 use tutti_core::alloc_watch::{calls, watched, Counting};
 use tutti_core::packet::{encode, Extension, Header, SampleFormat, SampleRate, CODEC_PCM};
 use tutti_server::hub::media::{
-    tick_offset_us, ClientId, ClientKind, JackTripFormat, MediaRoom, Mode,
+    tick_offset_us, ClientId, ClientKind, JackTripFormat, MediaRoom, Mode, CASCADE,
 };
 
 #[global_allocator]
@@ -56,6 +57,14 @@ fn receive_and_poll_never_allocate() {
         room.set_strip(ids[0], 2, 0.5, -0.3, false, false).unwrap();
         room.set_strip(ids[1], 3, 1.0, 0.0, false, true).unwrap();
         room.set_master(ids[2], 0.7).unwrap();
+        room.set_cascade(true, 0);
+        let home: Vec<Vec<u8>> = (0..64)
+            .map(|k| {
+                let mut p = packet(k, 1_312.5, 1);
+                p.truncate(p.len() - 8);
+                p
+            })
+            .collect();
         let packets: Vec<Vec<Vec<u8>>> = (0..8u16)
             .map(|i| {
                 (0..64)
@@ -65,10 +74,11 @@ fn receive_and_poll_never_allocate() {
             .collect();
         let garbage = vec![0x5Au8; 300];
         let spoof = packet(0, 500.0, 1);
-        let (mut messages, mut bytes) = (0u64, 0u64);
-        let mut send = |_: ClientId, b: &[u8]| {
+        let (mut messages, mut bytes, mut to_home) = (0u64, 0u64, 0u64);
+        let mut send = |to: ClientId, b: &[u8]| {
             messages += 1;
             bytes += b.len() as u64;
+            to_home += u64::from(to == CASCADE);
         };
         let before = calls();
         watched(|| {
@@ -83,6 +93,8 @@ fn receive_and_poll_never_allocate() {
                 room.receive(ids[7], &garbage, t + 400);
                 room.receive(ids[6], &spoof, t + 400);
                 room.receive(jt, &garbage, t + 400);
+                room.receive_cascade(&home[(k % 64) as usize], t + 450);
+                room.receive_cascade(&garbage, t + 450);
                 if k == 400 {
                     let other = if mode == Mode::Mix {
                         Mode::Forward
@@ -97,6 +109,12 @@ fn receive_and_poll_never_allocate() {
         assert_eq!(calls() - before, 0, "{mode:?}");
         assert!(messages > 800 * 9, "{mode:?}: {messages} messages");
         assert!(bytes > 0);
+        assert!(
+            to_home >= 790,
+            "{mode:?}: {to_home} sums sent to the home hub"
+        );
+        let (home_in, _) = room.cascade_counters().unwrap();
+        assert_eq!((home_in.accepted, home_in.malformed), (800, 800));
         let c = room.client_counters(ids[7]).unwrap();
         assert_eq!((c.accepted, c.malformed), (800, 800));
     }
