@@ -447,3 +447,52 @@ async fn three_hubs_carry_one_room_and_reform_it_without_its_home() {
     );
     drop(redis);
 }
+
+/// A directory that names garbage as a room's home: the hub logs it (once) and goes on serving
+/// its own players, linking nowhere; nothing panics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbage_home_in_the_store_is_logged_and_the_hub_serves_on() {
+    if !redis_present() {
+        return;
+    }
+    let redis = Redis::start();
+    let mut c = redis::Client::open(redis.url.as_str())
+        .and_then(|c| c.get_connection())
+        .expect("a Redis connection");
+    redis::cmd("SET")
+        .arg(format!("tutti:room:{ROOM}:home"))
+        .arg("garbage\u{1}:not-an-address")
+        .arg("PX")
+        .arg(60_000)
+        .query::<()>(&mut c)
+        .expect("SET");
+    let hub = start_hub(&redis.url);
+    let _owner = open_room(&hub, 'a').await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let players: Vec<Player> = PLAYERS[..2]
+        .iter()
+        .map(|&(_, name, hz)| Player::start(hub.jacktrip, name, hz, stop.clone()))
+        .collect();
+    let logged = wait_for(Duration::from_secs(5), || {
+        hub.server
+            .log()
+            .iter()
+            .any(|l| l.contains("is not ip:port"))
+    })
+    .await;
+    assert!(logged.is_some(), "the garbage home is logged");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let now = Instant::now();
+    let heard = players[0].between(now - Duration::from_secs(1), now);
+    let db = level_db(&heard, PLAYERS[1].2);
+    println!("with a garbage home, Ann still hears Bo at {db:+.2} dB");
+    assert!(db.abs() < 0.5, "Ann hears Bo at {db:+.2} dB");
+    stop.store(true, Ordering::Relaxed);
+    drop(players);
+    let (code, log) = hub.server.stop().await;
+    assert_eq!(code, Some(0), "the hub stops cleanly");
+    let lines = log.iter().filter(|l| l.contains("is not ip:port")).count();
+    assert_eq!(lines, 1, "logged at most once a minute");
+    assert!(!log.iter().any(|l| l.contains("panicked")));
+    assert!(!log.iter().any(|l| l.contains("hub cascade link")));
+}
