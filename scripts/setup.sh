@@ -10,7 +10,8 @@
 #            browser), iptables (iptables-legacy's NFQUEUE: impaired networks via bench/impair),
 #            unzip (checks the exported archives), jacktrip and jackd2 (the real JackTrip client
 #            on a dummy-driver JACK server, with jack_simple_client and jack_rec, for the
-#            JackTrip interop test)
+#            JackTrip interop test), redis-server (the shared directory of the test that runs one
+#            room over three hub processes)
 #   rustup:  wasm32-unknown-unknown target, rustfmt and clippy components
 #   rustup:  a nightly toolchain (minimal profile), for the fuzz targets (tests only)
 #   cargo:   wasm-pack (pinned), wasm-bindgen-cli (exactly the version wasm/Cargo.toml pins),
@@ -61,6 +62,8 @@ if [ -n "$FOR_TESTS" ]; then
   # JackTrip interop test.
   command -v jacktrip >/dev/null 2>&1 || apt_missing+=(jacktrip)
   command -v jack_rec >/dev/null 2>&1 || apt_missing+=(jackd2)
+  # Redis, the directory hub processes share when one room spans them (the cascade test).
+  command -v redis-server >/dev/null 2>&1 || apt_missing+=(redis-server)
 fi
 if [ ${#apt_missing[@]} -gt 0 ]; then
   command -v apt-get >/dev/null 2>&1 || die "missing ${apt_missing[*]} and no apt-get to install them"
@@ -69,7 +72,7 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
   log "apt-get install ${apt_missing[*]}"
   as_root apt-get install -y -q --no-install-recommends "${apt_missing[@]}"
 elif [ -n "$FOR_TESTS" ]; then
-  log "ok    chromium, pulseaudio, iptables, unzip, jacktrip, jackd2"
+  log "ok    chromium, pulseaudio, iptables, unzip, jacktrip, jackd2, redis-server"
 fi
 
 # --- Rust toolchain --------------------------------------------------------------------------
