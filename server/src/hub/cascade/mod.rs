@@ -19,6 +19,23 @@
 //!
 //! Which rooms this hub serves reaches the thread through [`Shares`], written by the workers
 //! when a room's players, mode or link change (never per block).
+//!
+//! Many machines: the hubs share one Redis and each advertises the `ip:port` its peers reach
+//! its JackTrip handshake at (`--jacktrip-advertise`); nothing else changes, as the links are
+//! plain JackTrip over UDP. What it costs and where it stops:
+//! - a voice served elsewhere arrives one hop later than a local one (its hub to the home, or
+//!   the home to the listener's hub: one network path, one adaptive jitter buffer and up to one
+//!   block each; 6.5-7.7 ms measured on loopback), and two hops later between two hubs that are
+//!   not the home;
+//! - the home carries one link per other hub (one voice and one 1.5 Mbit/s stereo stream each
+//!   way), so the star scales with the home's uplink and worker, not with the room;
+//! - only one level of star is right: a link carries its own hub's players, never what it got
+//!   from its home, so a hub linked to a hub that is not the home would be heard only there;
+//!   deeper trees would need partial mixes forwarded per branch, and add a hop per level;
+//! - a vanished home is replaced within the directory's expiry plus a round (3-3.5 s), during
+//!   which the other hubs hear only their own players;
+//! - a remote hub is one strip at the home (its players' sum) and its players are not metered
+//!   at the other hubs: personal mixes reach remote voices only as a group.
 
 pub mod coordinator;
 pub mod directory;

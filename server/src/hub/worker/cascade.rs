@@ -175,11 +175,11 @@ impl Worker {
             }
             u.received += 1;
             u.last_us = now_us;
-            let room = u.room.clone();
-            let Some(r) = self.rooms.get_mut(&room) else {
+            let Some(r) = self.rooms.get_mut(&u.room) else {
                 return;
             };
             if r.media.receive_cascade(&self.buf[..n], now_us) == Received::Exit {
+                let room = u.room.clone();
                 self.unlink(&room, "home-left");
                 return;
             }
