@@ -637,6 +637,57 @@ mod tests {
     }
 
     #[test]
+    fn cascade_flags() {
+        let parse = |args: &[&str]| {
+            Config::try_parse_from([&["tutti-server", "--addr", "10.0.0.5"], args].concat())
+                .expect("flags parse")
+        };
+        let c = parse(&[]);
+        assert_eq!(c.redis, None);
+        assert_eq!(
+            c.jacktrip_advertise(),
+            Some("10.0.0.5:4464".parse().unwrap())
+        );
+        let c = parse(&["--hub-address", "192.0.2.1", "--jacktrip-port", "4470"]);
+        assert_eq!(
+            c.jacktrip_advertise(),
+            Some("192.0.2.1:4470".parse().unwrap())
+        );
+        let c = parse(&["--jacktrip-advertise", "198.51.100.2:9000"]);
+        assert_eq!(
+            c.jacktrip_advertise(),
+            Some("198.51.100.2:9000".parse().unwrap())
+        );
+        assert_eq!(parse(&["--jacktrip-port", "0"]).jacktrip_advertise(), None);
+        assert_eq!(parse(&["--hub", "false"]).jacktrip_advertise(), None);
+        for url in ["redis://127.0.0.1:6379/0", "redis+unix:///run/redis.sock"] {
+            let c = parse(&["--redis", url]);
+            assert_eq!(c.redis.as_deref(), Some(url));
+            assert!(c.validate().is_ok(), "{url}");
+        }
+        for (args, flag) in [
+            (&["--redis", "http://x"][..], "--redis"),
+            (&["--redis", "not a url"][..], "--redis"),
+            (
+                &["--jacktrip-advertise", "0.0.0.0:4464"][..],
+                "--jacktrip-advertise",
+            ),
+            (
+                &["--jacktrip-advertise", "10.0.0.5:0"][..],
+                "--jacktrip-advertise",
+            ),
+        ] {
+            let r = parse(args).validate();
+            assert!(
+                matches!(r, Err(ref m) if m.contains(flag)),
+                "{args:?}: {r:?}"
+            );
+        }
+        let garbage = Config::try_parse_from(["tutti-server", "--jacktrip-advertise", "nope"]);
+        assert!(garbage.is_err());
+    }
+
+    #[test]
     fn jacktrip_flags() {
         let c = Config::with_dist("d");
         assert_eq!(

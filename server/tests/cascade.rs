@@ -614,3 +614,34 @@ async fn a_garbage_home_in_the_store_is_logged_and_the_hub_serves_on() {
     assert!(!log.iter().any(|l| l.contains("panicked")));
     assert!(!log.iter().any(|l| l.contains("hub cascade link")));
 }
+
+/// A store that cannot be reached: the hub logs it at most once a minute and goes on serving
+/// its own players.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_store_is_logged_once_and_the_hub_serves_on() {
+    // Nobody listens on this port.
+    let url = format!("redis://127.0.0.1:{}/0", free_tcp_port());
+    let hub = start_hub(&url);
+    let _owner = open_room(&hub, 'a').await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let players: Vec<Player> = PLAYERS[..2]
+        .iter()
+        .map(|&(_, name, hz)| Player::start(hub.jacktrip, name, hz, stop.clone()))
+        .collect();
+    let logged = wait_for(Duration::from_secs(5), || {
+        hub.server.log().iter().any(|l| l.contains("redis:"))
+    })
+    .await;
+    assert!(logged.is_some(), "the store's error is logged");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let now = Instant::now();
+    let heard = players[0].between(now - Duration::from_secs(1), now);
+    let db = level_db(&heard, PLAYERS[1].2);
+    println!("with no store, Ann still hears Bo at {db:+.2} dB");
+    assert!(db.abs() < 0.5, "Ann hears Bo at {db:+.2} dB");
+    drop(players);
+    let (code, log) = hub.server.stop().await;
+    assert_eq!(code, Some(0), "the hub stops cleanly");
+    let lines = log.iter().filter(|l| l.contains("redis:")).count();
+    assert_eq!(lines, 1, "logged at most once a minute: {lines} lines");
+}
