@@ -548,7 +548,25 @@ async fn three_hubs_carry_one_room_and_reform_it_without_its_home() {
     let reform_time = killed.elapsed();
     stop.store(true, Ordering::Relaxed);
     drop(players);
-    let logs = [hub2.server.stop().await.1, hub3.server.stop().await.1];
+    // The linked hub stops first: its link says goodbye, and the home ends it at once.
+    let (home_hub, linked_hub) = if new_home.as_deref() == Some(ids[1].as_str()) {
+        (hub2, hub3)
+    } else {
+        (hub3, hub2)
+    };
+    let linked_log = linked_hub.server.stop().await.1;
+    let goodbye = wait_for(Duration::from_secs(3), || {
+        home_hub.server.log().iter().any(|l| {
+            l.contains("hub jacktrip leave") && l.contains("~hub-") && l.contains("reason=left")
+        })
+    })
+    .await;
+    assert!(
+        linked_log.iter().any(|l| l.contains("why=hub-stopping")),
+        "the stopping hub ends its link"
+    );
+    assert!(goodbye.is_some(), "the home hears the link's goodbye");
+    let logs = [linked_log, home_hub.server.stop().await.1];
     let linked = logs
         .iter()
         .flatten()

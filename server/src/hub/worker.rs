@@ -636,7 +636,11 @@ impl Worker {
                     socket,
                 } => self.link(room, home, to, socket),
                 Command::Unlink { room } => self.unlink(&room, "home-here"),
-                Command::Stop => return false,
+                Command::Stop => {
+                    // The homes hear the goodbye now rather than after their 10 s timeout.
+                    self.unlink_all();
+                    return false;
+                }
             }
         }
         true

@@ -154,6 +154,19 @@ impl Worker {
         self.report(room);
     }
 
+    /// Ends every link (the worker stops).
+    pub(super) fn unlink_all(&mut self) {
+        let rooms: Vec<RoomId> = self
+            .uplinks
+            .iter()
+            .flatten()
+            .map(|u| u.room.clone())
+            .collect();
+        for room in rooms {
+            self.unlink(&room, "hub-stopping");
+        }
+    }
+
     /// Reads every datagram waiting on link `k`'s socket.
     pub(super) fn read_uplink(&mut self, k: usize) {
         loop {
