@@ -35,6 +35,8 @@ pub struct Row {
     pub mode: &'static str,
     pub protocol: &'static str,
     pub rooms: usize,
+    /// Server processes sharing the rooms.
+    pub hubs: usize,
     pub clients: usize,
     /// Clients that joined (a refused or timed-out handshake is counted in `join_errors`).
     pub joined: usize,
@@ -90,18 +92,35 @@ fn client_name(server: ServerName, r: usize, i: usize) -> String {
     }
 }
 
-/// Starts the scenario's server (this project's from `bin`, or JackTrip's), runs the scenario,
-/// stops the server.
+/// Starts the scenario's servers (this project's from `bin`, as many hubs as it asks for and
+/// the store they share; or JackTrip's), runs the scenario, stops them.
 pub fn run_once(s: &Scenario, bin: &std::path::Path, quiet: bool) -> Result<Row, String> {
-    let server = match s.server {
-        // Rooms as large as the hub's (the owner's place too).
+    let mut store = None;
+    let mut servers = Vec::new();
+    match s.server {
         ServerName::TuttiHub => {
-            ServerUnderTest::start_tutti(bin, s.hub_threads, &["--room-cap".into(), "1024".into()])?
+            // Rooms as large as the hub's (the owner's place too).
+            let mut extra = vec!["--room-cap".to_owned(), "1024".to_owned()];
+            if s.hubs > 1 {
+                let redis = ServerUnderTest::start_redis()?;
+                extra.extend(["--redis".to_owned(), redis.redis_url()]);
+                store = Some(redis);
+            }
+            for _ in 0..s.hubs {
+                servers.push(ServerUnderTest::start_tutti(bin, s.hub_threads, &extra)?);
+            }
         }
-        ServerName::Jacktrip => ServerUnderTest::start_jacktrip(&[])?,
-    };
-    let row = run(s, &server, quiet);
-    server.stop();
+        ServerName::Jacktrip => servers.push(ServerUnderTest::start_jacktrip(&[])?),
+    }
+    let store_pids = store.as_ref().map(|r| r.pids.clone()).unwrap_or_default();
+    let row = run(s, &servers, &store_pids, quiet);
+    // The first hub is every room's home: the others leave it first.
+    for server in servers.into_iter().rev() {
+        server.stop();
+    }
+    if let Some(redis) = store {
+        redis.stop();
+    }
     row
 }
 
@@ -110,8 +129,15 @@ fn room_name(r: usize) -> String {
     format!("load{r}")
 }
 
-/// Runs `s` against `server`. `quiet`: no progress lines.
-pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, String> {
+/// Runs `s` against `servers` (several hubs share its rooms: each room's clients are dealt to
+/// them in turn); the CPU of `store_pids` (the hubs' shared store) counts as the servers'.
+/// `quiet`: no progress lines.
+pub fn run(
+    s: &Scenario,
+    servers: &[ServerUnderTest],
+    store_pids: &[u32],
+    quiet: bool,
+) -> Result<Row, String> {
     let threads = if s.threads == 0 {
         thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -134,14 +160,19 @@ pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, S
         }
     }
     let mut drivers = Drivers::start(threads, block, Arc::new(loops))?;
+    let pids: Vec<u32> = servers
+        .iter()
+        .flat_map(|sv| sv.pids.iter().copied())
+        .chain(store_pids.iter().copied())
+        .collect();
     let mut server_cpu =
-        ProcSet::new(&server.pids).map_err(|e| format!("reading the server's /proc: {e}"))?;
+        ProcSet::new(&pids).map_err(|e| format!("reading the server's /proc: {e}"))?;
     let mut own_cpu =
         ProcSet::new(&[std::process::id()]).map_err(|e| format!("reading our /proc: {e}"))?;
 
     let mut joiner = Joiner {
         scenario: s,
-        handshake: server.handshake,
+        handshakes: servers.iter().map(|sv| sv.handshake).collect(),
         bins: &bins,
         loop_of: &loop_of,
         next_index: vec![0; s.rooms],
@@ -154,17 +185,19 @@ pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, S
         first_error: None,
     };
     // This project's server admits JackTrip clients only into rooms a member opened and
-    // switched to the hub: one owner per room, each from an address of its own.
+    // switched to the hub: one owner per room on every hub, each from an address of its own.
     let mut owners = Vec::new();
     if s.server == ServerName::TuttiHub {
-        let http = server.http.ok_or("the server has no HTTP address")?;
-        for r in 0..s.rooms {
-            owners.push(RoomOwner::open(
-                http,
-                loopback_ip(2, r),
-                &room_name(r),
-                "mix",
-            )?);
+        for (h, server) in servers.iter().enumerate() {
+            let http = server.http.ok_or("the server has no HTTP address")?;
+            for r in 0..s.rooms {
+                owners.push(RoomOwner::open(
+                    http,
+                    loopback_ip(2, r * servers.len() + h),
+                    &room_name(r),
+                    "mix",
+                )?);
+            }
         }
     }
     let t0 = Instant::now();
@@ -306,6 +339,7 @@ pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, S
         mode: "mix",
         protocol: "jacktrip",
         rooms: s.rooms,
+        hubs: servers.len(),
         clients: s.total(),
         joined: joiner.joined,
         join_errors: joiner.errors,
@@ -342,7 +376,8 @@ pub fn run(s: &Scenario, server: &ServerUnderTest, quiet: bool) -> Result<Row, S
 /// Joins clients one at a time: names, tones and the count of refusals.
 struct Joiner<'a> {
     scenario: &'a Scenario,
-    handshake: std::net::SocketAddr,
+    /// Each server's handshake address (a room's clients are dealt to them in turn).
+    handshakes: Vec<std::net::SocketAddr>,
     bins: &'a [usize],
     loop_of: &'a BTreeMap<usize, usize>,
     /// The next client index per room (churn adds clients past `clients`; they reuse the
@@ -370,7 +405,8 @@ impl Joiner<'_> {
         let name = client_name(s.server, r, i);
         // An address per client (the server limits handshakes per address).
         let k = self.joined + self.errors;
-        match handshake(self.handshake, client_ip(k), &name, HANDSHAKE_TIMEOUT) {
+        let to = self.handshakes[i % self.handshakes.len()];
+        match handshake(to, client_ip(k), &name, HANDSHAKE_TIMEOUT) {
             Ok((socket, hub)) => {
                 let index = i % self.bins.len();
                 let mut c = Client::new(index, r, socket, hub, self.loop_of[&self.bins[index]]);

@@ -11,7 +11,13 @@
 //! seconds = 20              # the measuring window
 //! churn_per_second = 0.0    # clients that leave, and as many that join, per second
 //! spot_checks = 2           # listeners per room whose audio is checked for the room's tones
+//! hubs = 1                  # tutti-hub: hub processes sharing the rooms (Redis between them)
 //! ```
+//!
+//! With `hubs` above 1 the load generator starts `redis-server` and that many Tutti servers
+//! sharing it; each room is opened on every hub, and its clients are dealt to the hubs in
+//! turn, so a room spans them all (the first hub to get a client is the room's home, the
+//! others link to it).
 //!
 //! The clients speak JackTrip's protocol (16-bit, stereo, 48 kHz, `frames` per packet), which
 //! both servers serve; the server sends each one the mix of its room minus its own voice.
@@ -57,6 +63,8 @@ pub struct Scenario {
     pub threads: usize,
     /// The hub's worker threads (`--hub-threads`; 0: one per core).
     pub hub_threads: u32,
+    /// Tutti hub processes sharing the rooms.
+    pub hubs: usize,
 }
 
 impl Default for Scenario {
@@ -74,10 +82,13 @@ impl Default for Scenario {
             spot_checks: 2,
             threads: 0,
             hub_threads: 0,
+            hubs: 1,
         }
     }
 }
 
+/// Most hub processes in one run.
+pub const MAX_HUBS: usize = 8;
 /// Most clients in one run (the hub's rooms hold 512 each).
 pub const MAX_CLIENTS: usize = 2000;
 /// Longest measuring window, s.
@@ -119,6 +130,15 @@ impl Scenario {
         if self.server == ServerName::Jacktrip && self.rooms != 1 {
             return bad("rooms", "must be 1 for jacktrip (its hub has one room)");
         }
+        if self.hubs == 0 || self.hubs > MAX_HUBS {
+            return bad("hubs", &format!("must be in [1, {MAX_HUBS}]"));
+        }
+        if self.server == ServerName::Jacktrip && self.hubs != 1 {
+            return bad(
+                "hubs",
+                "must be 1 for jacktrip (its hubs do not share rooms)",
+            );
+        }
         if self.threads > 64 {
             return bad("threads", "must be at most 64");
         }
@@ -158,6 +178,9 @@ mod tests {
             ("server = \"jamulus\"", "server"),
             ("clinets = 5", "clinets"),
             ("server = \"jacktrip\"\nrooms = 2", "rooms"),
+            ("hubs = 0", "hubs"),
+            ("hubs = 9", "hubs"),
+            ("server = \"jacktrip\"\nhubs = 2", "hubs"),
         ] {
             let e = Scenario::from_toml(text).unwrap_err();
             assert!(e.contains(field), "{text}: {e}");

@@ -50,6 +50,8 @@ const POLL: Duration = Duration::from_millis(25);
 pub enum ServerKind {
     TuttiHub,
     JackTrip,
+    /// The store several Tutti hubs share (Debian's `redis-server`).
+    Redis,
 }
 
 /// A running server and what it takes to measure and stop it.
@@ -171,6 +173,42 @@ impl ServerUnderTest {
         Ok(s)
     }
 
+    /// Starts `redis-server` on 127.0.0.1 at a free port, keeping nothing on disk, and waits
+    /// (at most [`START_TIMEOUT`]) until it answers PING; `http` is None, `handshake` its
+    /// address (the URL hubs take is [`ServerUnderTest::redis_url`]).
+    pub fn start_redis() -> Result<ServerUnderTest, String> {
+        let mut s = ServerUnderTest::scratch(ServerKind::Redis)?;
+        let (port, _) = s.step("find a free TCP port", free_tcp_ports())?;
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--protected-mode",
+                "yes",
+            ])
+            .arg("--dir")
+            .arg(&s.dir);
+        let spawned = s.spawn("redis-server", &mut cmd);
+        s.step(
+            "start redis-server (Debian's redis-server; scripts/setup.sh installs it)",
+            spawned,
+        )?;
+        s.handshake = loopback(port);
+        s.pids = s.children.iter().map(|(_, c)| c.id()).collect();
+        let addr = s.handshake;
+        let ready = s.wait_ready("redis-server", || redis_answers(addr));
+        s.step("wait for redis-server", ready)?;
+        Ok(s)
+    }
+
+    /// The URL of a store started with [`ServerUnderTest::start_redis`].
+    pub fn redis_url(&self) -> String {
+        format!("redis://{}/0", self.handshake)
+    }
+
     /// Stops what this started, last started first, by pid (SIGTERM, then SIGKILL after
     /// [`STOP_GRACE`]), and removes the scratch directory unless `keep_logs`.
     pub fn stop(mut self) {
@@ -191,6 +229,7 @@ impl ServerUnderTest {
         let label = match kind {
             ServerKind::TuttiHub => "tutti",
             ServerKind::JackTrip => "jacktrip",
+            ServerKind::Redis => "redis",
         };
         let name = format!(
             "loadgen-{label}-{}-{nanos}-{}",
@@ -402,6 +441,19 @@ fn free_udp_base() -> Result<u16, String> {
             Some(busy) => base = busy + 1,
         }
     }
+}
+
+/// Whether a Redis server answers PING.
+fn redis_answers(addr: SocketAddr) -> bool {
+    let ask = || -> io::Result<bool> {
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
+        s.set_read_timeout(Some(Duration::from_secs(1)))?;
+        s.write_all(b"PING\r\n")?;
+        let mut answer = [0u8; 5];
+        s.read_exact(&mut answer)?;
+        Ok(&answer == b"+PONG")
+    };
+    ask().unwrap_or(false)
 }
 
 /// Whether `GET /` gets an HTTP response.

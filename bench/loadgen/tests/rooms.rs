@@ -105,6 +105,45 @@ fn in_a_churn_the_staying_voices_stay_in_every_staying_listeners_mix() {
     );
 }
 
+/// One room over three hub processes sharing a Redis store: the clients are dealt to the hubs
+/// in turn, and a listener on each hub hears every other client, on its own hub or another, at
+/// the level of a local voice, and not itself.
+#[test]
+fn a_room_over_three_hubs_is_heard_whole_on_each() {
+    let Some(bin) = server_bin() else { return };
+    let redis = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("redis-server").is_file()));
+    if !redis {
+        assert!(
+            !ci(),
+            "CI=true and redis-server missing: scripts/setup.sh installs it"
+        );
+        eprintln!("skipped: redis-server not found");
+        return;
+    }
+    let s = Scenario {
+        hubs: 3,
+        spot_checks: 3,
+        warmup_seconds: 4.0,
+        ..small(ServerName::TuttiHub, 6)
+    };
+    let row = run_once(&s, &bin, true).expect("the run");
+    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    assert_eq!((row.hubs, row.joined), (3, 6), "{:?}", row.first_error);
+    assert_eq!(row.spot_checks.len(), 3);
+    for heard in &row.spot_checks {
+        assert_eq!(heard.checked, 5, "{heard:?}");
+        assert!(heard.ok(), "{heard:?}");
+    }
+    assert!(
+        row.server_threads
+            .iter()
+            .any(|(name, _)| name == "redis-server"),
+        "the store's CPU counts: {:?}",
+        row.server_threads
+    );
+}
+
 #[test]
 fn clients_of_jacktrips_hub_hear_each_other_and_not_themselves() {
     let missing = tutti_loadgen::servers::jack_tools_missing();
