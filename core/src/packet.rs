@@ -663,16 +663,35 @@ fn decode_f32(src: &[u8], dst: &mut [f32]) {
 
 fn encode_pcm16(src: &[f32], dst: &mut [u8]) {
     for (x, d) in src.iter().zip(dst.chunks_exact_mut(2)) {
-        // NaN stays NaN through clamp and round, and `as` maps NaN to 0.
-        let v = (x.clamp(-1.0, 1.0) * 32767.0).round() as i16;
+        // NaN stays NaN through clamp, and rounds to 0.
+        let v = round_half_away_f32(x.clamp(-1.0, 1.0) * 32767.0) as i16;
         d.copy_from_slice(&v.to_le_bytes());
     }
+}
+
+/// `p.round() as i32` (half away from zero; NaN → 0) for |p| < 2^23, without a call: `round`
+/// is no instruction on x86-64 before SSE4.1 nor in WebAssembly (whose `nearest` ties to even),
+/// so it was a libm call per sample (`roundf`: 3 % of the hub's CPU, and the encoder's loop
+/// could not be vectorised around it). Exact: the fraction `p - trunc(p)` is representable.
+#[inline]
+fn round_half_away_f32(p: f32) -> i32 {
+    let t = p as i32; // toward zero; NaN → 0
+    let frac = p - t as f32;
+    t + i32::from(frac >= 0.5) - i32::from(frac <= -0.5)
+}
+
+/// As [`round_half_away_f32`], in f64, for |p| < 2^52.
+#[inline]
+fn round_half_away_f64(p: f64) -> i32 {
+    let t = p as i64;
+    let frac = p - t as f64;
+    (t + i64::from(frac >= 0.5) - i64::from(frac <= -0.5)) as i32
 }
 
 fn encode_pcm24(src: &[f32], dst: &mut [u8]) {
     for (x, d) in src.iter().zip(dst.chunks_exact_mut(3)) {
         // In f64 the product is exact, so rounding sees the true value; NaN maps to 0.
-        let v = (f64::from(x.clamp(-1.0, 1.0)) * 8_388_607.0).round() as i32;
+        let v = round_half_away_f64(f64::from(x.clamp(-1.0, 1.0)) * 8_388_607.0);
         d[0] = (v >> 8) as u8;
         d[1] = (v >> 16) as u8;
         d[2] = v as u8;

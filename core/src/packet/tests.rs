@@ -944,3 +944,42 @@ fn error_codes_names_and_messages() {
     assert!(all[0].to_string().contains("3 bytes, needs 16"));
     assert!(all[6].to_string().contains("100"));
 }
+
+#[test]
+fn rounding_is_half_away_from_zero_at_every_half_and_its_neighbours() {
+    let mut cases: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        f32::NAN,
+        32_767.0,
+        -32_767.0,
+    ];
+    for k in -32_768i32..=32_767 {
+        for base in [k as f32, k as f32 + 0.5] {
+            // The floats beside it, one toward zero and one away.
+            let bits = base.to_bits();
+            cases.push(base);
+            if base != 0.0 {
+                cases.extend([f32::from_bits(bits + 1), f32::from_bits(bits - 1)]);
+            }
+        }
+    }
+    let mut x: u32 = 0x1234_5678;
+    for _ in 0..100_000 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        cases.push((x as f32 / u32::MAX as f32 - 0.5) * 65_534.0);
+    }
+    for p in cases {
+        assert_eq!(super::round_half_away_f32(p), p.round() as i32, "{p:e}");
+        let q = f64::from(p) * 256.0;
+        assert_eq!(super::round_half_away_f64(q), q.round() as i32, "{q:e}");
+        let h = q + 0.5;
+        assert_eq!(super::round_half_away_f64(h), h.round() as i32, "{h:e}");
+    }
+}
