@@ -603,32 +603,7 @@ async fn a_garbage_home_in_the_store_is_logged_and_the_hub_serves_on() {
         .query::<()>(&mut c)
         .expect("SET");
     let hub = start_hub(&redis.url);
-    let _owner = open_room(&hub, 'a').await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let players: Vec<Player> = PLAYERS[..2]
-        .iter()
-        .map(|&(_, name, hz)| Player::start(hub.jacktrip, name, hz, stop.clone()))
-        .collect();
-    let logged = wait_for(Duration::from_secs(5), || {
-        hub.server
-            .log()
-            .iter()
-            .any(|l| l.contains("is not ip:port"))
-    })
-    .await;
-    assert!(logged.is_some(), "the garbage home is logged");
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let now = Instant::now();
-    let heard = players[0].between(now - Duration::from_secs(1), now);
-    let db = level_db(&heard, PLAYERS[1].2);
-    println!("with a garbage home, Ann still hears Bo at {db:+.2} dB");
-    assert!(db.abs() < 0.5, "Ann hears Bo at {db:+.2} dB");
-    stop.store(true, Ordering::Relaxed);
-    drop(players);
-    let (code, log) = hub.server.stop().await;
-    assert_eq!(code, Some(0), "the hub stops cleanly");
-    let lines = log.iter().filter(|l| l.contains("is not ip:port")).count();
-    assert_eq!(lines, 1, "logged at most once a minute");
+    let log = serves_on_and_logs_once(hub, "is not ip:port", "a garbage home").await;
     assert!(!log.iter().any(|l| l.contains("panicked")));
     assert!(!log.iter().any(|l| l.contains("hub cascade link")));
 }
@@ -640,6 +615,14 @@ async fn an_unreachable_store_is_logged_once_and_the_hub_serves_on() {
     // Nobody listens on this port.
     let url = format!("redis://127.0.0.1:{}/0", free_tcp_port());
     let hub = start_hub(&url);
+    serves_on_and_logs_once(hub, "redis:", "no store").await;
+}
+
+/// Opens the room on `hub` with two players and checks that, whatever is wrong with the store,
+/// the hub logs it (a line holding `marker`) exactly once, the first player hears the second at
+/// its level, and the hub stops cleanly. Returns the hub's log. `what`: the trouble, for the
+/// messages.
+async fn serves_on_and_logs_once(hub: Hub, marker: &str, what: &str) -> Vec<String> {
     let _owner = open_room(&hub, 'a').await;
     let stop = Arc::new(AtomicBool::new(false));
     let players: Vec<Player> = PLAYERS[..2]
@@ -647,19 +630,24 @@ async fn an_unreachable_store_is_logged_once_and_the_hub_serves_on() {
         .map(|&(_, name, hz)| Player::start(hub.jacktrip, name, hz, stop.clone()))
         .collect();
     let logged = wait_for(Duration::from_secs(5), || {
-        hub.server.log().iter().any(|l| l.contains("redis:"))
+        hub.server.log().iter().any(|l| l.contains(marker))
     })
     .await;
-    assert!(logged.is_some(), "the store's error is logged");
+    assert!(logged.is_some(), "{what} is logged");
     tokio::time::sleep(Duration::from_secs(2)).await;
     let now = Instant::now();
     let heard = players[0].between(now - Duration::from_secs(1), now);
     let db = level_db(&heard, PLAYERS[1].2);
-    println!("with no store, Ann still hears Bo at {db:+.2} dB");
-    assert!(db.abs() < 0.5, "Ann hears Bo at {db:+.2} dB");
+    println!("with {what}, Ann still hears Bo at {db:+.2} dB");
+    assert!(db.abs() < 0.5, "with {what}, Ann hears Bo at {db:+.2} dB");
+    stop.store(true, Ordering::Relaxed);
     drop(players);
     let (code, log) = hub.server.stop().await;
     assert_eq!(code, Some(0), "the hub stops cleanly");
-    let lines = log.iter().filter(|l| l.contains("redis:")).count();
-    assert_eq!(lines, 1, "logged at most once a minute: {lines} lines");
+    let lines = log.iter().filter(|l| l.contains(marker)).count();
+    assert_eq!(
+        lines, 1,
+        "{what}: logged at most once a minute, {lines} lines"
+    );
+    log
 }
