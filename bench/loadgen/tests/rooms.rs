@@ -12,6 +12,16 @@ use std::path::PathBuf;
 use tutti_loadgen::run::run_once;
 use tutti_loadgen::scenario::{Scenario, ServerName};
 
+/// One run at a time: each starts its servers and an emulator thread per core, and their
+/// checks are about the servers, not about how four runs share two cores.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
@@ -51,6 +61,7 @@ fn small(server: ServerName, clients: usize) -> Scenario {
 
 #[test]
 fn clients_in_a_hub_room_hear_each_other_and_not_themselves() {
+    let _one = one_at_a_time();
     let Some(bin) = server_bin() else { return };
     let row = run_once(&small(ServerName::TuttiHub, 6), &bin, true).expect("the run");
     eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
@@ -81,6 +92,7 @@ fn clients_in_a_hub_room_hear_each_other_and_not_themselves() {
 /// a concealment is the churn benchmark's figure, on a quiet machine.)
 #[test]
 fn in_a_churn_the_staying_voices_stay_in_every_staying_listeners_mix() {
+    let _one = one_at_a_time();
     let Some(bin) = server_bin() else { return };
     let s = Scenario {
         seconds: 5.0,
@@ -110,6 +122,7 @@ fn in_a_churn_the_staying_voices_stay_in_every_staying_listeners_mix() {
 /// the level of a local voice, and not itself.
 #[test]
 fn a_room_over_three_hubs_is_heard_whole_on_each() {
+    let _one = one_at_a_time();
     let Some(bin) = server_bin() else { return };
     let redis = std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("redis-server").is_file()));
@@ -146,6 +159,7 @@ fn a_room_over_three_hubs_is_heard_whole_on_each() {
 
 #[test]
 fn clients_of_jacktrips_hub_hear_each_other_and_not_themselves() {
+    let _one = one_at_a_time();
     let missing = tutti_loadgen::servers::jack_tools_missing();
     if !missing.is_empty() {
         assert!(
