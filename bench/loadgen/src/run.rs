@@ -66,7 +66,8 @@ pub struct Row {
     /// Blocks the emulator failed to send on time (its own overload, not the server's).
     pub emulator_skipped_blocks: u64,
     pub emulator_cpu_ms_per_client_s: f64,
-    /// The server's busiest threads over the window: name and CPU ms per second.
+    /// The server's busiest threads over the window: name (after its process's, `hubN/` or
+    /// `store/`, when several processes serve) and CPU ms per second.
     pub server_threads: Vec<(String, f64)>,
     pub spot_checks: Vec<Heard>,
     pub tones_ok: bool,
@@ -167,6 +168,15 @@ pub fn run(
         .collect();
     let mut server_cpu =
         ProcSet::new(&pids).map_err(|e| format!("reading the server's /proc: {e}"))?;
+    // Thread names, with the process they are in when there are several: `hub1/hub-0`,
+    // `store/redis-server`.
+    let mut process_of: BTreeMap<u32, String> = BTreeMap::new();
+    if servers.len() > 1 || !store_pids.is_empty() {
+        for (h, server) in servers.iter().enumerate() {
+            process_of.extend(server.pids.iter().map(|&p| (p, format!("hub{h}/"))));
+        }
+        process_of.extend(store_pids.iter().map(|&p| (p, "store/".to_owned())));
+    }
     let mut own_cpu =
         ProcSet::new(&[std::process::id()]).map_err(|e| format!("reading our /proc: {e}"))?;
 
@@ -271,7 +281,10 @@ pub fn run(
         rss_start_mb.get_or_insert(cpu.rss_mb);
         rss_end_mb = cpu.rss_mb;
         for t in &cpu.threads {
-            *per_thread.entry(t.name.clone()).or_default() += t.cpu_ms;
+            let process = process_of.get(&t.pid).map_or("", String::as_str);
+            *per_thread
+                .entry(format!("{process}{}", t.name))
+                .or_default() += t.cpu_ms;
         }
         if !quiet {
             let r = drivers.report();

@@ -148,11 +148,10 @@ fn a_room_over_three_hubs_is_heard_whole_on_each() {
         assert_eq!(heard.checked, 5, "{heard:?}");
         assert!(heard.ok(), "{heard:?}");
     }
+    let counted = |process: &str| row.server_threads.iter().any(|(n, _)| n == process);
     assert!(
-        row.server_threads
-            .iter()
-            .any(|(name, _)| name == "redis-server"),
-        "the store's CPU counts: {:?}",
+        counted("store/redis-server") && (0..3).all(|h| counted(&format!("hub{h}/hub-0"))),
+        "every hub's worker and the store count, by process: {:?}",
         row.server_threads
     );
 }
