@@ -424,6 +424,17 @@ impl Worker {
         }
     }
 
+    /// Makes a socket handed over by another thread non-blocking and registers it for reading
+    /// under `token` (JackTrip clients' and links' sockets alike).
+    fn register_udp(&self, socket: std::net::UdpSocket, token: usize) -> io::Result<UdpSocket> {
+        socket.set_nonblocking(true)?;
+        let mut socket = UdpSocket::from_std(socket);
+        self.poll
+            .registry()
+            .register(&mut socket, Token(token), Interest::READABLE)?;
+        Ok(socket)
+    }
+
     fn now_us(&self, now: Instant) -> u64 {
         now.saturating_duration_since(self.epoch).as_micros() as u64
     }

@@ -17,7 +17,6 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use mio::net::UdpSocket;
-use mio::{Interest, Token};
 
 use super::{HubRoom, Worker, FIRST_LINK};
 use crate::hub::cascade::{Share, LINK_PREFIX};
@@ -78,13 +77,7 @@ impl Worker {
             return;
         }
         let k = self.free_uplinks.pop().unwrap_or(self.uplinks.len());
-        let registered = socket.set_nonblocking(true).and_then(|()| {
-            let mut socket = UdpSocket::from_std(socket);
-            self.poll
-                .registry()
-                .register(&mut socket, Token(FIRST_LINK + k), Interest::READABLE)
-                .map(|()| socket)
-        });
+        let registered = self.register_udp(socket, FIRST_LINK + k);
         let socket = match registered {
             Ok(socket) => socket,
             Err(e) => {

@@ -10,7 +10,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use mio::net::UdpSocket;
-use mio::{Interest, Token};
 
 use super::{HubRoom, Target, Worker, FIRST_NATIVE};
 use crate::hub::jacktrip::session::{Session, Verdict};
@@ -91,13 +90,7 @@ impl Worker {
         let now_us = self.now_us(Instant::now());
         let port = socket.local_addr().map(|a| a.port()).unwrap_or(0);
         let j = self.free_natives.pop().unwrap_or(self.natives.len());
-        let registered = socket.set_nonblocking(true).and_then(|()| {
-            let mut socket = UdpSocket::from_std(socket);
-            self.poll
-                .registry()
-                .register(&mut socket, Token(FIRST_NATIVE + j), Interest::READABLE)
-                .map(|()| socket)
-        });
+        let registered = self.register_udp(socket, FIRST_NATIVE + j);
         let socket = match registered {
             Ok(socket) => socket,
             Err(e) => {
