@@ -348,11 +348,16 @@ impl Drop for ServerUnderTest {
 pub const JACK_TOOLS: [&str; 3] = ["jackd", "jack_wait", "jacktrip"];
 
 pub fn jack_tools_missing() -> Vec<&'static str> {
+    missing(&JACK_TOOLS)
+}
+
+/// Which of `programs` are not on the PATH.
+pub fn missing(programs: &[&'static str]) -> Vec<&'static str> {
     let on_path = |tool: &str| {
         std::env::var_os("PATH")
             .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
     };
-    JACK_TOOLS.into_iter().filter(|t| !on_path(t)).collect()
+    programs.iter().copied().filter(|t| !on_path(t)).collect()
 }
 
 fn spawn_logged(dir: &Path, what: &str, cmd: &mut Command) -> Result<Child, String> {

@@ -124,9 +124,7 @@ fn in_a_churn_the_staying_voices_stay_in_every_staying_listeners_mix() {
 fn a_room_over_three_hubs_is_heard_whole_on_each() {
     let _one = one_at_a_time();
     let Some(bin) = server_bin() else { return };
-    let redis = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("redis-server").is_file()));
-    if !redis {
+    if !tutti_loadgen::servers::missing(&["redis-server"]).is_empty() {
         assert!(
             !ci(),
             "CI=true and redis-server missing: scripts/setup.sh installs it"
