@@ -8,7 +8,12 @@ export function cpuTimes() {
   const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
   const idle = f[3] + (f[4] ?? 0);
   const total = f.reduce((a, b) => a + b, 0);
-  return { busy: total - idle, total };
+  return { busy: total - idle, total, steal: f[7] ?? 0 };
+}
+
+/** The share of all cores (%) the host took from this machine (steal) between two `cpuTimes()`. */
+export function stealPct(a, b) {
+  return (100 * (b.steal - a.steal)) / Math.max(1, b.total - a.total);
 }
 
 /** The machine's busy share (% of all cores) between two `cpuTimes()`. */
