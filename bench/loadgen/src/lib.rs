@@ -6,6 +6,7 @@
 pub mod client;
 pub mod continuity;
 pub mod driver;
+pub mod mesh;
 pub mod owner;
 pub mod plot;
 pub mod procstat;
