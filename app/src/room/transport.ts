@@ -26,16 +26,22 @@ export function openMesh(opts: MeshOptions): Mesh & Transport {
   return new Mesh(opts);
 }
 
+/** How long the server may take to answer /api/config before it counts as out of reach. */
+export const CONFIG_TIMEOUT_MS = 5000;
+
 /**
  * The ICE servers the Tutti server configures (/api/config); none when it names none or its
- * answer is unusable (a LAN or loopback needs none). 'offline' when the browser is offline or
- * the server cannot be reached.
+ * answer is unusable (a LAN or loopback needs none). 'offline' when the server cannot be reached.
+ * `navigator.onLine` is not asked: a browser on a machine whose only interface is loopback says
+ * it is offline while the server that served this page answers, and the server's answer is what
+ * a room needs.
  */
-export async function fetchIceServers(): Promise<RTCIceServer[] | 'offline'> {
-  if (navigator.onLine === false) return 'offline';
+export async function fetchIceServers(
+  get: typeof fetch = (input, init) => fetch(input, init),
+): Promise<RTCIceServer[] | 'offline'> {
   let res: Response;
   try {
-    res = await fetch('/api/config');
+    res = await get('/api/config', { cache: 'no-store', signal: AbortSignal.timeout(CONFIG_TIMEOUT_MS) });
   } catch {
     return 'offline';
   }

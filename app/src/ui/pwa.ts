@@ -1,6 +1,6 @@
 // The app as an installed, offline-capable PWA, seen from the page: registers the service worker
 // (sw/sw.ts, built to /sw.js), tells when a new version is waiting, applies it only when the user
-// asks, offers the browser's install prompt, and follows the network state.
+// asks, offers the browser's install prompt, and follows whether the server can be reached.
 //
 // State is a Svelte store (`$pwa` in components). The service worker is registered in the
 // production build only: under the dev server the files change on every save and a precache
@@ -14,7 +14,7 @@ export interface PwaState {
   updateReady: boolean;
   /** The browser offered to install the app (beforeinstallprompt) and it is not installed. */
   canInstall: boolean;
-  /** The browser says there is no network. */
+  /** The browser says there is no network and the server does not answer either. */
   offline: boolean;
 }
 
@@ -27,11 +27,40 @@ interface InstallPromptEvent extends Event {
   readonly userChoice: Promise<{ outcome: 'accepted' | 'dismissed' }>;
 }
 
-const state = writable<PwaState>({
-  updateReady: false,
-  canInstall: false,
-  offline: typeof navigator !== 'undefined' && navigator.onLine === false,
-});
+const state = writable<PwaState>({ updateReady: false, canInstall: false, offline: false });
+
+/** How often the server is asked again while the page counts as offline. */
+const OFFLINE_RECHECK_MS = 10_000;
+/** How long the server may take to answer before the page counts as offline. */
+const REACH_TIMEOUT_MS = 3000;
+
+/**
+ * Whether the server that served the app answers (any HTTP answer counts). `navigator.onLine`
+ * alone is not trusted: on a machine whose only interface is loopback Chromium reports offline
+ * while its server is right there; it only says when to ask.
+ */
+export async function serverAnswers(
+  get: typeof fetch = (input, init) => fetch(input, init),
+): Promise<boolean> {
+  try {
+    await get('/api/config', { cache: 'no-store', signal: AbortSignal.timeout(REACH_TIMEOUT_MS) });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+let recheck: ReturnType<typeof setTimeout> | null = null;
+
+/** Counts the page offline only when the browser says so and the server does not answer; while
+ * offline, asks again every OFFLINE_RECHECK_MS. */
+async function checkReach(): Promise<void> {
+  if (recheck !== null) clearTimeout(recheck);
+  recheck = null;
+  const offline = navigator.onLine === false && !(await serverAnswers());
+  state.update((s) => ({ ...s, offline }));
+  if (offline) recheck = setTimeout(() => void checkReach(), OFFLINE_RECHECK_MS);
+}
 
 /** The PWA state, for `$pwa.updateReady` and the like. */
 export const pwa: Readable<PwaState> = { subscribe: state.subscribe };
@@ -49,9 +78,10 @@ export function startPwa(): void {
   if (started || typeof window === 'undefined') return;
   started = true;
 
-  const online = (): void => state.update((s) => ({ ...s, offline: navigator.onLine === false }));
-  window.addEventListener('online', online);
-  window.addEventListener('offline', online);
+  const reach = (): void => void checkReach();
+  window.addEventListener('online', reach);
+  window.addEventListener('offline', reach);
+  reach();
 
   window.addEventListener('beforeinstallprompt', (e) => {
     // Keep the browser from showing its own mini-bar; the header's Install button uses it.
@@ -82,7 +112,6 @@ function register(): void {
   });
 
   const check = (): void => {
-    if (navigator.onLine === false) return;
     wb.update().catch(() => {
       // Offline or the server is away: the next check will try again.
     });
