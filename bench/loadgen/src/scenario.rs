@@ -189,6 +189,65 @@ impl Scenario {
     }
 }
 
+/// One line of the sweep: a server, and for this project's hub a mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Series {
+    /// One room, mix mode, JackTrip clients: the server's own line.
+    Mix(ServerName),
+    /// Rooms of [`FORWARD_ROOM`] on this project's hub in forward mode, the app's clients.
+    Forward,
+}
+
+/// The size of the forward sweep's rooms: a band.
+pub const FORWARD_ROOM: usize = 5;
+
+impl Series {
+    /// `tutti-hub`, `jacktrip` or `tutti-hub-forward`.
+    pub fn parse(name: &str) -> Result<Series, String> {
+        match name {
+            "tutti-hub" => Ok(Series::Mix(ServerName::TuttiHub)),
+            "jacktrip" => Ok(Series::Mix(ServerName::Jacktrip)),
+            "tutti-hub-forward" => Ok(Series::Forward),
+            other => Err(format!(
+                "{other:?} is none of tutti-hub, jacktrip, tutti-hub-forward"
+            )),
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Series::Mix(server) => server.as_str(),
+            Series::Forward => "tutti-hub-forward",
+        }
+    }
+
+    /// The sweep's scenario for `n` clients measured for `seconds`; None when `n` does not
+    /// make whole rooms.
+    pub fn scenario(self, n: usize, seconds: f64) -> Option<Scenario> {
+        let base = Scenario {
+            name: format!("sweep-{}-{n}", self.label()),
+            seconds,
+            join_per_second: 20.0,
+            ..Scenario::default()
+        };
+        match self {
+            Series::Mix(server) => Some(Scenario {
+                server,
+                clients: n,
+                spot_checks: n.min(2),
+                ..base
+            }),
+            Series::Forward => (n % FORWARD_ROOM == 0 && n > 0).then(|| Scenario {
+                mode: Mode::Forward,
+                rooms: n / FORWARD_ROOM,
+                clients: FORWARD_ROOM,
+                spot_checks: 1,
+                ..base
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +267,24 @@ mod tests {
             (f.mode, f.server, f.total()),
             (Mode::Forward, ServerName::TuttiHub, 6)
         );
+    }
+
+    #[test]
+    fn the_sweep_s_forward_line_is_rooms_of_five() {
+        let f = Series::parse("tutti-hub-forward").unwrap();
+        let s = f.scenario(50, 10.0).unwrap();
+        assert_eq!(
+            (s.mode, s.rooms, s.clients, s.total()),
+            (Mode::Forward, 10, 5, 50)
+        );
+        assert!(s.validate().is_ok());
+        assert!(f.scenario(12, 10.0).is_none());
+        let m = Series::parse("jacktrip")
+            .unwrap()
+            .scenario(30, 10.0)
+            .unwrap();
+        assert_eq!((m.mode, m.rooms, m.clients), (Mode::Mix, 1, 30));
+        assert!(Series::parse("mesh").unwrap_err().contains("mesh"));
     }
 
     #[test]
