@@ -85,6 +85,9 @@ pub struct Report {
     pub echoes: u64,
     pub unknown_streams: u64,
     pub failed_links: u64,
+    /// Forward mode: the smallest share of one sender's blocks that one listener received, %,
+    /// of the blocks the time since the window began allows (0 when a sender was never heard).
+    pub worst_sender_pct: Option<f64>,
 }
 
 impl Report {
@@ -123,6 +126,10 @@ impl Report {
         self.echoes += o.echoes;
         self.unknown_streams += o.unknown_streams;
         self.failed_links += o.failed_links;
+        self.worst_sender_pct = match (self.worst_sender_pct, o.worst_sender_pct) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -518,7 +525,7 @@ impl Driver {
         for c in self.clients.iter().flatten() {
             r.clients += 1;
             if let Some(link) = c.link.as_deref() {
-                r.add_link(c, link, now, self.window_us);
+                r.add_link(c, link, now, self.window_us, self.block);
                 continue;
             }
             r.delivered += c.reception.delivered;
@@ -555,10 +562,28 @@ impl Driver {
 
 impl Report {
     /// A forward-mode client's figures: each sender's reception, its room's totals.
-    fn add_link(&mut self, c: &Client, link: &HubLink, now: Instant, window_us: u64) {
+    fn add_link(
+        &mut self,
+        c: &Client,
+        link: &HubLink,
+        now: Instant,
+        window_us: u64,
+        block: Duration,
+    ) {
         let mut delivered = 0;
+        // As in mix mode, one block less than the time allows.
+        let blocks = now.saturating_duration_since(c.since).as_secs_f64() / block.as_secs_f64();
+        let expected = (blocks - 1.0).max(0.0);
+        let mut worst: f64 = if link.sources.unheard() > 0 {
+            0.0
+        } else {
+            100.0
+        };
         for src in link.sources.heard() {
             let rx = &src.reception;
+            if expected > 0.0 {
+                worst = worst.min((100.0 * rx.delivered as f64 / expected).min(100.0));
+            }
             delivered += rx.delivered;
             self.lost += rx.lost();
             self.late += rx.late;
@@ -585,6 +610,7 @@ impl Report {
             self.join_wait_max_ms = self.join_wait_max_ms.max(ms);
         }
         self.rooms.add(c.room, c.sent, link.sources.delivered());
+        self.worst_sender_pct = Some(self.worst_sender_pct.map_or(worst, |w| w.min(worst)));
     }
 }
 

@@ -111,6 +111,8 @@ pub struct ForwardFigures {
     pub signaling_closed: usize,
     /// Blocks a client could not send (its channel not open, or full).
     pub send_errors: u64,
+    /// The smallest share of one sender's blocks one listener received, %.
+    pub worst_sender_pct: f64,
 }
 
 /// The client name the server gets for client `i` of room `r`: Tutti's hub reads `room/name`;
@@ -452,6 +454,7 @@ pub fn run(
             failed_links: report.failed_links,
             signaling_closed,
             send_errors: report.send_errors,
+            worst_sender_pct: report.worst_sender_pct.unwrap_or(0.0),
         }),
     })
 }

@@ -82,6 +82,11 @@ impl Sources {
         self.slots.iter().any(|s| s.recording.is_some())
     }
 
+    /// Slots no sender took yet: members never heard from.
+    pub fn unheard(&self) -> usize {
+        self.slots.iter().filter(|s| s.stream.is_none()).count()
+    }
+
     /// The senders heard so far.
     pub fn heard(&self) -> impl Iterator<Item = &Source> {
         self.slots.iter().filter(|s| s.stream.is_some())
@@ -198,7 +203,7 @@ mod tests {
         assert_eq!(by(2), (4, 1, 0, 0));
         assert_eq!(by(3), (5, 0, 1, 1));
         assert_eq!(s.delivered(), 9);
-        assert_eq!(s.heard().count(), 2);
+        assert_eq!((s.heard().count(), s.unheard()), (2, 1));
     }
 
     #[test]
