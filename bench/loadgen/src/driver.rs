@@ -88,6 +88,9 @@ pub struct Report {
     /// Forward mode: the smallest share of one sender's blocks that one listener received, %,
     /// of the blocks the time since the window began allows (0 when a sender was never heard).
     pub worst_sender_pct: Option<f64>,
+    /// Forward mode: blocks the clients should have sent by the time since the window began
+    /// (less one each), against which `sent` is the load the emulator offered.
+    pub blocks_due: f64,
 }
 
 impl Report {
@@ -126,6 +129,7 @@ impl Report {
         self.echoes += o.echoes;
         self.unknown_streams += o.unknown_streams;
         self.failed_links += o.failed_links;
+        self.blocks_due += o.blocks_due;
         self.worst_sender_pct = match (self.worst_sender_pct, o.worst_sender_pct) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -574,6 +578,7 @@ impl Report {
         // As in mix mode, one block less than the time allows.
         let blocks = now.saturating_duration_since(c.since).as_secs_f64() / block.as_secs_f64();
         let expected = (blocks - 1.0).max(0.0);
+        self.blocks_due += expected;
         let mut worst: f64 = if link.sources.unheard() > 0 {
             0.0
         } else {

@@ -96,6 +96,14 @@ pub struct Row {
     pub forward: Option<ForwardFigures>,
 }
 
+impl Row {
+    /// The load the emulator offered, % of the scenario's (forward mode; 100 in mix mode, whose
+    /// delivery figure counts what the server sends by the clock).
+    pub fn offered_pct(&self) -> f64 {
+        self.forward.as_ref().map_or(100.0, |f| f.offered_pct)
+    }
+}
+
 /// What only forward mode counts.
 #[derive(Clone, Debug, Serialize)]
 pub struct ForwardFigures {
@@ -111,8 +119,13 @@ pub struct ForwardFigures {
     pub signaling_closed: usize,
     /// Blocks a client could not send (its channel not open, or full).
     pub send_errors: u64,
-    /// The smallest share of one sender's blocks one listener received, %.
+    /// The smallest share of one sender's blocks one listener received, %, of those the time
+    /// allows (so an emulator that could not send them all lowers it too).
     pub worst_sender_pct: f64,
+    /// The blocks the clients sent of those the time allows, %: the load the emulator offered.
+    /// Under 100 the emulator ran out of CPU (`emulator_skipped_blocks`), and the row measures
+    /// the server under that share of the scenario's load.
+    pub offered_pct: f64,
 }
 
 /// The client name the server gets for client `i` of room `r`: Tutti's hub reads `room/name`;
@@ -455,6 +468,11 @@ pub fn run(
             signaling_closed,
             send_errors: report.send_errors,
             worst_sender_pct: report.worst_sender_pct.unwrap_or(0.0),
+            offered_pct: if report.blocks_due > 0.0 {
+                (100.0 * report.sent as f64 / report.blocks_due).min(100.0)
+            } else {
+                100.0
+            },
         }),
     })
 }

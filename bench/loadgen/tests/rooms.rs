@@ -217,7 +217,7 @@ fn in_forward_mode_each_listener_hears_each_member_of_its_room_and_no_other() {
         (0, 0, 0),
         "{f:?}"
     );
-    assert!(f.worst_sender_pct >= 99.0, "{f:?}");
+    assert!(f.worst_sender_pct >= 99.0 && f.offered_pct >= 99.0, "{f:?}");
     assert!(row.delivery_pct >= 99.0, "delivery {}", row.delivery_pct);
     assert_eq!(row.spot_checks.len(), 6);
     for heard in &row.spot_checks {
