@@ -237,7 +237,7 @@ impl Series {
                 spot_checks: n.min(2),
                 ..base
             }),
-            Series::Forward => (n % FORWARD_ROOM == 0 && n > 0).then(|| Scenario {
+            Series::Forward => (n % FORWARD_ROOM == 0 && n > 0).then_some(Scenario {
                 mode: Mode::Forward,
                 rooms: n / FORWARD_ROOM,
                 clients: FORWARD_ROOM,
