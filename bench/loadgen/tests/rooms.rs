@@ -44,6 +44,13 @@ fn server_bin() -> Option<PathBuf> {
     None
 }
 
+/// Runs `s` (quiet) and prints its row for the test's log.
+fn run_printed(s: &Scenario, bin: &std::path::Path) -> tutti_loadgen::run::Row {
+    let row = run_once(s, bin, true).expect("the run");
+    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    row
+}
+
 fn small(server: ServerName, clients: usize) -> Scenario {
     Scenario {
         name: format!("test-{}", server.as_str()),
@@ -63,8 +70,7 @@ fn small(server: ServerName, clients: usize) -> Scenario {
 fn clients_in_a_hub_room_hear_each_other_and_not_themselves() {
     let _one = one_at_a_time();
     let Some(bin) = server_bin() else { return };
-    let row = run_once(&small(ServerName::TuttiHub, 6), &bin, true).expect("the run");
-    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    let row = run_printed(&small(ServerName::TuttiHub, 6), &bin);
     assert_eq!(
         (row.joined, row.join_errors),
         (6, 0),
@@ -99,8 +105,7 @@ fn in_a_churn_the_staying_voices_stay_in_every_staying_listeners_mix() {
         churn_per_second: 2.0,
         ..small(ServerName::TuttiHub, 6)
     };
-    let row = run_once(&s, &bin, true).expect("the run");
-    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    let row = run_printed(&s, &bin);
     assert!(row.churned >= 8, "{} left", row.churned);
     assert_eq!(row.joined, 6 + row.churned, "{:?}", row.first_error);
     assert_eq!(row.silent, 0);
@@ -138,8 +143,7 @@ fn a_room_over_three_hubs_is_heard_whole_on_each() {
         warmup_seconds: 4.0,
         ..small(ServerName::TuttiHub, 6)
     };
-    let row = run_once(&s, &bin, true).expect("the run");
-    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    let row = run_printed(&s, &bin);
     assert_eq!((row.hubs, row.joined), (3, 6), "{:?}", row.first_error);
     assert_eq!(row.spot_checks.len(), 3);
     for heard in &row.spot_checks {
@@ -167,8 +171,7 @@ fn clients_of_jacktrips_hub_hear_each_other_and_not_themselves() {
         return;
     }
     let bin = PathBuf::from("unused");
-    let row = run_once(&small(ServerName::Jacktrip, 3), &bin, true).expect("the run");
-    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    let row = run_printed(&small(ServerName::Jacktrip, 3), &bin);
     assert_eq!(
         (row.joined, row.join_errors),
         (3, 0),
@@ -202,8 +205,7 @@ fn in_forward_mode_each_listener_hears_each_member_of_its_room_and_no_other() {
         warmup_seconds: 2.0,
         ..small(ServerName::TuttiHub, 3)
     };
-    let row = run_once(&s, &bin, true).expect("the run");
-    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    let row = run_printed(&s, &bin);
     assert_eq!(
         (row.mode, row.protocol, row.joined, row.join_errors),
         ("forward", "webrtc", 6, 0),
