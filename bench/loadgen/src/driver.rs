@@ -107,6 +107,16 @@ impl Report {
         }
     }
 
+    /// Forward mode: the blocks the clients sent of those the time allowed, % (capped at 100;
+    /// 100 when none were due yet, and in mix mode).
+    pub fn offered_pct(&self) -> f64 {
+        if self.blocks_due > 0.0 {
+            (100.0 * self.sent as f64 / self.blocks_due).min(100.0)
+        } else {
+            100.0
+        }
+    }
+
     pub fn merge(&mut self, o: &Report) {
         self.clients += o.clients;
         self.delivered += o.delivered;

@@ -21,8 +21,9 @@
 //! [`SWEEP_BOUND`].
 //!
 //! Written here rather than taken from a WebRTC load tool: the clients must speak JackTrip's
-//! protocol to both servers, cost little each (one shared encoded loop per tone), and report
-//! per-sequence delivery and the room's tones, which no such tool does.
+//! protocol to both servers (and in forward mode the app's signaling and bundles), cost little
+//! each (one shared encoded loop per tone), and report per-sequence delivery and the room's
+//! tones, which no such tool does.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -340,8 +340,13 @@ pub fn run(
         if !quiet {
             let r = drivers.report();
             eprintln!(
-                "{} t={:>4.0}s clients {:>4} delivery {:>7.3}% lost {:>6} late {:>5} p99 gap {:>5.2} ms | server {:>6.1} ms CPU/s ({:.2} ms per client-s), RSS {:.0} MB | emulator {:.0} ms CPU/s",
+                "{}{} t={:>4.0}s clients {:>4} delivery {:>7.3}% lost {:>6} late {:>5} p99 gap {:>5.2} ms | server {:>6.1} ms CPU/s ({:.2} ms per client-s), RSS {:.0} MB | emulator {:.0} ms CPU/s",
                 s.name,
+                // Forward mode: what share of the load the emulator managed to send.
+                match s.mode {
+                    Mode::Mix => String::new(),
+                    Mode::Forward => format!(" offered {:.1}%", r.offered_pct()),
+                },
                 w0.elapsed().as_secs_f64(),
                 r.clients,
                 r.delivery_pct(),
@@ -468,11 +473,7 @@ pub fn run(
             signaling_closed,
             send_errors: report.send_errors,
             worst_sender_pct: report.worst_sender_pct.unwrap_or(0.0),
-            offered_pct: if report.blocks_due > 0.0 {
-                (100.0 * report.sent as f64 / report.blocks_due).min(100.0)
-            } else {
-                100.0
-            },
+            offered_pct: report.offered_pct(),
         }),
     })
 }
