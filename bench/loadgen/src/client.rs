@@ -8,6 +8,11 @@
 //! on it. Leaving is JackTrip's exit datagram (63 bytes of 0xFF), sent twice.
 //!
 //! Every failure is an `Err` naming the step; nothing here panics on what a server sends.
+//!
+//! In forward mode a client is the app's instead: the same socket, sequence number and tone,
+//! with a [`HubLink`] (WebRTC to the hub) that carries its packets and counts what it hears
+//! per sender; the fields for JackTrip's stream (`hub`, `reception`, `recording`, `exits`)
+//! then stay unused.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
@@ -18,6 +23,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tutti_core::packet::{self, CONTROL_PACKET_LEN};
 use tutti_server::hub::jacktrip::handshake::NAME_LEN;
 
+use crate::hublink::HubLink;
 use crate::reception::Reception;
 use crate::recording::Recording;
 
@@ -132,6 +138,8 @@ pub struct Client {
     pub first_packet_us: Option<u64>,
     /// Since when its reception counts: the window's start, or its joining if later.
     pub since: std::time::Instant,
+    /// Forward mode: its WebRTC link to the hub, which carries its packets both ways.
+    pub link: Option<Box<HubLink>>,
 }
 
 impl Client {
@@ -159,7 +167,14 @@ impl Client {
             added_us: 0,
             first_packet_us: None,
             since: std::time::Instant::now(),
+            link: None,
         }
+    }
+
+    /// The client with its packets carried by `link` (forward mode).
+    pub fn with_link(mut self, link: HubLink) -> Client {
+        self.link = Some(Box::new(link));
+        self
     }
 
     /// Takes one datagram from the hub, received at `now_us`. `scratch` holds at least one block
@@ -189,13 +204,20 @@ impl Client {
         self.since = std::time::Instant::now();
         self.reception.reset();
         self.malformed = 0;
+        if let Some(link) = self.link.as_mut() {
+            link.reset();
+        }
         if let Some(rec) = self.recording.as_mut() {
             rec.clear();
         }
     }
 
-    /// Says goodbye as JackTrip does: the exit datagram, twice.
+    /// Says goodbye as JackTrip does: the exit datagram, twice; or closes its WebRTC link.
     pub fn leave(&mut self) {
+        if let Some(link) = self.link.as_mut() {
+            link.close(&self.socket);
+            return;
+        }
         for _ in 0..2 {
             let _ = self.socket.send_to(&EXIT, self.hub);
         }

@@ -8,6 +8,11 @@
 //! [`MAX_BLOCKS_PER_WAKE`]; older ones are skipped and counted), as a real client's audio
 //! callback would. Arrivals are stamped when the poll returns them.
 //!
+//! A forward-mode client's WebRTC link (hublink.rs) is driven on the same poll: the datagrams
+//! its socket reads go into its peer, every wake gives each peer the time it asked for, and its
+//! block goes out on its data channel; a thread of its own per peer would cost hundreds of
+//! threads where two cores serve.
+//!
 //! The controller talks to a driver over a channel, read at every wake: add a client, start a
 //! measuring window, report, let clients leave, stop. Nothing here allocates per packet.
 
@@ -21,6 +26,8 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use tutti_core::packet::MAX_PACKET_LEN;
 
 use crate::client::Client;
+use crate::forward::RoomTotals;
+use crate::hublink::{HubLink, Scratch};
 use crate::reception::Gaps;
 use crate::tones::ToneLoop;
 
@@ -70,14 +77,41 @@ pub struct Report {
     pub expected: f64,
     pub delivered_capped: f64,
     pub gaps: Gaps,
+    /// Forward mode: per room, what its members sent and received (the delivery figure).
+    pub rooms: RoomTotals,
+    /// Forward mode: senders each listener heard (summed), packets of a listener's own stream
+    /// or of streams beyond its room's size, and links that failed.
+    pub senders_heard: u64,
+    pub echoes: u64,
+    pub unknown_streams: u64,
+    pub failed_links: u64,
+    /// Forward mode: the smallest share of one sender's blocks that one listener received, %,
+    /// of the blocks the time since the window began allows (0 when a sender was never heard).
+    pub worst_sender_pct: Option<f64>,
+    /// Forward mode: blocks the clients should have sent by the time since the window began
+    /// (less one each), against which `sent` is the load the emulator offered.
+    pub blocks_due: f64,
 }
 
 impl Report {
     /// Blocks delivered of those expected, % (100 when none were expected yet). Each client's
     /// count is capped at its expected one, so only the sum's rounding could pass 100: clamped.
+    /// In forward mode, packets received of those the others sent ([`RoomTotals`]).
     pub fn delivery_pct(&self) -> f64 {
-        if self.expected > 0.0 {
+        if let Some(pct) = self.rooms.delivery_pct() {
+            pct
+        } else if self.expected > 0.0 {
             (100.0 * self.delivered_capped / self.expected).min(100.0)
+        } else {
+            100.0
+        }
+    }
+
+    /// Forward mode: the blocks the clients sent of those the time allowed, % (capped at 100;
+    /// 100 when none were due yet, and in mix mode).
+    pub fn offered_pct(&self) -> f64 {
+        if self.blocks_due > 0.0 {
+            (100.0 * self.sent as f64 / self.blocks_due).min(100.0)
         } else {
             100.0
         }
@@ -100,6 +134,16 @@ impl Report {
         self.expected += o.expected;
         self.delivered_capped += o.delivered_capped;
         self.gaps.merge(&o.gaps);
+        self.rooms.merge(&o.rooms);
+        self.senders_heard += o.senders_heard;
+        self.echoes += o.echoes;
+        self.unknown_streams += o.unknown_streams;
+        self.failed_links += o.failed_links;
+        self.blocks_due += o.blocks_due;
+        self.worst_sender_pct = match (self.worst_sender_pct, o.worst_sender_pct) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -311,10 +355,11 @@ impl Driver {
             let now_us = now.saturating_duration_since(self.start).as_micros() as u64;
             for event in events.iter() {
                 if event.token() != WAKER {
-                    self.read(event.token().0, now_us);
+                    self.read(event.token().0, now, now_us);
                 }
             }
-            self.send_due(now);
+            self.tick_links(now, now_us);
+            self.send_due(now, now_us);
             if !self.commands_done() {
                 return;
             }
@@ -329,15 +374,22 @@ impl Driver {
     }
 
     /// Reads every datagram waiting on client `i`'s socket.
-    fn read(&mut self, i: usize, now_us: u64) {
+    fn read(&mut self, i: usize, now: Instant, now_us: u64) {
         let Some(Some(c)) = self.clients.get_mut(i) else {
             return;
+        };
+        let mut scratch = Scratch {
+            left: &mut self.left,
+            right: &mut self.right,
         };
         loop {
             match c.socket.recv_from(&mut self.input) {
                 Ok((n, from)) => {
-                    if from == c.hub {
-                        c.on_datagram(&self.input[..n], now_us, &mut self.left, &mut self.right);
+                    if let Some(link) = c.link.as_mut() {
+                        let bytes = &self.input[..n];
+                        link.receive(bytes, from, now, now_us, &c.socket, &mut scratch);
+                    } else if from == c.hub {
+                        c.on_datagram(&self.input[..n], now_us, scratch.left, scratch.right);
                     } else {
                         c.malformed += 1;
                     }
@@ -353,8 +405,21 @@ impl Driver {
         }
     }
 
+    /// Gives every WebRTC link the time, when it asked for it by now.
+    fn tick_links(&mut self, now: Instant, now_us: u64) {
+        let mut scratch = Scratch {
+            left: &mut self.left,
+            right: &mut self.right,
+        };
+        for c in self.clients.iter_mut().flatten() {
+            if let Some(link) = c.link.as_mut() {
+                link.tick(now, now_us, &c.socket, &mut scratch);
+            }
+        }
+    }
+
     /// Sends every block due by `now` for every client.
-    fn send_due(&mut self, now: Instant) {
+    fn send_due(&mut self, now: Instant, now_us: u64) {
         let elapsed = now.saturating_duration_since(self.start);
         let due = (elapsed.as_nanos() / self.block.as_nanos().max(1)) as u64 + 1;
         if due <= self.next_block {
@@ -368,12 +433,21 @@ impl Driver {
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
+        let mut scratch = Scratch {
+            left: &mut self.left,
+            right: &mut self.right,
+        };
         while self.next_block < due {
             for c in self.clients.iter_mut().flatten() {
                 let n = self.tones[c.tone].packet_into(c.seq, stamp, &mut self.out);
-                match c.socket.send_to(&self.out[..n], c.hub) {
-                    Ok(_) => c.sent += 1,
-                    Err(_) => c.send_errors += 1,
+                let sent = match c.link.as_mut() {
+                    Some(link) => link.send(&self.out[..n], now_us, &c.socket, &mut scratch),
+                    None => c.socket.send_to(&self.out[..n], c.hub).is_ok(),
+                };
+                if sent {
+                    c.sent += 1;
+                } else {
+                    c.send_errors += 1;
                 }
                 c.seq = c.seq.wrapping_add(1);
             }
@@ -464,6 +538,10 @@ impl Driver {
         };
         for c in self.clients.iter().flatten() {
             r.clients += 1;
+            if let Some(link) = c.link.as_deref() {
+                r.add_link(c, link, now, self.window_us, self.block);
+                continue;
+            }
             r.delivered += c.reception.delivered;
             r.lost += c.reception.lost();
             r.late += c.reception.late;
@@ -493,6 +571,61 @@ impl Driver {
             r.gaps.merge(&c.reception.gaps);
         }
         r
+    }
+}
+
+impl Report {
+    /// A forward-mode client's figures: each sender's reception, its room's totals.
+    fn add_link(
+        &mut self,
+        c: &Client,
+        link: &HubLink,
+        now: Instant,
+        window_us: u64,
+        block: Duration,
+    ) {
+        let mut delivered = 0;
+        // As in mix mode, one block less than the time allows.
+        let blocks = now.saturating_duration_since(c.since).as_secs_f64() / block.as_secs_f64();
+        let expected = (blocks - 1.0).max(0.0);
+        self.blocks_due += expected;
+        let mut worst: f64 = if link.sources.unheard() > 0 {
+            0.0
+        } else {
+            100.0
+        };
+        for src in link.sources.heard() {
+            let rx = &src.reception;
+            if expected > 0.0 {
+                worst = worst.min((100.0 * rx.delivered as f64 / expected).min(100.0));
+            }
+            delivered += rx.delivered;
+            self.lost += rx.lost();
+            self.late += rx.late;
+            self.duplicates += rx.duplicates;
+            self.gaps.merge(&rx.gaps);
+            self.senders_heard += 1;
+        }
+        self.delivered += delivered;
+        self.malformed += link.malformed + link.refused;
+        self.sent += c.sent;
+        self.send_errors += c.send_errors;
+        self.echoes += link.sources.echoes;
+        self.unknown_streams += link.sources.unknown;
+        self.failed_links += u64::from(link.failed);
+        if delivered == 0 {
+            if now.saturating_duration_since(c.since) < SILENT_AFTER {
+                self.waiting += 1;
+            } else {
+                self.silent += 1;
+            }
+        }
+        if let Some(first) = link.first_packet_us.filter(|_| c.added_us >= window_us) {
+            let ms = first.saturating_sub(c.added_us) as f64 / 1000.0;
+            self.join_wait_max_ms = self.join_wait_max_ms.max(ms);
+        }
+        self.rooms.add(c.room, c.sent, link.sources.delivered());
+        self.worst_sender_pct = Some(self.worst_sender_pct.map_or(worst, |w| w.min(worst)));
     }
 }
 

@@ -1,11 +1,15 @@
-//! The load generator's parts (main.rs is its command line): emulated JackTrip clients that
-//! cost little each, the threads that drive them, the servers under test started and stopped
-//! on loopback, and the measures: delivery by sequence number, inter-arrival times, the tones a
-//! listener hears, the server's CPU and memory from /proc.
+//! The load generator's parts (main.rs is its command line): emulated clients that cost little
+//! each (JackTrip's protocol, or in forward mode the app's WebRTC link to the hub), the threads
+//! that drive them, the servers under test started and stopped on loopback, and the measures:
+//! delivery by sequence number, inter-arrival times, the tones a listener hears, the server's
+//! CPU and memory from /proc. `mesh` is apart: peers toward one real browser page, run by
+//! bench/mesh-page.mjs.
 
 pub mod client;
 pub mod continuity;
 pub mod driver;
+pub mod forward;
+pub mod hublink;
 pub mod mesh;
 pub mod owner;
 pub mod plot;
@@ -15,6 +19,8 @@ pub mod recording;
 pub mod run;
 pub mod scenario;
 pub mod servers;
+pub mod signal;
+pub mod sources;
 pub mod tones;
 
 /// Delivery at or above which a client count is carried, %.

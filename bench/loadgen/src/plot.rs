@@ -1,5 +1,5 @@
 //! The sweep's picture: CPU per client-second and delivery against the number of clients, one
-//! line per server, as a standalone SVG (two panels side by side, log-scaled client axis).
+//! line per server and mode ([`series`]), as a standalone SVG (two panels side by side, log-scaled client axis).
 //!
 //! Written by hand: two line charts need a few dozen SVG elements, not a plotting library.
 
@@ -12,6 +12,15 @@ pub struct Point {
     pub clients: usize,
     pub cpu_ms_per_client_s: f64,
     pub delivery_pct: f64,
+}
+
+/// The line a row belongs to: its server, and `-forward` after it in forward mode.
+pub fn series(server: &str, mode: &str) -> String {
+    if mode == "forward" {
+        format!("{server}-forward")
+    } else {
+        server.to_owned()
+    }
 }
 
 const W: f64 = 420.0;
@@ -180,6 +189,22 @@ mod tests {
         assert_eq!(s.matches("<circle").count(), 8);
         assert!(s.contains("a &lt;sweep&gt;") && !s.contains("<sweep>"));
         assert!(!s.contains("NaN") && !s.contains("inf"));
+    }
+
+    #[test]
+    fn forward_rows_are_a_third_line() {
+        assert_eq!(series("tutti-hub", "mix"), "tutti-hub");
+        let forward = series("tutti-hub", "forward");
+        assert_eq!(forward, "tutti-hub-forward");
+        let rows = [
+            p("tutti-hub", 10, 12.0, 100.0),
+            p("jacktrip", 10, 35.0, 100.0),
+            p(&forward, 10, 30.0, 100.0),
+            p(&forward, 20, 31.0, 99.0),
+        ];
+        let s = svg(&rows, "t");
+        assert_eq!(s.matches("<polyline").count(), 6);
+        assert!(s.contains(">tutti-hub-forward<"));
     }
 
     #[test]

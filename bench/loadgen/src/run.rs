@@ -3,6 +3,13 @@
 //! (on stderr) and the churn, and the run ends with its figures: delivery, inter-arrival p99,
 //! the server's CPU per client-second and RSS, the emulator's own CPU, and what the
 //! spot-checked listeners heard.
+//!
+//! In forward mode the rooms are switched to `forward` and every client joins as the app does
+//! (signaling, then its WebRTC link to the hub); each listener's figures are per sender
+//! (sources.rs), delivery is what the others sent (forward.rs), and a spot-checked listener
+//! must hear each other member's stream carrying that member's tone and nothing else. Tones
+//! are then given out over the whole run, not per room, so that a room leaking into another
+//! would put a tone where it does not belong.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -14,11 +21,13 @@ use serde::Serialize;
 use crate::client::{client_ip, handshake, loopback_ip, Client};
 use crate::continuity::{self, Continuity};
 use crate::driver::{Drivers, Report};
-use crate::owner::RoomOwner;
+use crate::hublink::HubLink;
+use crate::owner;
 use crate::procstat::ProcSet;
 use crate::recording::Recording;
-use crate::scenario::{Scenario, ServerName};
+use crate::scenario::{Mode, Scenario, ServerName};
 use crate::servers::ServerUnderTest;
+use crate::signal::{self, Keeper};
 use crate::tones::{self, Heard, ToneLoop};
 
 /// How long one handshake may take.
@@ -82,6 +91,41 @@ pub struct Row {
     pub continuity_ok: bool,
     /// The first handshake error, if any.
     pub first_error: Option<String>,
+    /// Forward mode's own figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forward: Option<ForwardFigures>,
+}
+
+impl Row {
+    /// The load the emulator offered, % of the scenario's (forward mode; 100 in mix mode, whose
+    /// delivery figure counts what the server sends by the clock).
+    pub fn offered_pct(&self) -> f64 {
+        self.forward.as_ref().map_or(100.0, |f| f.offered_pct)
+    }
+}
+
+/// What only forward mode counts.
+#[derive(Clone, Debug, Serialize)]
+pub struct ForwardFigures {
+    /// Senders heard, summed over the listeners, of `senders_expected` (each listener the
+    /// other members of its room).
+    pub senders_heard: u64,
+    pub senders_expected: u64,
+    /// Packets of a listener's own stream, and of streams beyond its room's size.
+    pub echoes: u64,
+    pub unknown_streams: u64,
+    /// WebRTC links that failed, and signaling connections the server closed.
+    pub failed_links: u64,
+    pub signaling_closed: usize,
+    /// Blocks a client could not send (its channel not open, or full).
+    pub send_errors: u64,
+    /// The smallest share of one sender's blocks one listener received, %, of those the time
+    /// allows (so an emulator that could not send them all lowers it too).
+    pub worst_sender_pct: f64,
+    /// The blocks the clients sent of those the time allows, %: the load the emulator offered.
+    /// Under 100 the emulator ran out of CPU (`emulator_skipped_blocks`), and the row measures
+    /// the server under that share of the scenario's load.
+    pub offered_pct: f64,
 }
 
 /// The client name the server gets for client `i` of room `r`: Tutti's hub reads `room/name`;
@@ -148,16 +192,22 @@ pub fn run(
     // One loop per distinct bin, shared by every sender of it.
     // The room's clients, then those who join in its churn: each plays a tone of its own.
     let churn_joins = (s.churn_per_second * s.seconds / s.rooms as f64).ceil() as usize + 1;
-    let bins: Vec<usize> = (0..s.clients + churn_joins)
-        .map(tones::sender_bin)
-        .collect();
+    // Forward mode: client i of room r plays `bins[r * clients + i]`.
+    let senders = match s.mode {
+        Mode::Mix => s.clients + churn_joins,
+        Mode::Forward => s.total(),
+    };
+    let bins: Vec<usize> = (0..senders).map(tones::sender_bin).collect();
     let amplitude = tones::amplitude(s.clients);
     let mut loop_of: BTreeMap<usize, usize> = BTreeMap::new();
     let mut loops = Vec::new();
     for &k in &bins {
         if let std::collections::btree_map::Entry::Vacant(e) = loop_of.entry(k) {
             e.insert(loops.len());
-            loops.push(ToneLoop::new(k, amplitude, s.frames)?);
+            loops.push(match s.mode {
+                Mode::Mix => ToneLoop::new(k, amplitude, s.frames)?,
+                Mode::Forward => ToneLoop::app(k, amplitude, s.frames)?,
+            });
         }
     }
     let mut drivers = Drivers::start(threads, block, Arc::new(loops))?;
@@ -183,6 +233,9 @@ pub fn run(
     let mut joiner = Joiner {
         scenario: s,
         handshakes: servers.iter().map(|sv| sv.handshake).collect(),
+        http: servers.first().and_then(|sv| sv.http),
+        keeper: Keeper::start()?,
+        streams: vec![Vec::new(); s.rooms],
         bins: &bins,
         loop_of: &loop_of,
         next_index: vec![0; s.rooms],
@@ -195,18 +248,16 @@ pub fn run(
         first_error: None,
     };
     // This project's server admits JackTrip clients only into rooms a member opened and
-    // switched to the hub: one owner per room on every hub, each from an address of its own.
-    let mut owners = Vec::new();
+    // switched to the hub, and a room's topology is its owner's: one owner per room on every
+    // hub, each from an address of its own.
     if s.server == ServerName::TuttiHub {
         for (h, server) in servers.iter().enumerate() {
             let http = server.http.ok_or("the server has no HTTP address")?;
             for r in 0..s.rooms {
-                owners.push(RoomOwner::open(
-                    http,
-                    loopback_ip(2, r * servers.len() + h),
-                    &room_name(r),
-                    "mix",
-                )?);
+                let from = loopback_ip(2, r * servers.len() + h);
+                joiner
+                    .keeper
+                    .keep(owner::open(http, from, &room_name(r), s.mode.as_str())?)?;
             }
         }
     }
@@ -289,8 +340,13 @@ pub fn run(
         if !quiet {
             let r = drivers.report();
             eprintln!(
-                "{} t={:>4.0}s clients {:>4} delivery {:>7.3}% lost {:>6} late {:>5} p99 gap {:>5.2} ms | server {:>6.1} ms CPU/s ({:.2} ms per client-s), RSS {:.0} MB | emulator {:.0} ms CPU/s",
+                "{}{} t={:>4.0}s clients {:>4} delivery {:>7.3}% lost {:>6} late {:>5} p99 gap {:>5.2} ms | server {:>6.1} ms CPU/s ({:.2} ms per client-s), RSS {:.0} MB | emulator {:.0} ms CPU/s",
                 s.name,
+                // Forward mode: what share of the load the emulator managed to send.
+                match s.mode {
+                    Mode::Mix => String::new(),
+                    Mode::Forward => format!(" offered {:.1}%", r.offered_pct()),
+                },
                 w0.elapsed().as_secs_f64(),
                 r.clients,
                 r.delivery_pct(),
@@ -306,8 +362,9 @@ pub fn run(
     }
     let window = w0.elapsed().as_secs_f64();
     let report: Report = drivers.report();
+    let signaling_closed = joiner.keeper.closed();
     let clients = drivers.stop();
-    drop(owners);
+    joiner.keeper.stop();
 
     // Each voice's gain in a listener's mix: this project's hub pans every voice through a
     // strip with a constant-power law, centred by default (−3.01 dB a side); JackTrip's `-p 2`
@@ -320,6 +377,16 @@ pub fn run(
     let mut continuity = Vec::new();
     let mut longest_lost_ms: f64 = 0.0;
     for c in &clients {
+        if let Some(link) = c.link.as_ref().filter(|l| l.sources.records()) {
+            let others: Vec<(u16, usize)> = joiner.streams[c.room]
+                .iter()
+                .filter(|&&(_, i)| i != c.index)
+                .map(|&(stream, i)| (stream, bins[c.room * s.clients + i]))
+                .collect();
+            spot_checks.push(link.sources.check(&others, amplitude));
+            let longest = link.sources.longest_fill_frames();
+            longest_lost_ms = longest_lost_ms.max(longest as f64 / 48.0);
+        }
         if let Some(rec) = &c.recording {
             // Read in the window's first second, before the churn's first change.
             let first = &bins[..s.clients];
@@ -335,9 +402,16 @@ pub fn run(
         .iter()
         .map(|c| c.longest_gap_ms)
         .fold(0.0, f64::max);
-    let continuity_ok = continuity.iter().all(|c| c.tones > 0)
-        && !continuity.is_empty()
-        && longest_tone_gap_ms <= continuity::CONCEALMENT_MS;
+    // Forward mode follows no mix: its streams are whole as long as no run of lost blocks
+    // outlasts what a concealment bridges.
+    let continuity_ok = match s.mode {
+        Mode::Mix => {
+            continuity.iter().all(|c| c.tones > 0)
+                && !continuity.is_empty()
+                && longest_tone_gap_ms <= continuity::CONCEALMENT_MS
+        }
+        Mode::Forward => longest_lost_ms <= continuity::CONCEALMENT_MS,
+    };
     let rss_start_mb = rss_start_mb.unwrap_or(0.0);
     let client_seconds = report.clients.max(1) as f64 * window;
     let mut server_threads: Vec<(String, f64)> = per_thread
@@ -349,8 +423,11 @@ pub fn run(
     Ok(Row {
         scenario: s.name.clone(),
         server: s.server.as_str(),
-        mode: "mix",
-        protocol: "jacktrip",
+        mode: s.mode.as_str(),
+        protocol: match s.mode {
+            Mode::Mix => "jacktrip",
+            Mode::Forward => "webrtc",
+        },
         rooms: s.rooms,
         hubs: servers.len(),
         clients: s.total(),
@@ -383,6 +460,21 @@ pub fn run(
         longest_lost_ms,
         continuity_ok,
         first_error: joiner.first_error,
+        forward: (s.mode == Mode::Forward).then(|| ForwardFigures {
+            senders_heard: report.senders_heard,
+            senders_expected: joiner
+                .streams
+                .iter()
+                .map(|m| (m.len() * m.len().saturating_sub(1)) as u64)
+                .sum(),
+            echoes: report.echoes,
+            unknown_streams: report.unknown_streams,
+            failed_links: report.failed_links,
+            signaling_closed,
+            send_errors: report.send_errors,
+            worst_sender_pct: report.worst_sender_pct.unwrap_or(0.0),
+            offered_pct: report.offered_pct(),
+        }),
     })
 }
 
@@ -391,6 +483,11 @@ struct Joiner<'a> {
     scenario: &'a Scenario,
     /// Each server's handshake address (a room's clients are dealt to them in turn).
     handshakes: Vec<std::net::SocketAddr>,
+    /// Forward mode: the server's signaling address, the keeper of the members' connections,
+    /// and per room each member's stream id and index.
+    http: Option<std::net::SocketAddr>,
+    keeper: Keeper,
+    streams: Vec<Vec<(u16, usize)>>,
     bins: &'a [usize],
     loop_of: &'a BTreeMap<usize, usize>,
     /// The next client index per room (churn adds clients past `clients`; they reuse the
@@ -419,14 +516,22 @@ impl Joiner<'_> {
         // An address per client (the server limits handshakes per address).
         let k = self.joined + self.errors;
         let to = self.handshakes[i % self.handshakes.len()];
-        match handshake(to, client_ip(k), &name, HANDSHAKE_TIMEOUT) {
-            Ok((socket, hub)) => {
-                let index = i % self.bins.len();
-                let mut c = Client::new(index, r, socket, hub, self.loop_of[&self.bins[index]]);
+        let joined = match s.mode {
+            Mode::Mix => {
+                handshake(to, client_ip(k), &name, HANDSHAKE_TIMEOUT).map(|(socket, hub)| {
+                    let index = i % self.bins.len();
+                    Client::new(index, r, socket, hub, self.loop_of[&self.bins[index]])
+                })
+            }
+            Mode::Forward => self.join_app(client_ip(k), r, i, spot),
+        };
+        match joined {
+            Ok(mut c) => {
+                let index = c.index;
                 // Half of each room's first clients, and every listener checked, stay all
                 // along: the churn comes and goes around them.
                 c.stays = spot || i < s.clients.div_ceil(2);
-                if spot {
+                if spot && c.link.is_none() {
                     // The whole window and a block to spare.
                     let frames = (s.seconds * 48_000.0) as usize + usize::from(s.frames);
                     c.recording = Some(Recording::with_capacity(frames));
@@ -446,6 +551,44 @@ impl Joiner<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Member `i` of room `r` joins as the app does, from `from`: signaling (kept open by the
+    /// keeper), then its WebRTC link to the hub, offered and answered. Its link's channel opens
+    /// once its driver runs it. A spot-checked listener records each sender's first
+    /// [`tones::ANALYSIS_FRAMES`] in the window.
+    fn join_app(
+        &mut self,
+        from: std::net::IpAddr,
+        r: usize,
+        i: usize,
+        spot: bool,
+    ) -> Result<Client, String> {
+        let s = self.scenario;
+        let http = self.http.ok_or("the server has no HTTP address")?;
+        let name = format!("c{i}");
+        let mut ws = signal::connect(http, from)?;
+        let stream = signal::join(&mut ws, &room_name(r), &name, &signal::member_id(r, i))
+            .map_err(|e| format!("{name} joining: {e}"))?;
+        let record = if spot {
+            tones::ANALYSIS_FRAMES + usize::from(s.frames)
+        } else {
+            0
+        };
+        let (mut link, socket, offer) = HubLink::offer(from, stream, s.clients - 1, record)?;
+        let answer = signal::hub_offer(&mut ws, &offer).map_err(|e| format!("{name}: {e}"))?;
+        link.accept(&answer)?;
+        socket
+            .set_nonblocking(true)
+            .map_err(|e| format!("non-blocking UDP: {e}"))?;
+        // The link speaks to whatever address the hub's candidate has; `hub` goes unused.
+        let local = socket
+            .local_addr()
+            .map_err(|e| format!("UDP address: {e}"))?;
+        self.keeper.keep(ws)?;
+        self.streams[r].push((stream, i));
+        let tone = self.loop_of[&self.bins[r * s.clients + i]];
+        Ok(Client::new(i, r, socket, local, tone).with_link(link))
     }
 
     /// The bins of room `r` that the same one sender played through the whole window, except

@@ -12,6 +12,7 @@
 //! churn_per_second = 0.0    # clients that leave, and as many that join, per second
 //! spot_checks = 2           # listeners per room whose audio is checked for the room's tones
 //! hubs = 1                  # tutti-hub: hub processes sharing the rooms (Redis between them)
+//! mode = "mix"              # tutti-hub: "mix", or "forward" (WebRTC clients, as the app's)
 //! ```
 //!
 //! With `hubs` above 1 the load generator starts `redis-server` and that many Tutti servers
@@ -19,8 +20,13 @@
 //! turn, so a room spans them all (the first hub to get a client is the room's home, the
 //! others link to it).
 //!
-//! The clients speak JackTrip's protocol (16-bit, stereo, 48 kHz, `frames` per packet), which
-//! both servers serve; the server sends each one the mix of its room minus its own voice.
+//! In mix mode the clients speak JackTrip's protocol (16-bit, stereo, 48 kHz, `frames` per
+//! packet), which both servers serve; the server sends each one the mix of its room minus its
+//! own voice. In forward mode (this project's hub only) every client is the app's: it joins its
+//! room over the signaling WebSocket, links to the hub over WebRTC and sends 16-bit mono
+//! packets on the hub's data channel; the hub sends it one bundle per block of the other
+//! members' packets. Forward mode takes no churn and one hub: its clients join once, and a
+//! room's members all reach the same hub.
 
 use serde::Deserialize;
 
@@ -39,6 +45,25 @@ impl ServerName {
         match self {
             ServerName::TuttiHub => "tutti-hub",
             ServerName::Jacktrip => "jacktrip",
+        }
+    }
+}
+
+/// How this project's hub carries a room's audio.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Each client gets its room's mix minus its own voice (JackTrip clients).
+    Mix,
+    /// Each client gets the other members' packets as they came (WebRTC clients).
+    Forward,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Mix => "mix",
+            Mode::Forward => "forward",
         }
     }
 }
@@ -65,6 +90,7 @@ pub struct Scenario {
     pub hub_threads: u32,
     /// Tutti hub processes sharing the rooms.
     pub hubs: usize,
+    pub mode: Mode,
 }
 
 impl Default for Scenario {
@@ -83,6 +109,7 @@ impl Default for Scenario {
             threads: 0,
             hub_threads: 0,
             hubs: 1,
+            mode: Mode::Mix,
         }
     }
 }
@@ -139,6 +166,17 @@ impl Scenario {
                 "must be 1 for jacktrip (its hubs do not share rooms)",
             );
         }
+        if self.mode == Mode::Forward {
+            if self.server != ServerName::TuttiHub {
+                return bad("mode", "forward needs server = \"tutti-hub\"");
+            }
+            if self.hubs != 1 {
+                return bad("mode", "forward runs on one hub (hubs = 1)");
+            }
+            if self.churn_per_second != 0.0 {
+                return bad("mode", "forward takes no churn (churn_per_second = 0)");
+            }
+        }
         if self.threads > 64 {
             return bad("threads", "must be at most 64");
         }
@@ -148,6 +186,65 @@ impl Scenario {
     /// All clients.
     pub fn total(&self) -> usize {
         self.rooms * self.clients
+    }
+}
+
+/// One line of the sweep: a server, and for this project's hub a mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Series {
+    /// One room, mix mode, JackTrip clients: the server's own line.
+    Mix(ServerName),
+    /// Rooms of [`FORWARD_ROOM`] on this project's hub in forward mode, the app's clients.
+    Forward,
+}
+
+/// The size of the forward sweep's rooms: a band.
+pub const FORWARD_ROOM: usize = 5;
+
+impl Series {
+    /// `tutti-hub`, `jacktrip` or `tutti-hub-forward`.
+    pub fn parse(name: &str) -> Result<Series, String> {
+        match name {
+            "tutti-hub" => Ok(Series::Mix(ServerName::TuttiHub)),
+            "jacktrip" => Ok(Series::Mix(ServerName::Jacktrip)),
+            "tutti-hub-forward" => Ok(Series::Forward),
+            other => Err(format!(
+                "{other:?} is none of tutti-hub, jacktrip, tutti-hub-forward"
+            )),
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Series::Mix(server) => server.as_str(),
+            Series::Forward => "tutti-hub-forward",
+        }
+    }
+
+    /// The sweep's scenario for `n` clients measured for `seconds`; None when `n` does not
+    /// make whole rooms.
+    pub fn scenario(self, n: usize, seconds: f64) -> Option<Scenario> {
+        let base = Scenario {
+            name: format!("sweep-{}-{n}", self.label()),
+            seconds,
+            join_per_second: 20.0,
+            ..Scenario::default()
+        };
+        match self {
+            Series::Mix(server) => Some(Scenario {
+                server,
+                clients: n,
+                spot_checks: n.min(2),
+                ..base
+            }),
+            Series::Forward => (n % FORWARD_ROOM == 0 && n > 0).then_some(Scenario {
+                mode: Mode::Forward,
+                rooms: n / FORWARD_ROOM,
+                clients: FORWARD_ROOM,
+                spot_checks: 1,
+                ..base
+            }),
+        }
     }
 }
 
@@ -164,6 +261,30 @@ mod tests {
             (ServerName::Jacktrip, 30, 1, 128)
         );
         assert_eq!(s.total(), 30);
+        assert_eq!(s.mode, Mode::Mix);
+        let f = Scenario::from_toml("mode = \"forward\"\nrooms = 2\nclients = 3\n").unwrap();
+        assert_eq!(
+            (f.mode, f.server, f.total()),
+            (Mode::Forward, ServerName::TuttiHub, 6)
+        );
+    }
+
+    #[test]
+    fn the_sweep_s_forward_line_is_rooms_of_five() {
+        let f = Series::parse("tutti-hub-forward").unwrap();
+        let s = f.scenario(50, 10.0).unwrap();
+        assert_eq!(
+            (s.mode, s.rooms, s.clients, s.total()),
+            (Mode::Forward, 10, 5, 50)
+        );
+        assert!(s.validate().is_ok());
+        assert!(f.scenario(12, 10.0).is_none());
+        let m = Series::parse("jacktrip")
+            .unwrap()
+            .scenario(30, 10.0)
+            .unwrap();
+        assert_eq!((m.mode, m.rooms, m.clients), (Mode::Mix, 1, 30));
+        assert!(Series::parse("mesh").unwrap_err().contains("mesh"));
     }
 
     #[test]
@@ -181,6 +302,10 @@ mod tests {
             ("hubs = 0", "hubs"),
             ("hubs = 9", "hubs"),
             ("server = \"jacktrip\"\nhubs = 2", "hubs"),
+            ("mode = \"mesh\"", "mode"),
+            ("server = \"jacktrip\"\nmode = \"forward\"", "mode"),
+            ("mode = \"forward\"\nhubs = 2", "mode"),
+            ("mode = \"forward\"\nchurn_per_second = 1", "mode"),
         ] {
             let e = Scenario::from_toml(text).unwrap_err();
             assert!(e.contains(field), "{text}: {e}");

@@ -607,7 +607,7 @@ mod tests {
         let refused = hello(server.handshake, 0, "room1/loadgen-test");
         assert!(refused.is_err(), "{refused:?}");
         let owner_ip = crate::client::loopback_ip(2, 0);
-        let _owner = crate::owner::RoomOwner::open(http, owner_ip, "room1", "forward")
+        let _owner = crate::owner::open(http, owner_ip, "room1", "forward")
             .unwrap_or_else(|e| panic!("open room1: {e}"));
         let answer = hello(server.handshake, 1, "room1/loadgen-test");
         eprintln!("tutti: ready after {started:?}, answered {answer:?}");

@@ -25,7 +25,7 @@
 //!
 //! The levels are read once per spot-checked listener after the run, not in the sending path.
 
-use tutti_core::packet::{self, Header, SampleFormat, SampleRate, MAX_PACKET_LEN};
+use tutti_core::packet::{self, Extension, Header, SampleFormat, SampleRate, MAX_PACKET_LEN};
 
 /// Frames after which every tone repeats.
 pub const LOOP_FRAMES: usize = 2048;
@@ -62,16 +62,36 @@ pub fn amplitude(n: usize) -> f32 {
     (0.2 / (n.max(1) as f32).sqrt()).min(0.05)
 }
 
-/// One tone's stream as a loop of encoded JackTrip packets (PCM16, stereo, 48 kHz; the same
-/// signal on both channels).
+/// One tone's stream as a loop of encoded packets: JackTrip's layout (PCM16, stereo, 48 kHz, the
+/// same signal on both channels) or the app's (PCM16, mono, 48 kHz, with the trailer of stream 0,
+/// which the hub overwrites with the sender's own).
 pub struct ToneLoop {
     packets: Vec<Vec<u8>>,
 }
 
 impl ToneLoop {
-    /// The loop of bin `bin` at `amplitude`, in blocks of `frames` (a block size that divides
-    /// [`LOOP_FRAMES`]: 32, 64, 128 or 256).
+    /// The JackTrip loop of bin `bin` at `amplitude`, in blocks of `frames` (a block size that
+    /// divides [`LOOP_FRAMES`]: 32, 64, 128 or 256).
     pub fn new(bin: usize, amplitude: f32, frames: u16) -> Result<ToneLoop, String> {
+        ToneLoop::encode(bin, amplitude, frames, 2, None)
+    }
+
+    /// The same loop as the app sends it to the hub: mono, with a trailer.
+    pub fn app(bin: usize, amplitude: f32, frames: u16) -> Result<ToneLoop, String> {
+        let ext = Extension {
+            stream_id: 0,
+            codec: packet::CODEC_PCM,
+        };
+        ToneLoop::encode(bin, amplitude, frames, 1, Some(ext))
+    }
+
+    fn encode(
+        bin: usize,
+        amplitude: f32,
+        frames: u16,
+        channels: u8,
+        ext: Option<Extension>,
+    ) -> Result<ToneLoop, String> {
         let block = usize::from(frames);
         if block == 0 || LOOP_FRAMES % block != 0 {
             return Err(format!(
@@ -94,11 +114,17 @@ impl ToneLoop {
                 frames,
                 rate: SampleRate::Hz48000,
                 format: SampleFormat::Pcm16,
-                channels_in: 2,
+                channels_in: channels,
                 channels_out: 0,
             };
-            let n = packet::encode(&header, None, &[&samples, &samples], &mut out)
-                .map_err(|e| format!("encoding the tone: {e:?}"))?;
+            let planes: [&[f32]; 2] = [&samples, &samples];
+            let n = packet::encode(
+                &header,
+                ext.as_ref(),
+                &planes[..usize::from(channels)],
+                &mut out,
+            )
+            .map_err(|e| format!("encoding the tone: {e:?}"))?;
             packets.push(out[..n].to_vec());
         }
         Ok(ToneLoop { packets })
@@ -260,6 +286,39 @@ pub fn check(samples: &[f32], me: usize, bins: &[usize], amplitude: f32, gain: f
     heard
 }
 
+/// What a listener received of one forwarded stream: the tone it carries.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamTone {
+    /// The expected tone's level against `amplitude`, dB (0: exactly at it).
+    pub level_db: f64,
+    /// Everything else in the stream against the tone's expected power, dB: another sender's
+    /// audio (a room leaking into another) or broken samples raise it.
+    pub stray_db: f64,
+}
+
+impl StreamTone {
+    /// At its level and nothing else in it.
+    pub fn ok(&self) -> bool {
+        self.level_db.abs() <= LEVEL_TOL_DB && self.stray_db <= -OWN_BELOW_DB
+    }
+}
+
+/// Reads one forwarded stream's decoded samples (the first [`ANALYSIS_FRAMES`], None when fewer
+/// came): the level of bin `bin` and what else is there. A forwarding hub passes samples through
+/// untouched, so the tone is read at its exact frequency, and the stray power is the stream's
+/// power less the tone's (the tone's power is `level²/2`).
+pub fn check_stream(samples: &[f32], bin: usize, amplitude: f32) -> Option<StreamTone> {
+    let x = samples.get(..ANALYSIS_FRAMES)?;
+    let found = level(x, bin_hz(bin), 0.0);
+    let power = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / x.len() as f64;
+    let expected = f64::from(amplitude);
+    let stray = (power - found * found / 2.0).max(0.0);
+    Some(StreamTone {
+        level_db: db(found / expected),
+        stray_db: 10.0 * (stray / (expected * expected / 2.0)).max(1e-12).log10(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,6 +421,35 @@ mod tests {
         assert!(check(&half, 2, &bins, a, 0.5).ok());
         // Too little audio is not a pass.
         assert!(!check(&mix(&[2])[..1000], 2, &bins, a, 1.0).ok());
+    }
+
+    #[test]
+    fn an_app_stream_reads_at_its_tone_and_another_sender_mixed_in_is_stray() {
+        let l = ToneLoop::app(30, 0.05, 128).unwrap();
+        let mut buf = vec![0u8; MAX_PACKET_LEN];
+        let n = l.packet_into(3, 0, &mut buf);
+        let p = packet::parse(&buf[..n]).unwrap();
+        assert_eq!((p.channels, p.ext.map(|e| e.stream_id)), (1, Some(0)));
+        let x = decode(&l, 0, ANALYSIS_FRAMES / 128);
+        let heard = check_stream(&x, 30, 0.05).unwrap();
+        assert!(heard.ok() && heard.level_db.abs() < 0.05, "{heard:?}");
+        // The wrong sender's tone: nothing at the expected bin, all of it stray.
+        let wrong = check_stream(&x, 34, 0.05).unwrap();
+        assert!(!wrong.ok() && wrong.stray_db > -1.0, "{wrong:?}");
+        // A second sender's packets interleaved: stray.
+        let other = decode(
+            &ToneLoop::app(70, 0.05, 128).unwrap(),
+            0,
+            ANALYSIS_FRAMES / 128,
+        );
+        let mixed: Vec<f32> = x
+            .chunks(128)
+            .zip(other.chunks(128))
+            .enumerate()
+            .flat_map(|(i, (a, b))| if i % 7 == 3 { b } else { a }.to_vec())
+            .collect();
+        assert!(!check_stream(&mixed, 30, 0.05).unwrap().ok());
+        assert!(check_stream(&x[..1000], 30, 0.05).is_none());
     }
 
     #[test]

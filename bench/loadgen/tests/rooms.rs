@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use tutti_loadgen::run::run_once;
-use tutti_loadgen::scenario::{Scenario, ServerName};
+use tutti_loadgen::scenario::{Mode, Scenario, ServerName};
 
 /// One run at a time: each starts its servers and an emulator thread per core, and their
 /// checks are about the servers, not about how four runs share two cores.
@@ -44,6 +44,13 @@ fn server_bin() -> Option<PathBuf> {
     None
 }
 
+/// Runs `s` (quiet) and prints its row for the test's log.
+fn run_printed(s: &Scenario, bin: &std::path::Path) -> tutti_loadgen::run::Row {
+    let row = run_once(s, bin, true).expect("the run");
+    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    row
+}
+
 fn small(server: ServerName, clients: usize) -> Scenario {
     Scenario {
         name: format!("test-{}", server.as_str()),
@@ -63,8 +70,7 @@ fn small(server: ServerName, clients: usize) -> Scenario {
 fn clients_in_a_hub_room_hear_each_other_and_not_themselves() {
     let _one = one_at_a_time();
     let Some(bin) = server_bin() else { return };
-    let row = run_once(&small(ServerName::TuttiHub, 6), &bin, true).expect("the run");
-    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    let row = run_printed(&small(ServerName::TuttiHub, 6), &bin);
     assert_eq!(
         (row.joined, row.join_errors),
         (6, 0),
@@ -99,8 +105,7 @@ fn in_a_churn_the_staying_voices_stay_in_every_staying_listeners_mix() {
         churn_per_second: 2.0,
         ..small(ServerName::TuttiHub, 6)
     };
-    let row = run_once(&s, &bin, true).expect("the run");
-    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    let row = run_printed(&s, &bin);
     assert!(row.churned >= 8, "{} left", row.churned);
     assert_eq!(row.joined, 6 + row.churned, "{:?}", row.first_error);
     assert_eq!(row.silent, 0);
@@ -138,8 +143,7 @@ fn a_room_over_three_hubs_is_heard_whole_on_each() {
         warmup_seconds: 4.0,
         ..small(ServerName::TuttiHub, 6)
     };
-    let row = run_once(&s, &bin, true).expect("the run");
-    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    let row = run_printed(&s, &bin);
     assert_eq!((row.hubs, row.joined), (3, 6), "{:?}", row.first_error);
     assert_eq!(row.spot_checks.len(), 3);
     for heard in &row.spot_checks {
@@ -167,8 +171,7 @@ fn clients_of_jacktrips_hub_hear_each_other_and_not_themselves() {
         return;
     }
     let bin = PathBuf::from("unused");
-    let row = run_once(&small(ServerName::Jacktrip, 3), &bin, true).expect("the run");
-    eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
+    let row = run_printed(&small(ServerName::Jacktrip, 3), &bin);
     assert_eq!(
         (row.joined, row.join_errors),
         (3, 0),
@@ -184,4 +187,46 @@ fn clients_of_jacktrips_hub_hear_each_other_and_not_themselves() {
         "delivery {}",
         row.delivery_pct
     );
+}
+
+/// Forward mode: two rooms of three app clients (signaling, WebRTC link to the hub). Every
+/// listener hears each other member of its room, nearly every block, and every spot-checked
+/// listener finds each of them carrying that member's own tone and nothing else; no stream
+/// from the other room, and none of its own, reaches it.
+#[test]
+fn in_forward_mode_each_listener_hears_each_member_of_its_room_and_no_other() {
+    let _one = one_at_a_time();
+    let Some(bin) = server_bin() else { return };
+    let s = Scenario {
+        mode: Mode::Forward,
+        rooms: 2,
+        clients: 3,
+        spot_checks: 3,
+        warmup_seconds: 2.0,
+        ..small(ServerName::TuttiHub, 3)
+    };
+    let row = run_printed(&s, &bin);
+    assert_eq!(
+        (row.mode, row.protocol, row.joined, row.join_errors),
+        ("forward", "webrtc", 6, 0),
+        "{:?}",
+        row.first_error
+    );
+    let f = row.forward.as_ref().expect("forward figures");
+    assert_eq!((f.senders_heard, f.senders_expected), (12, 12), "{f:?}");
+    assert_eq!(
+        (f.echoes, f.unknown_streams, f.failed_links),
+        (0, 0, 0),
+        "{f:?}"
+    );
+    assert!(f.worst_sender_pct >= 99.0 && f.offered_pct >= 99.0, "{f:?}");
+    assert!(row.delivery_pct >= 99.0, "delivery {}", row.delivery_pct);
+    assert_eq!(row.spot_checks.len(), 6);
+    for heard in &row.spot_checks {
+        assert_eq!(heard.checked, 2, "{heard:?}");
+        assert!(heard.ok(), "{heard:?}");
+    }
+    assert!(row.tones_ok);
+    assert_eq!((row.malformed, row.duplicates, row.silent), (0, 0, 0));
+    assert!(row.cpu_ms_per_client_s > 0.0 && row.p99_interarrival_ms.is_finite());
 }

@@ -4,7 +4,9 @@
 //! and the answer over the signaling.
 //!
 //! It is a test and benchmark tool, not part of the server's own path: it panics on what a test
-//! should not see (a refused answer, a socket error).
+//! should not see (a refused answer, a socket error). [`HubOffer`] and [`accept_answer`], the
+//! offer and answer steps alone, return errors instead: the load generator's emulated clients
+//! make their links with them, so that they connect exactly as this client (and the app) does.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -41,6 +43,49 @@ pub fn pcm16_packet(seq: u16, samples: &[f32]) -> Vec<u8> {
     out
 }
 
+/// A hub link's offer as a browser makes it: a peer with one host candidate at `local` and the
+/// one data channel the hub expects ([`CHANNEL_LABEL`], unordered, no retransmits). Shared by
+/// [`HubClient`] and the load generator's emulated clients, so both connect as the app does.
+pub struct HubOffer {
+    pub rtc: Rtc,
+    pub channel: ChannelId,
+    pub pending: SdpPendingOffer,
+    /// The offer's SDP (the `sdp` of `hub-offer`).
+    pub sdp: String,
+}
+
+impl HubOffer {
+    /// An offer from a peer on `local` (its UDP socket's address), created at `now`.
+    pub fn new(local: SocketAddr, now: Instant) -> Result<HubOffer, String> {
+        let mut rtc = Rtc::builder().build(now);
+        let candidate =
+            Candidate::host(local, "udp").map_err(|e| format!("host candidate {local}: {e}"))?;
+        rtc.add_local_candidate(candidate);
+        let mut api = rtc.sdp_api();
+        let channel = api.add_channel_with_config(ChannelConfig {
+            label: CHANNEL_LABEL.into(),
+            ordered: false,
+            reliability: Reliability::MaxRetransmits { retransmits: 0 },
+            ..ChannelConfig::default()
+        });
+        let (offer, pending) = api.apply().ok_or("str0m made no offer")?;
+        Ok(HubOffer {
+            rtc,
+            channel,
+            pending,
+            sdp: offer.to_sdp_string(),
+        })
+    }
+}
+
+/// Applies the hub's answer (the `sdp` of `hub-answer`) to the offer `pending` of `rtc`.
+pub fn accept_answer(rtc: &mut Rtc, pending: SdpPendingOffer, sdp: &str) -> Result<(), String> {
+    let answer = SdpAnswer::from_sdp_string(sdp).map_err(|e| format!("the answer: {e}"))?;
+    rtc.sdp_api()
+        .accept_answer(pending, answer)
+        .map_err(|e| format!("the answer refused: {e}"))
+}
+
 pub struct HubClient {
     rtc: Rtc,
     pending: Option<SdpPendingOffer>,
@@ -59,37 +104,24 @@ impl HubClient {
     pub fn offer(ip: std::net::IpAddr) -> (HubClient, String) {
         let socket = UdpSocket::bind((ip, 0)).expect("hub client: bind UDP");
         let local = socket.local_addr().expect("test client: local address");
-        let mut rtc = Rtc::builder().build(Instant::now());
-        rtc.add_local_candidate(Candidate::host(local, "udp").expect("host candidate"));
-        let mut api = rtc.sdp_api();
-        let channel = api.add_channel_with_config(ChannelConfig {
-            label: CHANNEL_LABEL.into(),
-            ordered: false,
-            reliability: Reliability::MaxRetransmits { retransmits: 0 },
-            ..ChannelConfig::default()
-        });
-        let (offer, pending) = api.apply().expect("an offer");
+        let offer = HubOffer::new(local, Instant::now()).expect("an offer");
         let client = HubClient {
-            rtc,
-            pending: Some(pending),
+            rtc: offer.rtc,
+            pending: Some(offer.pending),
             socket,
             local,
-            channel,
+            channel: offer.channel,
             open: false,
             received: Vec::new(),
             refused: 0,
         };
-        (client, offer.to_sdp_string())
+        (client, offer.sdp)
     }
 
     /// Applies the hub's answer (the `sdp` of `hub-answer`).
     pub fn accept(&mut self, answer: &str) {
-        let answer = SdpAnswer::from_sdp_string(answer).expect("the answer parses");
         let pending = self.pending.take().expect("one answer per offer");
-        self.rtc
-            .sdp_api()
-            .accept_answer(pending, answer)
-            .expect("the answer is accepted");
+        accept_answer(&mut self.rtc, pending, answer).expect("the answer is accepted");
     }
 
     pub fn is_open(&self) -> bool {
