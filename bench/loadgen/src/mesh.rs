@@ -21,7 +21,7 @@
 //! few dozen peers cost little beside the page they load.
 
 use std::io::ErrorKind;
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mio::net::UdpSocket;
@@ -31,12 +31,13 @@ use str0m::change::SdpOffer;
 use str0m::channel::{ChannelConfig, ChannelId, Reliability};
 use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Event, Input, Output, Rtc};
-use tungstenite::{Message, WebSocket};
+use tungstenite::Message;
 use tutti_core::packet::{self, Header, SampleFormat, SampleRate, MAX_PACKET_LEN};
 
 use tutti_server::hub::priority::{promote_current, Scheduling};
 
-use crate::client::{connect_from, loopback_ip};
+use crate::client::loopback_ip;
+use crate::signal::{self, Ws};
 
 /// The app's negotiated channels (mesh.ts).
 const AUDIO_ID: u16 = 0;
@@ -44,8 +45,6 @@ const CONTROL_ID: u16 = 1;
 /// Clock messages (clock.ts): a ping is 16 bytes of type 1, a pong 32 of type 2.
 const CTL_PING: u8 = 1;
 const CTL_PONG: u8 = 2;
-/// How long joining may take.
-const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the signaling sockets are read.
 const SIGNAL_EVERY: Duration = Duration::from_millis(10);
 /// The peers' thread's `SCHED_FIFO` priority (JACK's default).
@@ -98,7 +97,7 @@ struct Link {
 
 struct Peer {
     id: String,
-    ws: WebSocket<TcpStream>,
+    ws: Ws,
     socket: UdpSocket,
     local: SocketAddr,
     /// The page's peer id, once it offered.
@@ -149,51 +148,14 @@ pub fn pong(msg: &[u8], now_us: f64) -> Option<[u8; 32]> {
     Some(out)
 }
 
-fn send_json(ws: &mut WebSocket<TcpStream>, v: Value) -> Result<(), String> {
-    ws.send(Message::text(v.to_string()))
-        .map_err(|e| format!("signaling send: {e}"))
-}
-
-fn would_block(e: &tungstenite::Error) -> bool {
-    matches!(e, tungstenite::Error::Io(io) if matches!(io.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut))
-}
-
 impl Peer {
     /// Joins `room` as peer `i` and returns once welcomed, its socket non-blocking.
     fn join(opts: &Options, i: usize, poll: &Poll) -> Result<Peer, String> {
-        let stream = connect_from(loopback_ip(3, i), opts.server, JOIN_TIMEOUT)
-            .map_err(|e| format!("peer {i}: connecting to {}: {e}", opts.server))?;
-        stream
-            .set_read_timeout(Some(JOIN_TIMEOUT))
-            .map_err(|e| format!("read timeout: {e}"))?;
-        let (mut ws, _) = tungstenite::client(format!("ws://{}/ws", opts.server), stream)
-            .map_err(|e| format!("peer {i}: signaling handshake: {e}"))?;
+        let mut ws = signal::connect(opts.server, loopback_ip(3, i))
+            .map_err(|e| format!("peer {i}: {e}"))?;
         let id = hex_id(1, i);
-        send_json(
-            &mut ws,
-            json!({"type": "join", "room": opts.room, "name": format!("mesh peer {i}"),
-                   "peer": id, "token": hex_id(2, i)}),
-        )?;
-        let deadline = Instant::now() + JOIN_TIMEOUT;
-        let welcome = loop {
-            if Instant::now() > deadline {
-                return Err(format!("peer {i}: no welcome within {JOIN_TIMEOUT:?}"));
-            }
-            match ws.read() {
-                Ok(Message::Text(t)) => {
-                    let v: Value = serde_json::from_str(t.as_str())
-                        .map_err(|e| format!("peer {i}: signaling JSON: {e}"))?;
-                    match v["type"].as_str() {
-                        Some("welcome") => break v,
-                        Some("error") => return Err(format!("peer {i}: the server refused: {v}")),
-                        _ => {}
-                    }
-                }
-                Ok(_) => {}
-                Err(e) if would_block(&e) => {}
-                Err(e) => return Err(format!("peer {i}: signaling read: {e}")),
-            }
-        };
+        let welcome = signal::welcome(&mut ws, &opts.room, &format!("mesh peer {i}"), &id)
+            .map_err(|e| format!("peer {i}: {e}"))?;
         if let Some(peers) = welcome["peers"].as_array() {
             for p in peers.iter().filter_map(|p| p["peer"].as_str()) {
                 if !p.starts_with(ID_PREFIX) && p.as_bytes() >= id.as_bytes() {
@@ -229,7 +191,7 @@ impl Peer {
     }
 
     fn signal(&mut self, to: &str, data: Value) -> Result<(), String> {
-        send_json(
+        signal::send(
             &mut self.ws,
             json!({"type": "signal", "to": to, "data": data}),
         )
@@ -241,7 +203,7 @@ impl Peer {
             let text = match self.ws.read() {
                 Ok(Message::Text(t)) => t,
                 Ok(_) => continue,
-                Err(e) if would_block(&e) => break,
+                Err(e) if signal::waited(&e) => break,
                 Err(e) => return Err(format!("peer {}: signaling read: {e}", self.id)),
             };
             let Ok(v) = serde_json::from_str::<Value>(text.as_str()) else {
@@ -259,7 +221,7 @@ impl Peer {
             }
         }
         match self.ws.flush() {
-            Err(e) if !would_block(&e) => Err(format!("peer {}: signaling flush: {e}", self.id)),
+            Err(e) if !signal::waited(&e) => Err(format!("peer {}: signaling flush: {e}", self.id)),
             _ => Ok(()),
         }
     }
@@ -606,7 +568,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Summary, St
     }
     sum.linked = peers.iter().filter(|p| p.is_open()).count();
     for p in &mut peers {
-        let _ = send_json(&mut p.ws, json!({"type": "leave"}));
+        let _ = signal::send(&mut p.ws, json!({"type": "leave"}));
         let _ = p.ws.flush();
     }
     Ok(sum)

@@ -46,7 +46,7 @@ pub fn send(ws: &mut Ws, v: Value) -> Result<(), String> {
 }
 
 /// A read that timed out with nothing to read (a read timeout, or a non-blocking socket).
-fn waited(e: &tungstenite::Error) -> bool {
+pub fn waited(e: &tungstenite::Error) -> bool {
     matches!(e, tungstenite::Error::Io(io) if matches!(io.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
 }
 
@@ -73,14 +73,19 @@ pub fn expect(ws: &mut Ws, kind: &str) -> Result<Value, String> {
     Err(format!("no {kind} within {TIMEOUT:?}"))
 }
 
-/// Joins `room` as `name` with peer id and token `id` (32 hex digits); returns the member's
-/// stream id from `welcome` (the id the hub stamps on its packets).
-pub fn join(ws: &mut Ws, room: &str, name: &str, id: &str) -> Result<u16, String> {
+/// Joins `room` as `name` with peer id and token `id` (32 hex digits); returns the `welcome`.
+pub fn welcome(ws: &mut Ws, room: &str, name: &str, id: &str) -> Result<Value, String> {
     send(
         ws,
         json!({"type": "join", "room": room, "name": name, "peer": id, "token": id}),
     )?;
-    let welcome = expect(ws, "welcome")?;
+    expect(ws, "welcome")
+}
+
+/// Joins `room` as [`welcome`] does; returns the member's stream id from `welcome` (the id the
+/// hub stamps on its packets).
+pub fn join(ws: &mut Ws, room: &str, name: &str, id: &str) -> Result<u16, String> {
+    let welcome = welcome(ws, room, name, id)?;
     welcome["stream"]
         .as_u64()
         .and_then(|s| u16::try_from(s).ok())
