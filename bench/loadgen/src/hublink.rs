@@ -25,6 +25,31 @@ use tutti_server::hub::client::{accept_answer, HubOffer};
 
 use crate::sources::Sources;
 
+/// Hands `rtc` one UDP datagram from `source` to `destination`; false when the peer refused it
+/// (not a datagram it takes, or one it could not handle). The hub links and the mesh peers
+/// both feed their peers with it.
+pub fn feed(
+    rtc: &mut Rtc,
+    bytes: &[u8],
+    source: SocketAddr,
+    destination: SocketAddr,
+    now: Instant,
+) -> bool {
+    let Ok(contents) = bytes.try_into() else {
+        return false;
+    };
+    let input = Input::Receive(
+        now,
+        Receive {
+            proto: Protocol::Udp,
+            source,
+            destination,
+            contents,
+        },
+    );
+    rtc.handle_input(input).is_ok()
+}
+
 pub struct HubLink {
     rtc: Rtc,
     channel: ChannelId,
@@ -104,20 +129,7 @@ impl HubLink {
         if self.failed {
             return;
         }
-        let Ok(contents) = bytes.try_into() else {
-            self.refused += 1;
-            return;
-        };
-        let input = Input::Receive(
-            now,
-            Receive {
-                proto: Protocol::Udp,
-                source: from,
-                destination: self.local,
-                contents,
-            },
-        );
-        if self.rtc.handle_input(input).is_err() {
+        if !feed(&mut self.rtc, bytes, from, self.local, now) {
             self.refused += 1;
         }
         self.drain(socket, now_us, scratch);

@@ -29,7 +29,6 @@ use mio::{Events, Interest, Poll, Token};
 use serde_json::{json, Value};
 use str0m::change::SdpOffer;
 use str0m::channel::{ChannelConfig, ChannelId, Reliability};
-use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Event, Input, Output, Rtc};
 use tungstenite::Message;
 use tutti_core::packet::{self, Header, SampleFormat, SampleRate, MAX_PACKET_LEN};
@@ -37,6 +36,7 @@ use tutti_core::packet::{self, Header, SampleFormat, SampleRate, MAX_PACKET_LEN}
 use tutti_server::hub::priority::{promote_current, Scheduling};
 
 use crate::client::loopback_ip;
+use crate::hublink::feed;
 use crate::signal::{self, Ws};
 
 /// The app's negotiated channels (mesh.ts).
@@ -292,20 +292,7 @@ impl Peer {
             sum.dropped += 1;
             return;
         };
-        let Ok(contents) = buf.try_into() else {
-            sum.dropped += 1;
-            return;
-        };
-        let input = Input::Receive(
-            now,
-            Receive {
-                proto: Protocol::Udp,
-                source,
-                destination: self.local,
-                contents,
-            },
-        );
-        if link.rtc.handle_input(input).is_err() {
+        if !feed(&mut link.rtc, buf, source, self.local, now) {
             sum.dropped += 1;
         }
     }
