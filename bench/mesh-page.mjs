@@ -20,7 +20,8 @@
 // Prints a line per step on stderr and, as its last stdout line, one JSON object:
 //   {"mesh_page":{"backend":"pulse-128","seconds":60,"rows":[{"peers":N,"underruns":u,
 //    "received_pct_min":r,"cpu_pct":{"page":p,"engine":e,"pump":q,"io":i,"webrtc":w},...}],
-//    "max_players_zero_underruns":N,"machine":{...}}}
+//    "max_players_zero_underruns":N,"max_players_in_time":M,"machine":{...}}}
+// (in time: zero underruns with the page's jitter buffer at most IN_TIME_BUFFER_MS deep)
 // and writes it to bench/results/mesh-page.json.
 //
 // Options: --peers 2,4,8,... (the ramp)  --seconds S (each window)  --backend pulse-128|pulse-256|fake
@@ -60,6 +61,10 @@ const MIN_RECEIVED = 0.999;
 /** The ramp goes on past a few underruns (the curve says more than its first one) and stops
  * at more than this many per second, or at a peer's blocks short of MIN_RECEIVED. */
 const STOP_UNDERRUNS_PER_S = 1;
+/** A step is in time to play together when, beside zero underruns, the page's jitter buffer
+ * stayed this shallow: it is one part of the one-way latency, which must stay under 25-30 ms
+ * with the devices and the network besides. */
+const IN_TIME_BUFFER_MS = 25;
 const ROOM = 'mesh-page-bench';
 
 const log = (/** @type {string} */ s) => process.stderr.write(`${s}\n`);
@@ -219,6 +224,11 @@ async function main() {
       seconds: SECONDS,
       rows,
       max_players_zero_underruns: carried.length ? Math.max(...carried.map((r) => r.peers)) : 0,
+      in_time_buffer_ms: IN_TIME_BUFFER_MS,
+      max_players_in_time: Math.max(
+        0,
+        ...carried.filter((r) => r.buffer_ms_max <= IN_TIME_BUFFER_MS).map((r) => r.peers),
+      ),
       machine: { cpus: cpus().length, model: cpus()[0]?.model, kernel: release(), loadavg: loadavg() },
       date: new Date().toISOString(),
     },
