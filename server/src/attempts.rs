@@ -369,9 +369,9 @@ impl LogBudget {
     /// Whether a line may be written at `now`: `Some(n)` with the number of lines held back
     /// since the last one written, or `None` (the line is counted as held back).
     pub fn admit(&mut self, now: Instant) -> Option<u64> {
-        let fresh = self.window_start.map_or(true, |start| {
-            now.saturating_duration_since(start) >= self.window
-        });
+        let fresh = self
+            .window_start
+            .is_none_or(|start| now.saturating_duration_since(start) >= self.window);
         if fresh {
             self.window_start = Some(now);
             self.used = 0;
@@ -386,9 +386,9 @@ impl LogBudget {
 
     /// The lines held back so far, once their window is over (for a periodic summary).
     pub fn take_suppressed(&mut self, now: Instant) -> u64 {
-        let over = self.window_start.map_or(true, |start| {
-            now.saturating_duration_since(start) >= self.window
-        });
+        let over = self
+            .window_start
+            .is_none_or(|start| now.saturating_duration_since(start) >= self.window);
         if over {
             std::mem::take(&mut self.suppressed)
         } else {

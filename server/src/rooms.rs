@@ -779,7 +779,7 @@ impl Rooms {
             room.members.retain(|m| {
                 let keep = m
                     .away_since
-                    .map_or(true, |t| now.saturating_sub(t) < retention);
+                    .is_none_or(|t| now.saturating_sub(t) < retention);
                 if !keep {
                     store.delete_member(id, &m.peer);
                 }

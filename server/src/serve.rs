@@ -90,7 +90,7 @@ pub async fn serve(
                     // pause instead of spinning, and say so now and then.
                     accept_errors += 1;
                     let now = Instant::now();
-                    if !last_error_log.is_some_and(|t| now - t < ACCEPT_ERROR_LOG_INTERVAL) {
+                    if last_error_log.is_none_or(|t| now - t >= ACCEPT_ERROR_LOG_INTERVAL) {
                         tracing::warn!("accept failed ({accept_errors} times so far): {e}");
                         last_error_log = Some(now);
                     }

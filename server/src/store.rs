@@ -238,7 +238,7 @@ impl SqliteStore {
         let now = Instant::now();
         if self
             .last_error_log
-            .map_or(true, |t| now.duration_since(t) >= ERROR_LOG_INTERVAL)
+            .is_none_or(|t| now.duration_since(t) >= ERROR_LOG_INTERVAL)
         {
             self.last_error_log = Some(now);
             tracing::warn!(

@@ -224,7 +224,7 @@ impl Heard {
         self.frames >= ANALYSIS_FRAMES
             && self.checked > 0
             && self.at_level == self.checked
-            && self.own_db.map_or(true, |d| d <= -OWN_BELOW_DB)
+            && self.own_db.is_none_or(|d| d <= -OWN_BELOW_DB)
     }
 }
 

@@ -425,7 +425,7 @@ pub fn run(t: &Trace, mode: BufferMode) -> Outcome {
         let glitch = c.late > prev.late || c.late_underruns > prev.late_underruns;
         prev = c;
         if q >= warm {
-            if glitch && last_event.map_or(true, |e| q - e > 8) {
+            if glitch && last_event.is_none_or(|e| q - e > 8) {
                 events += 1;
                 if std::env::var_os("TUTTI_JITTER_EVENTS").is_some() {
                     eprintln!(

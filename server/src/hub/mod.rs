@@ -23,6 +23,7 @@ pub mod cascade;
 pub mod client;
 pub mod jacktrip;
 pub mod media;
+pub mod opus;
 pub mod priority;
 pub mod rtc;
 pub mod signal;

@@ -409,7 +409,7 @@ fn no_meters_in_forward_mode_and_none_to_a_jacktrip_listener() {
         assert!(
             run.sent
                 .get(id)
-                .map_or(true, |m| m.iter().all(|m| meters::parse(m).is_err())),
+                .is_none_or(|m| m.iter().all(|m| meters::parse(m).is_err())),
             "meters sent in forward mode"
         );
     }
