@@ -9,9 +9,10 @@
 //!   (the smaller id offers) and the peer answers, with the offer's epoch;
 //! - the two channels are negotiated, as the app makes them: `audio` (id 0) and `tutti-ctl`
 //!   (id 1), both unordered and never retransmitted;
-//! - it sends one PCM16 mono packet of its own tone per block on `audio` (encoded once: every
-//!   block of a tone that holds whole cycles is the same) and answers the page's clock pings on
-//!   `tutti-ctl` (clock.ts's wire format), so the page's link looks like any other;
+//! - it sends one PCM16 mono packet of its own tone per block on `audio` (the tone's block is
+//!   computed once and encoded at each send with its sequence number and time stamp: a few
+//!   dozen peers at most, where the hub clients share encoded loops) and answers the page's
+//!   clock pings on `tutti-ctl` (clock.ts's wire format), so the page's link looks like any other;
 //! - its ICE candidate is a host candidate on 127.0.0.1, the one address a page joined with
 //!   `?ice=loopback` accepts; its signaling comes from an address of its own (127.3.x.y), so the
 //!   server's per-address limits meet one member each.
@@ -116,8 +117,8 @@ fn wall_us() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64() * 1e6)
 }
 
-/// One block of tone `k` as the app sends it: PCM16 mono at 48 kHz, `frames` frames, the
-/// sequence number and time stamp patched per send. Tones are multiples of 375 Hz, whole
+/// One block of tone `k`, the samples each of its packets carries (PCM16 mono at 48 kHz,
+/// `frames` frames, encoded at each send). Tones are multiples of 375 Hz, whole
 /// cycles in 128 frames (and in 32, 64 and 256 at the multiples the `k` gives).
 pub fn tone_block(k: usize, frames: u16) -> Result<Vec<f32>, String> {
     if !matches!(frames, 32 | 64 | 128 | 256) {
