@@ -659,12 +659,12 @@ impl JitterBuffer {
         self.buffered = 0;
     }
 
-    /// Stored packets with numbers in `[from, to)`.
+    /// Stored packets with numbers in `[from, to)` (wherever `to` lies: the range may be
+    /// wider than the slots).
     fn held_between(&self, from: u64, to: u64) -> u64 {
-        let n = self.n_slots as u64;
-        let start = from.max(to.saturating_sub(n));
-        (start..to)
-            .filter(|&s| self.slots[self.slot_of(s)].ext == s)
+        self.slots[..self.n_slots]
+            .iter()
+            .filter(|s| s.ext != EMPTY && (from..to).contains(&s.ext))
             .count() as u64
     }
 

@@ -123,17 +123,8 @@ impl JitterBuffer {
             && now.saturating_sub(self.last_arrival) > STOP_FRAMES;
         if self.state == StreamState::Idle || stopped {
             // The first packet after a pause: timing starts afresh from it (a prefill that
-            // waited through the pause drops what it held). Numbers skipped within the same
-            // stream were never played: they count as concealed (the buffer concealed, then
-            // faded to silence in their place), so that concealed = lost + late still holds.
-            let held = self.held_between(self.play, ext);
-            self.drop_all();
-            let resets = self.counters.resets;
-            self.check_sequence_jump(ext, now);
-            if self.counters.resets == resets && self.seg_active && ext > self.play {
-                self.counters.concealed += (ext - self.play).saturating_sub(held);
-            }
-            self.restart(ext, now);
+            // waited through the pause drops what it held).
+            self.restart_after_gap(ext, now);
             return Some(PushOutcome::Started);
         }
         if ext >= self.play + n {
@@ -150,12 +141,25 @@ impl JitterBuffer {
                 }
                 return None;
             }
-            self.drop_all();
-            self.check_sequence_jump(ext, now);
-            self.restart(ext, now);
+            self.restart_after_gap(ext, now);
             return Some(PushOutcome::Started);
         }
         None
+    }
+
+    /// Restarts playout at `ext` (ahead of the play position) after a gap in arrivals: what
+    /// was held is dropped. Numbers skipped within the same stream (no reset) were never
+    /// played: they count as concealed (the buffer concealed, then faded to silence in their
+    /// place), so that concealed = lost + late still holds.
+    fn restart_after_gap(&mut self, ext: u64, now: u64) {
+        let held = self.held_between(self.play, ext);
+        self.drop_all();
+        let resets = self.counters.resets;
+        self.check_sequence_jump(ext, now);
+        if self.counters.resets == resets && self.seg_active && ext > self.play {
+            self.counters.concealed += (ext - self.play).saturating_sub(held);
+        }
+        self.restart(ext, now);
     }
 
     /// A jump to `ext` that elapsed time cannot explain is a restarted numbering: new segment.

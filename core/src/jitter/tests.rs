@@ -1045,6 +1045,29 @@ fn paused_peer_goes_idle_and_restarts() {
 }
 
 #[test]
+fn loss_longer_than_the_slots_but_shorter_than_idle_is_concealed() {
+    // 67 packets lost in a row (179 ms at 128 frames): longer than the buffer's 64 slots, so
+    // the next arrival is too far ahead of the play position with nothing left to play, but
+    // shorter than the 200 ms after which the stream goes idle. Known answers for every
+    // length in that window: the numbers skipped are lost and concealed alike, no reset, one
+    // underrun.
+    let src = Source::new(128);
+    for gap in [64u64, 67, 74] {
+        let mut jb = JitterBuffer::new(JitterConfig::default());
+        let q = feed(&mut jb, &src, 0..375, 0);
+        pops(&mut jb, gap as usize);
+        assert_eq!(jb.state(), StreamState::Playing, "gap {gap}");
+        feed(&mut jb, &src, 375 + gap..750 + gap, q + gap);
+        let c = jb.counters();
+        assert_eq!(
+            (c.lost, c.concealed, c.late, c.resets, c.underruns),
+            (gap, gap, 0, 0, 1),
+            "gap {gap}: {c:?}"
+        );
+    }
+}
+
+#[test]
 fn stall_is_ridden_out_then_caught_up() {
     // A 440 Hz stream with a 150 ms stall at 5 s (the packets arrive all at once when it
     // ends). Known answers: one underrun, nothing lost, late or concealed (playout waited);
