@@ -1,6 +1,7 @@
 // Builds what is stale, and only that:
 //   wasm: `wasm-pack build wasm --target web --release --out-dir pkg` → wasm/pkg/ (the app imports it)
 //   server: `cargo build --release -p tutti-server` → target/release/tutti-server
+//   opus: libopus built with emscripten (scripts/build-opus.mjs) → wasm/opus/pkg/tutti_opus.wasm
 //   app:  `vite build` (root app/, see vite.config.ts) → dist/
 // A step runs when one of its outputs is missing or an input is newer than its last build.
 // `--force` rebuilds everything. Exit code is non-zero when a step fails.
@@ -11,6 +12,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ROOT, run } from './lib/run.mjs';
 import { checkStale, markBuilt } from './lib/stale.mjs';
+import { OPUS_WASM } from './build-opus.mjs';
 
 /** Build stamps live apart from the outputs: writing one must not change an input's folder. */
 const STAMP_DIR = 'node_modules/.cache/tutti-build';
@@ -72,10 +74,19 @@ export function steps() {
       command: ['cargo', ['build', '--release', '--locked', '-p', 'tutti-server']],
     },
     {
+      name: 'opus',
+      // libopus (the hub's vendored copy, pinned by Cargo.lock) built with emscripten.
+      inputs: ['wasm/opus/shim.c', 'scripts/build-opus.mjs', 'Cargo.lock'],
+      outputs: [OPUS_WASM],
+      stamp: STAMP_DIR + '/opus.stamp',
+      command: [process.execPath, [join(ROOT, 'scripts', 'build-opus.mjs')]],
+    },
+    {
       name: 'app',
       inputs: [
         'app',
         'wasm/pkg',
+        'wasm/opus/pkg',
         'bench/web',
         'sw',
         'vite.config.ts',

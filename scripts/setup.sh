@@ -5,6 +5,7 @@
 # Debian machine (as root, no terminal, CI=true) and cost almost nothing when all is present,
 # so every step checks first and installs second. Any failure stops the script with a message.
 #
+#   apt:     emscripten (builds libopus into the worklet's codec module: npm start needs it)
 #   apt:     for the tests only (not for npm start): chromium (headless browser tests),
 #            pulseaudio and pulseaudio-utils (a sound server with 128-frame callbacks for the
 #            browser), iptables (iptables-legacy's NFQUEUE: impaired networks via bench/impair),
@@ -52,6 +53,7 @@ as_root() {
 
 # --- Debian packages -------------------------------------------------------------------------
 apt_missing=()
+command -v emcc >/dev/null 2>&1 || apt_missing+=(emscripten)
 if [ -n "$FOR_TESTS" ]; then
   [ -x /usr/bin/chromium ] || apt_missing+=(chromium)
   command -v pulseaudio >/dev/null 2>&1 || apt_missing+=(pulseaudio)
@@ -72,7 +74,9 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
   log "apt-get install ${apt_missing[*]}"
   as_root apt-get install -y -q --no-install-recommends "${apt_missing[@]}"
 elif [ -n "$FOR_TESTS" ]; then
-  log "ok    chromium, pulseaudio, iptables, unzip, jacktrip, jackd2, redis-server"
+  log "ok    emscripten, chromium, pulseaudio, iptables, unzip, jacktrip, jackd2, redis-server"
+else
+  log "ok    emscripten"
 fi
 
 # --- Rust toolchain --------------------------------------------------------------------------

@@ -1,0 +1,117 @@
+// libopus built with emscripten (wasm/opus/shim.c, scripts/build-opus.mjs): the codec module the
+// engine worklet instantiates beside the Rust core. It has no imports and a memory that never
+// grows, so the views made here at set-up stay valid for the module's life, and encoding or
+// decoding a frame allocates nothing: samples and packets pass through the module's two fixed
+// exchange areas (`pcm`, `packet`).
+//
+// Handles are addresses in the module's memory; a negative number from the module is libopus's
+// error code, turned into an OpusError (with libopus's own words) by the set-up calls here. The
+// per-frame calls return it as a number, for the render path to count.
+
+/** The module's exports (the names scripts/build-opus.mjs exports). */
+export interface OpusExports {
+  memory: WebAssembly.Memory;
+  _initialize?: () => void;
+  tutti_opus_pcm(): number;
+  tutti_opus_pcm_samples(): number;
+  tutti_opus_packet(): number;
+  tutti_opus_packet_bytes(): number;
+  tutti_opus_encoder_new(channels: number, bitrate: number): number;
+  tutti_opus_encoder_set_bitrate(handle: number, bitrate: number): number;
+  tutti_opus_encoder_lookahead(handle: number): number;
+  tutti_opus_encode(handle: number, frames: number): number;
+  tutti_opus_decoder_new(channels: number): number;
+  tutti_opus_decode(handle: number, len: number, frames: number): number;
+  tutti_opus_decoder_reset(handle: number): number;
+  tutti_opus_free(handle: number): void;
+}
+
+/** libopus's error codes (opus_defines.h) in its own words. */
+const OPUS_ERRORS: Record<number, string> = {
+  [-1]: 'invalid argument',
+  [-2]: 'buffer too small',
+  [-3]: 'internal error',
+  [-4]: 'corrupted stream',
+  [-5]: 'request not implemented',
+  [-6]: 'invalid state',
+  [-7]: 'memory allocation failed',
+};
+
+export class OpusError extends Error {
+  constructor(
+    readonly step: string,
+    readonly code: number,
+  ) {
+    super(`opus ${step}: ${OPUS_ERRORS[code] ?? 'unknown error'} (${code})`);
+  }
+}
+
+/** The frame lengths Opus codes at 48 kHz, samples per channel. */
+export const OPUS_FRAMES = [120, 240, 480, 960] as const;
+
+export class OpusModule {
+  readonly exports: OpusExports;
+  /** The interleaved-sample exchange area (a whole stereo 20 ms frame). */
+  readonly pcm: Float32Array;
+  /** The packet exchange area. */
+  readonly packet: Uint8Array;
+
+  constructor(module: WebAssembly.Module) {
+    const imports = WebAssembly.Module.imports(module);
+    if (imports.length > 0) {
+      const names = imports.map((i) => `${i.module}.${i.name}`).join(', ');
+      throw new Error(`codec module has unexpected imports: ${names}`);
+    }
+    const instance = new WebAssembly.Instance(module, {});
+    const x = instance.exports as unknown as OpusExports;
+    x._initialize?.();
+    this.exports = x;
+    this.pcm = new Float32Array(x.memory.buffer, x.tutti_opus_pcm(), x.tutti_opus_pcm_samples());
+    this.packet = new Uint8Array(x.memory.buffer, x.tutti_opus_packet(), x.tutti_opus_packet_bytes());
+  }
+
+  /** A low-delay encoder at 48 kHz (set-up: allocates in the module). */
+  newEncoder(channels: number, bitrate: number): number {
+    return checked('encoder', this.exports.tutti_opus_encoder_new(channels, bitrate));
+  }
+
+  /** A decoder at 48 kHz (set-up: allocates in the module). */
+  newDecoder(channels: number): number {
+    return checked('decoder', this.exports.tutti_opus_decoder_new(channels));
+  }
+
+  setBitrate(encoder: number, bitrate: number): void {
+    checked('bitrate', this.exports.tutti_opus_encoder_set_bitrate(encoder, bitrate));
+  }
+
+  /** Samples of look-ahead (the codec's delay). */
+  lookahead(encoder: number): number {
+    return checked('look-ahead', this.exports.tutti_opus_encoder_lookahead(encoder));
+  }
+
+  /** Encodes `frames` interleaved samples per channel from `pcm` into `packet`: its length, or a negative error. */
+  encode(encoder: number, frames: number): number {
+    return this.exports.tutti_opus_encode(encoder, frames);
+  }
+
+  /**
+   * Decodes `packet[0..len)` into `frames` samples per channel in `pcm`; `len` 0 conceals a lost
+   * frame. Returns `frames`, or a negative error (a packet that codes another length is one).
+   */
+  decode(decoder: number, len: number, frames: number): number {
+    return this.exports.tutti_opus_decode(decoder, len, frames);
+  }
+
+  reset(decoder: number): void {
+    checked('reset', this.exports.tutti_opus_decoder_reset(decoder));
+  }
+
+  free(handle: number): void {
+    this.exports.tutti_opus_free(handle);
+  }
+}
+
+function checked(step: string, code: number): number {
+  if (code < 0) throw new OpusError(step, code);
+  return code;
+}
