@@ -3,8 +3,9 @@
 //! A packet carries one block of audio from one sender. Its first 16 bytes are exactly JackTrip's
 //! default header and its samples are laid out exactly as JackTrip puts them on the network, so a
 //! bridge to native JackTrip forwards audio without touching it. What Tutti needs beyond that
-//! (a stream id through the hub, a codec id for later compressed formats) rides in an optional
-//! 8-byte trailer after the audio, so the header stays JackTrip's.
+//! (a stream id through the hub, a codec id) rides in an optional 8-byte trailer after the audio,
+//! so the header stays JackTrip's. Codec 0 is PCM as the header says; codec 1 is Opus (see
+//! "Opus packets" below), whose packets always carry the trailer.
 //!
 //! # Byte layout
 //!
@@ -16,7 +17,7 @@
 //! ------  ----  -------------------------  ------------------------------------------------------
 //!      0     8  timestamp                  u64 LE (JackTrip writes microseconds since 1970-01-01)
 //!      8     2  sequence number            u16 LE, +1 per block, wraps at 65536
-//!     10     2  frames per block (N)       u16 LE; Tutti accepts 32, 64, 128, 256
+//!     10     2  frames per block (N)       u16 LE; PCM: 32, 64, 128, 256; Opus: 120, 240
 //!     12     1  sample-rate code           0=22050 1=32000 2=44100 3=48000 4=88200 5=96000
 //!                                          6=192000 Hz (7 = JackTrip's "undefined": rejected)
 //!     13     1  bit resolution             16 = int16, 24 = 24-bit int, 32 = float32
@@ -29,14 +30,39 @@
 //!                +0  1  magic 'T'          0x54
 //!                +1  1  magic 'U'          0x55
 //!                +2  1  version            1
-//!                +3  1  codec              0 = PCM exactly as the header says; others reserved
+//!                +3  1  codec              0 = PCM exactly as the header says; 1 = Opus;
+//!                                          others reserved
 //!                +4  2  stream id          u16 LE (hub stream; 0 when unused)
 //!                +6  2  reserved           u16, must be 0
 //! ```
 //!
-//! A packet is exactly `16 + A` bytes (no trailer) or `16 + A + 8` bytes (trailer); anything else
-//! is an error. The trailer is always the final 8 bytes, so a later codec with a variable payload
-//! can still find it at `len - 8`.
+//! A PCM packet is exactly `16 + A` bytes (no trailer) or `16 + A + 8` bytes (trailer); anything
+//! else is an error. The trailer is always the final 8 bytes, so a codec with a variable payload
+//! (Opus) still finds it at `len - 8`.
+//!
+//! # Opus packets
+//!
+//! Codec 1 carries one Opus packet (low-delay mode) of one frame of 2.5 ms or 5 ms at 48 kHz:
+//!
+//! ```text
+//! offset  size  field                      value
+//! ------  ----  -------------------------  ------------------------------------------------------
+//!      0    16  JackTrip header            as above, with: frames N = 120 or 240 (samples per
+//!                                          channel of the Opus frame); rate code 3 (48000 Hz);
+//!                                          bit resolution 16; channels by the byte-15 rule, 1-2
+//!     16     P  Opus bytes                 one Opus packet, 1 ≤ P ≤ N × C × 2
+//!   16+P     8  trailer (mandatory)        'T' 'U' 1, codec 1, stream id, reserved 0
+//! ```
+//!
+//! `P = len - 16 - 8`. Nothing reads the bit resolution of an Opus packet; it is fixed at 16 so
+//! the header stays a valid JackTrip header. The bound on `P` is the PCM16 block of the same
+//! frames, so Opus never costs more than PCM16: libopus's highest rate, 510 kbit/s, is 160 bytes
+//! per 2.5 ms and 319 per 5 ms, under the mono bounds of 240 and 480 (an encoder given the bound
+//! as its output size stays within it). The frames field tells the two kinds apart before the
+//! trailer is read: 120 and 240 are never PCM block sizes and 32/64/128/256 never Opus frame
+//! sizes, so a PCM packet is never taken for Opus nor the reverse. A trailer with codec 0 on 120 or 240 frames
+//! is a PCM packet with a block size PCM does not have ([`PacketError::BadFrames`]); codec 1 on
+//! a PCM block size is [`PacketError::UnsupportedCodec`].
 //!
 //! # Facts taken from JackTrip's source (and what Tutti decides)
 //!
@@ -71,13 +97,14 @@
 //!   any 63-byte datagram as control (`mControlPacketSize`). [`parse`] reports the all-0xFF one as
 //!   [`PacketError::ExitSignal`]; no audio packet can be 63 bytes long.
 //! - Not supported: JackTrip's UDP redundancy (several packets back to back in one datagram) is
-//!   rejected as [`PacketError::TrailingBytes`]; block sizes other than 32/64/128/256 are rejected.
+//!   rejected as [`PacketError::TrailingBytes`]; block sizes other than 32/64/128/256 (and
+//!   120/240 for Opus) are rejected. JackTrip itself sends no Opus: Opus packets are Tutti's.
 //!
 //! # Real-time safety
 //!
-//! [`parse`], [`encode`] and [`Packet::decode_stereo`] never allocate, lock or panic; they are
-//! meant for the render and capture paths. [`parse`] borrows the payload from the input bytes.
-//! Everything else here is `const` data or plain accessors.
+//! [`parse`], [`encode`], [`encode_opus`] and [`Packet::decode_stereo`] never allocate, lock or
+//! panic; they are meant for the render and capture paths. [`parse`] borrows the payload from the
+//! input bytes. Everything else here is `const` data or plain accessors.
 //!
 //! # The TypeScript side
 //!
@@ -109,6 +136,12 @@ pub const EXT_MAGIC: [u8; 2] = *b"TU";
 pub const EXT_VERSION: u8 = 1;
 /// Codec id: PCM exactly as the header's bit resolution says.
 pub const CODEC_PCM: u8 = 0;
+/// Codec id: one Opus packet (see "Opus packets" in the module docs).
+pub const CODEC_OPUS: u8 = 1;
+/// Samples per channel of one Opus frame at 48 kHz (2.5 ms and 5 ms): an Opus packet's frames.
+pub const OPUS_FRAMES: [u16; 2] = [120, 240];
+/// Shortest Opus packet: header, one Opus byte, trailer.
+const OPUS_MIN_LEN: usize = HEADER_LEN + 1 + EXT_LEN;
 /// JackTrip's byte-15 value for "this sender transmits no audio".
 pub const CHANNELS_NONE: u8 = 0xFF;
 
@@ -235,7 +268,7 @@ impl Header {
 pub struct Extension {
     /// Stream id (through the hub); 0 when unused.
     pub stream_id: u16,
-    /// Codec id; only [`CODEC_PCM`] exists in version 1.
+    /// Codec id: [`CODEC_PCM`] or [`CODEC_OPUS`].
     pub codec: u8,
 }
 
@@ -246,9 +279,10 @@ pub struct Packet<'a> {
     pub header: Header,
     /// Payload channel count (1 or 2), from [`Header::payload_channels`].
     pub channels: u8,
-    /// The trailer, when present.
+    /// The trailer, when present (always, with codec [`CODEC_OPUS`], for an Opus packet).
     pub ext: Option<Extension>,
-    /// Audio bytes only (no header, no trailer): `frames × channels × format.bytes()`.
+    /// Audio bytes only (no header, no trailer): PCM, `frames × channels × format.bytes()`;
+    /// Opus, the Opus packet (1 to `frames × channels × 2` bytes).
     pub payload: &'a [u8],
 }
 
@@ -275,7 +309,8 @@ pub enum PacketError {
     BadExtension,
     /// Trailer version this module does not read.
     UnsupportedVersion(u8),
-    /// Trailer codec id other than [`CODEC_PCM`].
+    /// Trailer codec id this module does not read: 2 and above, or [`CODEC_OPUS`] on a PCM
+    /// block size (and, for [`encode`], any but [`CODEC_PCM`]).
     UnsupportedCodec(u8),
     /// JackTrip's 63-byte all-0xFF "sender stopped" datagram; not audio.
     ExitSignal,
@@ -289,10 +324,14 @@ pub enum PacketError {
         len: usize,
         frames: usize,
     },
+    /// Opus payload longer than `frames × channels × 2` bytes ([`parse`], [`encode_opus`]), or
+    /// empty ([`encode_opus`]; [`parse`] reports an empty payload as
+    /// [`PacketError::Truncated`]).
+    BadOpusPayload { len: usize },
 }
 
 impl PacketError {
-    /// Stable number for this kind of error (1..=14), the same as in `app/src/audio/packet.ts`.
+    /// Stable number for this kind of error (1..=15), the same as in `app/src/audio/packet.ts`.
     pub const fn code(&self) -> u8 {
         match self {
             PacketError::Truncated { .. } => 1,
@@ -309,6 +348,7 @@ impl PacketError {
             PacketError::BufferTooSmall { .. } => 12,
             PacketError::ChannelMismatch { .. } => 13,
             PacketError::ShortInput { .. } => 14,
+            PacketError::BadOpusPayload { .. } => 15,
         }
     }
 
@@ -329,6 +369,7 @@ impl PacketError {
             PacketError::BufferTooSmall { .. } => "BufferTooSmall",
             PacketError::ChannelMismatch { .. } => "ChannelMismatch",
             PacketError::ShortInput { .. } => "ShortInput",
+            PacketError::BadOpusPayload { .. } => "BadOpusPayload",
         }
     }
 }
@@ -373,6 +414,10 @@ impl fmt::Display for PacketError {
                 f,
                 "input channel {channel} has {len} samples, the block needs {frames}"
             ),
+            PacketError::BadOpusPayload { len } => write!(
+                f,
+                "Opus payload of {len} bytes: must be 1 to frames × channels × 2"
+            ),
         }
     }
 }
@@ -388,16 +433,32 @@ const fn is_block_size(frames: u16) -> bool {
     matches!(frames, 32 | 64 | 128 | 256)
 }
 
+const fn is_opus_frames(frames: u16) -> bool {
+    matches!(frames, 120 | 240)
+}
+
+/// Largest Opus payload for a frame: the PCM16 block of the same frames. Callers have validated
+/// channels (≤ 2) and frames (≤ 240).
+const fn opus_max_payload(frames: u16, channels: u8) -> usize {
+    frames as usize * channels as usize * 2
+}
+
 const fn valid_channels(channels: u8) -> bool {
     channels >= 1 && channels as usize <= MAX_CHANNELS
 }
 
-/// Parses one packet. Zero-copy: the payload borrows from `bytes`. Real-time safe.
+/// Parses one packet, PCM or Opus. Zero-copy: the payload borrows from `bytes`. Real-time safe.
 ///
 /// Checks, in this order (the first failure is returned): JackTrip exit signal, length ≤
-/// [`MAX_PACKET_LEN`], length ≥ 16, rate code, bit resolution, payload channels, frames,
-/// length ≥ header + audio, then exact length (no trailer, or exactly one valid trailer: magic,
-/// version, codec, reserved).
+/// [`MAX_PACKET_LEN`], length ≥ 16, rate code (a known one), bit resolution (16, 24 or 32),
+/// payload channels, frames. Then, for PCM frames (32/64/128/256): length ≥ header + audio, then
+/// exact length (no trailer, or exactly one valid trailer: magic, version, codec 0, reserved).
+/// For Opus frames (120/240): length ≥ 16 + 1 + 8 ([`PacketError::Truncated`]); the last 8 bytes
+/// a valid trailer (magic, version, codec, reserved; codec 0 is [`PacketError::BadFrames`],
+/// 2 and above [`PacketError::UnsupportedCodec`]); rate 48 kHz ([`PacketError::BadRate`]); bit
+/// resolution 16 ([`PacketError::BadBits`]); Opus bytes at most `frames × channels × 2`
+/// ([`PacketError::BadOpusPayload`]). The Opus-only rate and resolution checks come after the
+/// trailer because until its codec is read the packet is not known to be Opus.
 pub fn parse(bytes: &[u8]) -> Result<Packet<'_>, PacketError> {
     let len = bytes.len();
     if len == CONTROL_PACKET_LEN && bytes.iter().all(|&b| b == 0xFF) {
@@ -427,6 +488,9 @@ pub fn parse(bytes: &[u8]) -> Result<Packet<'_>, PacketError> {
     if !valid_channels(channels) {
         return Err(PacketError::BadChannels(channels));
     }
+    if is_opus_frames(header.frames) {
+        return parse_opus(bytes, header, channels);
+    }
     if !is_block_size(header.frames) {
         return Err(PacketError::BadFrames(header.frames));
     }
@@ -439,7 +503,7 @@ pub fn parse(bytes: &[u8]) -> Result<Packet<'_>, PacketError> {
     let ext = if tail.is_empty() {
         None
     } else if let Ok(t) = <&[u8; EXT_LEN]>::try_from(tail) {
-        Some(parse_trailer(t)?)
+        Some(parse_trailer(t, CODEC_PCM)?)
     } else {
         return Err(PacketError::TrailingBytes { len, expected: end });
     };
@@ -451,14 +515,55 @@ pub fn parse(bytes: &[u8]) -> Result<Packet<'_>, PacketError> {
     })
 }
 
-fn parse_trailer(t: &[u8; EXT_LEN]) -> Result<Extension, PacketError> {
+/// The rest of [`parse`] for a packet whose frames are an Opus frame size (120 or 240); the
+/// header's rate, bits and channels have passed the checks every packet gets.
+fn parse_opus(bytes: &[u8], header: Header, channels: u8) -> Result<Packet<'_>, PacketError> {
+    let len = bytes.len();
+    if len < OPUS_MIN_LEN {
+        return Err(PacketError::Truncated {
+            len,
+            needed: OPUS_MIN_LEN,
+        });
+    }
+    let Some((head, t)) = bytes.split_last_chunk::<EXT_LEN>() else {
+        return Err(PacketError::Truncated {
+            len,
+            needed: OPUS_MIN_LEN,
+        }); // unreachable: len ≥ OPUS_MIN_LEN > EXT_LEN
+    };
+    let ext = parse_trailer(t, CODEC_OPUS).map_err(|e| match e {
+        // A PCM trailer: PCM has no block of 120 or 240 frames.
+        PacketError::UnsupportedCodec(CODEC_PCM) => PacketError::BadFrames(header.frames),
+        e => e,
+    })?;
+    if header.rate != SampleRate::Hz48000 {
+        return Err(PacketError::BadRate(header.rate.code()));
+    }
+    if header.format != SampleFormat::Pcm16 {
+        return Err(PacketError::BadBits(header.format.bits()));
+    }
+    let payload = &head[HEADER_LEN..];
+    if payload.len() > opus_max_payload(header.frames, channels) {
+        return Err(PacketError::BadOpusPayload { len: payload.len() });
+    }
+    Ok(Packet {
+        header,
+        channels,
+        ext: Some(ext),
+        payload,
+    })
+}
+
+/// The trailer's fields, checked in this order: magic, version, codec (must be `codec`),
+/// reserved.
+fn parse_trailer(t: &[u8; EXT_LEN], codec: u8) -> Result<Extension, PacketError> {
     if [t[0], t[1]] != EXT_MAGIC {
         return Err(PacketError::BadExtension);
     }
     if t[2] != EXT_VERSION {
         return Err(PacketError::UnsupportedVersion(t[2]));
     }
-    if t[3] != CODEC_PCM {
+    if t[3] != codec {
         return Err(PacketError::UnsupportedCodec(t[3]));
     }
     if t[6] != 0 || t[7] != 0 {
@@ -474,8 +579,9 @@ fn parse_trailer(t: &[u8; EXT_LEN]) -> Result<Extension, PacketError> {
 ///
 /// `planar` holds one slice per payload channel ([`Header::payload_channels`], 1 or 2), each
 /// with at least `header.frames` samples (extra samples are ignored). Samples are clamped to
-/// [-1, 1] and NaN is written as 0. `ext`, when given, must use [`CODEC_PCM`]. Every check runs
-/// before the first byte is written, so on error `out` is untouched.
+/// [-1, 1] and NaN is written as 0. `ext`, when given, must use [`CODEC_PCM`] (Opus packets are
+/// built by [`encode_opus`]). Every check runs before the first byte is written, so on error
+/// `out` is untouched.
 pub fn encode(
     header: &Header,
     ext: Option<&Extension>,
@@ -520,13 +626,7 @@ pub fn encode(
     }
     let out = &mut out[..total];
     let (head, rest) = out.split_at_mut(HEADER_LEN);
-    head[0..8].copy_from_slice(&header.timestamp.to_le_bytes());
-    head[8..10].copy_from_slice(&header.seq.to_le_bytes());
-    head[10..12].copy_from_slice(&header.frames.to_le_bytes());
-    head[12] = header.rate.code();
-    head[13] = header.format.bits();
-    head[14] = header.channels_in;
-    head[15] = header.channels_out;
+    write_header(header, head);
     let (audio_bytes, trailer) = rest.split_at_mut(audio);
     let per_channel = frames * header.format.bytes();
     for (samples, dst) in planar.iter().zip(audio_bytes.chunks_exact_mut(per_channel)) {
@@ -538,29 +638,107 @@ pub fn encode(
         }
     }
     if let Some(e) = ext {
-        trailer[0] = EXT_MAGIC[0];
-        trailer[1] = EXT_MAGIC[1];
-        trailer[2] = EXT_VERSION;
-        trailer[3] = e.codec;
-        trailer[4..6].copy_from_slice(&e.stream_id.to_le_bytes());
-        trailer[6] = 0;
-        trailer[7] = 0;
+        write_trailer(e, trailer);
     }
     Ok(total)
 }
 
+/// Frames an Opus packet whose `payload_len` Opus bytes the caller has already written at
+/// `out[16..16 + payload_len]`: writes the header before them and the trailer (codec
+/// [`CODEC_OPUS`], `stream_id`) after them, and returns the packet's length,
+/// `16 + payload_len + 8`. Zero-copy and real-time safe.
+///
+/// Checks, in this order: frames 120 or 240 ([`PacketError::BadFrames`]), rate 48 kHz
+/// ([`PacketError::BadRate`]), format [`SampleFormat::Pcm16`] ([`PacketError::BadBits`]),
+/// payload channels 1 or 2 ([`PacketError::BadChannels`]), `payload_len` from 1 to
+/// `frames × channels × 2` ([`PacketError::BadOpusPayload`]), `out` long enough
+/// ([`PacketError::BufferTooSmall`]). Every check runs before the first byte is written, so on
+/// error `out` is untouched.
+pub fn encode_opus(
+    header: &Header,
+    stream_id: u16,
+    payload_len: usize,
+    out: &mut [u8],
+) -> Result<usize, PacketError> {
+    if !is_opus_frames(header.frames) {
+        return Err(PacketError::BadFrames(header.frames));
+    }
+    if header.rate != SampleRate::Hz48000 {
+        return Err(PacketError::BadRate(header.rate.code()));
+    }
+    if header.format != SampleFormat::Pcm16 {
+        return Err(PacketError::BadBits(header.format.bits()));
+    }
+    let channels = header.payload_channels();
+    if !valid_channels(channels) {
+        return Err(PacketError::BadChannels(channels));
+    }
+    if payload_len == 0 || payload_len > opus_max_payload(header.frames, channels) {
+        return Err(PacketError::BadOpusPayload { len: payload_len });
+    }
+    let total = HEADER_LEN + payload_len + EXT_LEN;
+    if out.len() < total {
+        return Err(PacketError::BufferTooSmall {
+            needed: total,
+            available: out.len(),
+        });
+    }
+    let out = &mut out[..total];
+    let (head, rest) = out.split_at_mut(HEADER_LEN);
+    write_header(header, head);
+    let ext = Extension {
+        stream_id,
+        codec: CODEC_OPUS,
+    };
+    write_trailer(&ext, &mut rest[payload_len..]);
+    Ok(total)
+}
+
+/// Writes the 16 header bytes into `head` (exactly [`HEADER_LEN`] long).
+fn write_header(header: &Header, head: &mut [u8]) {
+    head[0..8].copy_from_slice(&header.timestamp.to_le_bytes());
+    head[8..10].copy_from_slice(&header.seq.to_le_bytes());
+    head[10..12].copy_from_slice(&header.frames.to_le_bytes());
+    head[12] = header.rate.code();
+    head[13] = header.format.bits();
+    head[14] = header.channels_in;
+    head[15] = header.channels_out;
+}
+
+/// Writes the 8 trailer bytes into `trailer` (exactly [`EXT_LEN`] long).
+fn write_trailer(e: &Extension, trailer: &mut [u8]) {
+    trailer[0] = EXT_MAGIC[0];
+    trailer[1] = EXT_MAGIC[1];
+    trailer[2] = EXT_VERSION;
+    trailer[3] = e.codec;
+    trailer[4..6].copy_from_slice(&e.stream_id.to_le_bytes());
+    trailer[6] = 0;
+    trailer[7] = 0;
+}
+
 impl Packet<'_> {
-    /// Frames per block.
+    /// Frames per block: for Opus, samples per channel of the Opus frame (120 or 240).
     pub fn frames(&self) -> usize {
         self.header.frames as usize
     }
 
-    /// Decode into two planar f32 slices of at least frames() each; mono is copied to both.
+    /// Whether this is an Opus packet (trailer codec [`CODEC_OPUS`]): `payload` is then one
+    /// Opus packet for the codec to decode, not PCM.
+    pub fn is_opus(&self) -> bool {
+        matches!(self.ext, Some(e) if e.codec == CODEC_OPUS)
+    }
+
+    /// Decodes PCM into two planar f32 slices of at least frames() each; mono is copied to both.
+    /// Returns the frames written to each slice.
     ///
     /// Output is always finite and within [-1, 1]. If a slice is shorter than `frames()`, only
-    /// as many frames as both slices hold are written. Real-time safe; the 16-bit path is written
-    /// so that it vectorizes (wasm simd128, SSE2).
-    pub fn decode_stereo(&self, left: &mut [f32], right: &mut [f32]) {
+    /// as many frames as both slices hold are written. An Opus packet ([`Packet::is_opus`]) is
+    /// decoded by the Opus codec, not here: for it nothing is written and 0 is returned.
+    /// Real-time safe; the 16-bit path is written so that it vectorizes (wasm simd128, SSE2).
+    pub fn decode_stereo(&self, left: &mut [f32], right: &mut [f32]) -> usize {
+        if self.is_opus() {
+            return 0;
+        }
         let n = self.frames().min(left.len()).min(right.len());
         let per_channel = self.frames() * self.header.format.bytes();
         let (first, second) = self.payload.split_at(per_channel.min(self.payload.len()));
@@ -572,6 +750,7 @@ impl Packet<'_> {
         } else {
             right.copy_from_slice(left);
         }
+        n
     }
 }
 

@@ -22,6 +22,13 @@ impl Json {
             _ => panic!("not an object looking up {key}"),
         }
     }
+    /// The value of `key`, if this object has it.
+    pub(crate) fn opt(&self, key: &str) -> Option<&Json> {
+        match self {
+            Json::Obj(kv) => kv.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => panic!("not an object looking up {key}"),
+        }
+    }
     pub(crate) fn num(&self) -> f64 {
         match self {
             Json::Num(n) => *n,

@@ -5,11 +5,14 @@
 import { describe, expect, it } from 'vitest';
 import {
   BLOCK_SIZES,
+  CODEC_OPUS,
   EXT_LEN,
   HEADER_LEN,
   MAX_PACKET_LEN,
+  OPUS_FRAMES,
   PacketError,
   decodeStereo,
+  encodeOpusPacket,
   encodePacket,
   newPacketInfo,
   packetErrorName,
@@ -39,7 +42,9 @@ interface ValidVector {
   channels: number;
   ext: { stream_id: number; codec: number } | null;
   input: (number | string)[][] | null;
-  samples: number[][];
+  samples: number[][] | null;
+  /** Opus vectors only: the Opus bytes, hex. */
+  opus_payload?: string;
 }
 interface InvalidVector {
   name: string;
@@ -108,6 +113,31 @@ function build(frames: number, bits: number, channels: number, ext: boolean): Ui
   return out.slice(0, len);
 }
 
+/** A valid Opus packet of `len` stand-in Opus bytes (a TOC byte, then a counter), stream 0x0b0a. */
+function buildOpus(frames: number, channels: number, len: number): Uint8Array {
+  const out = new Uint8Array(HEADER_LEN + len + EXT_LEN);
+  for (let k = 0; k < len; k++) out[HEADER_LEN + k] = k === 0 ? 0xe8 : (k * 29 + len) & 0x3f;
+  const h = { timestamp: 5n, seq: 9, frames, rateCode: 3, bits: 16, channelsIn: channels, channelsOut: 0 };
+  expect(encodeOpusPacket(h, 0x0b0a, len, out)).toBe(out.length);
+  return out;
+}
+
+/** The oracle's reading of a packet with Opus frames (the Opus section of core/src/packet.rs). */
+function opusOracle(b: Uint8Array, frames: number, ch: number): string {
+  const n = b.length;
+  if (n < 25) return 'Truncated';
+  const t = n - 8;
+  if (b[t] !== 0x54 || b[t + 1] !== 0x55) return 'BadExtension';
+  if (b[t + 2] !== 1) return 'UnsupportedVersion';
+  if (b[t + 3] === 0) return 'BadFrames';
+  if (b[t + 3] !== 1) return 'UnsupportedCodec';
+  if (b[t + 6] !== 0 || b[t + 7] !== 0) return 'BadExtension';
+  if (b[12] !== 3) return 'BadRate';
+  if (b[13] !== 16) return 'BadBits';
+  if (n - 24 > frames * ch * 2) return 'BadOpusPayload';
+  return 'Ok';
+}
+
 /** A straightforward reading of the layout (same oracle as the Rust tests). */
 function oracle(b: Uint8Array): string {
   if (b.length === 63 && b.every((x) => x === 255)) return 'ExitSignal';
@@ -119,6 +149,7 @@ function oracle(b: Uint8Array): string {
   const ch = b[15] === 0 ? b[14] : b[15];
   if (ch !== 1 && ch !== 2) return 'BadChannels';
   const frames = b[10] + 256 * b[11];
+  if (frames === 120 || frames === 240) return opusOracle(b, frames, ch);
   if (![32, 64, 128, 256].includes(frames)) return 'BadFrames';
   const end = 16 + frames * ch * size;
   if (b.length < end) return 'Truncated';
@@ -134,6 +165,7 @@ function oracle(b: Uint8Array): string {
 describe('golden vectors (shared with the Rust tests)', () => {
   it('lists the vectors', () => {
     expect(vectors.valid.length).toBeGreaterThanOrEqual(10);
+    expect(vectors.valid.filter((v) => v.opus_payload !== undefined).length).toBeGreaterThanOrEqual(3);
     expect(vectors.invalid.length).toBeGreaterThanOrEqual(25);
   });
 
@@ -171,12 +203,41 @@ describe('golden vectors (shared with the Rust tests)', () => {
           expect(info.length).toBe(v.len);
           const l = new Float32Array(info.frames).fill(NaN);
           const r = new Float32Array(info.frames).fill(NaN);
-          decodeStereo(src, info, l, r);
+          const decoded = decodeStereo(src, info, l, r);
+          if (v.opus_payload !== undefined) {
+            expect([info.codec, info.bytesPerSample, info.payloadOffset]).toEqual([
+              CODEC_OPUS,
+              2,
+              shift + 16,
+            ]);
+            expect(toHex(big.subarray(info.payloadOffset, info.payloadOffset + info.payloadLength))).toBe(
+              v.opus_payload,
+            );
+            expect(decoded).toBe(0);
+            expect(l.every(Number.isNaN) && r.every(Number.isNaN)).toBe(true);
+            continue;
+          }
+          expect(info.codec).toBe(0);
+          expect(decoded).toBe(info.frames);
+          if (!v.samples) throw new Error(`${v.name}: a PCM vector lists its samples`);
           const wantR = v.samples[1] ?? v.samples[0];
           for (let k = 0; k < info.frames; k++) {
             expect(f32bits(l[k]), `L[${k}] shift ${shift}`).toBe(f32bits(v.samples[0][k]));
             expect(f32bits(r[k]), `R[${k}] shift ${shift}`).toBe(f32bits(wantR[k]));
           }
+        }
+      }
+      if (v.opus_payload !== undefined) {
+        const opus = fromHex(v.opus_payload);
+        expect(v.ext?.codec).toBe(CODEC_OPUS);
+        const streamId = v.ext?.stream_id ?? 0;
+        for (const shift of [0, 5]) {
+          const out = new Uint8Array(MAX_PACKET_LEN + 8).fill(0xee);
+          out.set(opus, shift + HEADER_LEN);
+          const len = encodeOpusPacket(headerOf(v), streamId, opus.length, out, shift);
+          expect(len).toBe(v.len);
+          expect(toHex(out.subarray(shift, shift + len))).toBe(v.hex);
+          expect(out.subarray(shift + len).every((x) => x === 0xee)).toBe(true);
         }
       }
       if (v.input) {
@@ -280,13 +341,21 @@ describe('malformed input', () => {
     }
   });
 
-  it('every frames value but 32/64/128/256 is BadFrames', () => {
+  it('every frames value but 32/64/128/256 (and Opus’s 120/240) is BadFrames', () => {
     const base = build(32, 16, 1, false);
     for (let f = 0; f < 65536; f++) {
       const b = base.slice();
       b[10] = f & 255;
       b[11] = f >> 8;
-      const want = f === 32 ? 0 : BLOCK_SIZES.includes(f) ? PacketError.Truncated : PacketError.BadFrames;
+      // 120/240 are read as Opus: the last 8 bytes are samples, not a trailer.
+      const want =
+        f === 32
+          ? 0
+          : BLOCK_SIZES.includes(f)
+            ? PacketError.Truncated
+            : OPUS_FRAMES.includes(f)
+              ? PacketError.BadExtension
+              : PacketError.BadFrames;
       if (parse(b).code !== want) expect(`frames ${f}: ${parse(b).code}`).toBe(`frames ${f}: ${want}`);
     }
   });
@@ -343,6 +412,11 @@ describe('malformed input', () => {
     for (let i = 0; i < 20000; i++) {
       const frames = BLOCK_SIZES[rnd() % 4];
       let b = build(frames, FORMATS[rnd() % 3], 1 + (rnd() % 2), rnd() % 2 === 0);
+      if (rnd() % 4 === 0) {
+        const opusFrames = OPUS_FRAMES[rnd() % 2];
+        const channels = 1 + (rnd() % 2);
+        b = buildOpus(opusFrames, channels, 1 + (rnd() % (opusFrames * channels * 2)));
+      }
       for (let m = rnd() % 3; m > 0; m--) {
         const op = rnd() % 4;
         if (op === 0 && b.length >= 16) b[rnd() % 16] = rnd() & 255;
@@ -477,5 +551,182 @@ describe('encode errors', () => {
     }
     expect(out.every((x) => x === 0xee)).toBe(true);
     expect(encodePacket(h, { streamId: 1, codec: 0 }, [tone, tone], out)).toBe(needed);
+  });
+});
+
+describe('Opus packets (codec 1)', () => {
+  it('every frame size, channel count and payload length round-trips; PCM decode writes nothing', () => {
+    const l = new Float32Array(256).fill(NaN);
+    const r = new Float32Array(256).fill(NaN);
+    const out = new Uint8Array(MAX_PACKET_LEN);
+    const info = newPacketInfo();
+    for (const frames of OPUS_FRAMES) {
+      for (const [channelsIn, channelsOut] of [
+        [1, 0],
+        [2, 0],
+        [2, 1],
+        [1, 2],
+      ]) {
+        const channels = channelsOut === 0 ? channelsIn : channelsOut;
+        const most = frames * channels * 2;
+        const h = { timestamp: 3, seq: 65535, frames, rateCode: 3, bits: 16, channelsIn, channelsOut };
+        for (let len = 1; len <= most; len++) {
+          for (let k = 0; k < len; k++) out[HEADER_LEN + k] = (k * 7 + len) & 255;
+          const n = encodeOpusPacket(h, len, len, out);
+          expect(n).toBe(HEADER_LEN + len + EXT_LEN);
+          const code = parsePacket(out, 0, n, info);
+          if (code !== 0) expect(`${frames} ${channels} ${len}: ${packetErrorName(code)}`).toBe('Ok');
+          if (
+            info.codec !== CODEC_OPUS ||
+            info.channels !== channels ||
+            info.streamId !== len ||
+            info.payloadOffset !== HEADER_LEN ||
+            info.payloadLength !== len ||
+            info.bytesPerSample !== 2 ||
+            out[HEADER_LEN + len - 1] !== ((len - 1) * 7 + len) % 256
+          ) {
+            expect([frames, channels, len, { ...info }]).toBe('an Opus packet of len bytes');
+          }
+          expect(decodeStereo(out, info, l, r)).toBe(0);
+        }
+        expect(l.every(Number.isNaN) && r.every(Number.isNaN)).toBe(true);
+        // One byte over the bound.
+        const over = new Uint8Array(HEADER_LEN + most + 1 + EXT_LEN);
+        over.set(buildOpus(frames, channels, most).subarray(0, HEADER_LEN));
+        over.set(buildOpus(frames, channels, most).subarray(HEADER_LEN), HEADER_LEN + 1);
+        over[14] = channelsIn;
+        over[15] = channelsOut;
+        expect(parse(over).code).toBe(PacketError.BadOpusPayload);
+      }
+    }
+  });
+
+  it('prefixes, empty payload, no trailer', () => {
+    const b = buildOpus(240, 2, 40);
+    for (let cut = 0; cut < b.length; cut++) {
+      const want = cut < 25 ? PacketError.Truncated : PacketError.BadExtension;
+      expect(parse(b.subarray(0, cut)).code, `cut ${cut}`).toBe(want);
+    }
+    const empty = new Uint8Array(24);
+    empty.set(b.subarray(0, 16));
+    empty.set(b.subarray(b.length - 8), 16);
+    expect(parse(empty).code).toBe(PacketError.Truncated);
+    expect(parse(b.subarray(0, b.length - 8)).code).toBe(PacketError.BadExtension);
+    expect(parse(buildOpus(240, 2, 960)).code).toBe(0);
+  });
+
+  it('every trailer byte; codec 0 on Opus frames is BadFrames, codec 1 on PCM frames UnsupportedCodec', () => {
+    for (const frames of OPUS_FRAMES) {
+      const base = buildOpus(frames, 1, 30);
+      const t = base.length - EXT_LEN;
+      for (let pos = 0; pos < EXT_LEN; pos++) {
+        for (let val = 0; val < 256; val++) {
+          const b = base.slice();
+          b[t + pos] = val;
+          const want =
+            val === base[t + pos] || pos === 4 || pos === 5
+              ? 0
+              : pos === 2
+                ? PacketError.UnsupportedVersion
+                : pos === 3
+                  ? val === 0
+                    ? PacketError.BadFrames
+                    : PacketError.UnsupportedCodec
+                  : PacketError.BadExtension;
+          expect(parse(b).code, `trailer ${pos}=${val}`).toBe(want);
+        }
+      }
+    }
+    const pcm = build(128, 16, 1, true);
+    pcm[pcm.length - EXT_LEN + 3] = CODEC_OPUS;
+    expect(parse(pcm).code).toBe(PacketError.UnsupportedCodec);
+  });
+
+  it('rate, bits and channel bytes', () => {
+    const base = buildOpus(120, 1, 30);
+    for (let code = 0; code < 256; code++) {
+      const b = base.slice();
+      b[12] = code;
+      expect(parse(b).code, `rate ${code}`).toBe(code === 3 ? 0 : PacketError.BadRate);
+    }
+    for (let bits = 0; bits < 256; bits++) {
+      const b = base.slice();
+      b[13] = bits;
+      expect(parse(b).code, `bits ${bits}`).toBe(bits === 16 ? 0 : PacketError.BadBits);
+    }
+    // 44.1 kHz is checked after the trailer, code 7 before it (as for every packet).
+    const b = base.slice();
+    b[12] = 2;
+    b[b.length - EXT_LEN] = 0;
+    expect(parse(b).code).toBe(PacketError.BadExtension);
+    b[12] = 7;
+    expect(parse(b).code).toBe(PacketError.BadRate);
+    for (let cin = 0; cin < 256; cin++) {
+      for (let cout = 0; cout < 256; cout++) {
+        const c = base.slice();
+        c[14] = cin;
+        c[15] = cout;
+        const ch = cout === 0 ? cin : cout;
+        const want = ch === 1 || ch === 2 ? 0 : PacketError.BadChannels;
+        const got = parse(c).code;
+        if (got !== want) expect(`${cin},${cout} → ${got}`).toBe(`${cin},${cout} → ${want}`);
+      }
+    }
+  });
+
+  it('encodeOpusPacket returns minus the error code and leaves the buffer untouched', () => {
+    const out = new Uint8Array(MAX_PACKET_LEN).fill(0xee);
+    const h = { timestamp: 1n, seq: 1, frames: 240, rateCode: 3, bits: 16, channelsIn: 2, channelsOut: 0 };
+    for (const frames of [0, 32, 119, 121, 128, 239, 241, 256, 480]) {
+      expect(encodeOpusPacket({ ...h, frames }, 1, 10, out)).toBe(-PacketError.BadFrames);
+    }
+    for (const rateCode of [0, 2, 4, 6, 7, 255]) {
+      expect(encodeOpusPacket({ ...h, rateCode }, 1, 10, out)).toBe(-PacketError.BadRate);
+    }
+    for (const bits of [0, 8, 24, 32]) {
+      expect(encodeOpusPacket({ ...h, bits }, 1, 10, out)).toBe(-PacketError.BadBits);
+    }
+    for (const [channelsIn, channelsOut] of [
+      [0, 0],
+      [3, 0],
+      [1, 255],
+      [2, 7],
+    ]) {
+      expect(encodeOpusPacket({ ...h, channelsIn, channelsOut }, 1, 10, out)).toBe(-PacketError.BadChannels);
+    }
+    for (const len of [0, -1, 1.5, NaN, 961, 5000]) {
+      expect(encodeOpusPacket(h, 1, len, out)).toBe(-PacketError.BadOpusPayload);
+    }
+    expect(encodeOpusPacket({ ...h, frames: 120, channelsIn: 1 }, 1, 241, out)).toBe(
+      -PacketError.BadOpusPayload,
+    );
+    // The first failing check wins: frames, then rate, then bits.
+    expect(encodeOpusPacket({ ...h, frames: 100, rateCode: 2, bits: 32, channelsIn: 9 }, 1, 0, out)).toBe(
+      -PacketError.BadFrames,
+    );
+    const needed = HEADER_LEN + 50 + EXT_LEN;
+    for (let size = 0; size < needed; size++) {
+      expect(encodeOpusPacket(h, 1, 50, out.subarray(0, size))).toBe(-PacketError.BufferTooSmall);
+    }
+    expect(encodeOpusPacket(h, 1, 50, out, out.length - needed + 1)).toBe(-PacketError.BufferTooSmall);
+    expect(out.every((x) => x === 0xee)).toBe(true);
+    // Exactly large enough; the Opus bytes in between are not touched.
+    expect(encodeOpusPacket(h, 1, 50, out.subarray(0, needed))).toBe(needed);
+    expect(out.subarray(HEADER_LEN, HEADER_LEN + 50).every((x) => x === 0xee)).toBe(true);
+    expect(out.subarray(needed).every((x) => x === 0xee)).toBe(true);
+    expect(Array.from(out.subarray(HEADER_LEN + 50, needed))).toEqual([0x54, 0x55, 1, 1, 1, 0, 0, 0]);
+  });
+
+  it('encodePacket refuses the Opus codec: Opus goes through encodeOpusPacket', () => {
+    const tone = new Float32Array(256);
+    const out = new Uint8Array(MAX_PACKET_LEN).fill(0xee);
+    const h = { timestamp: 1, seq: 1, frames: 128, rateCode: 3, bits: 16, channelsIn: 1, channelsOut: 0 };
+    expect(encodePacket(h, { streamId: 1, codec: CODEC_OPUS }, [tone], out)).toBe(
+      -PacketError.UnsupportedCodec,
+    );
+    expect(encodePacket({ ...h, frames: 120 }, { streamId: 1, codec: CODEC_OPUS }, [tone], out)).toBe(
+      -PacketError.BadFrames,
+    );
+    expect(out.every((x) => x === 0xee)).toBe(true);
   });
 });

@@ -4,11 +4,14 @@
 //
 // Layout (little-endian): 16-byte JackTrip header | planar audio (channel 0's N samples, then
 // channel 1's) | optional 8-byte trailer 'T' 'U' version=1 codec=0 streamId:u16 reserved:u16=0.
+// An Opus packet (codec 1) is: header with frames 120 or 240, rate code 3 (48 kHz), bits 16 |
+// 1 to frames × channels × 2 Opus bytes | mandatory trailer with codec 1. Frames 120/240 are
+// never PCM block sizes, so the frames field tells the two kinds apart.
 //
-// Nothing here throws on bad input: parsePacket returns an error code, encodePacket a negative
-// one. parsePacket, decodeStereo and encodePacket allocate nothing in steady state (typed-array
-// views of a buffer are made once per ArrayBuffer/SharedArrayBuffer and reused), so a plain-JS
-// engine can call them per packet.
+// Nothing here throws on bad input: parsePacket returns an error code, encodePacket and
+// encodeOpusPacket a negative one. parsePacket, decodeStereo, encodePacket and encodeOpusPacket
+// allocate nothing in steady state (typed-array views of a buffer are made once per
+// ArrayBuffer/SharedArrayBuffer and reused), so a plain-JS engine can call them per packet.
 
 export const HEADER_LEN = 16;
 export const EXT_LEN = 8;
@@ -22,6 +25,12 @@ export const EXT_VERSION = 1;
 /** 'T' and 'U', the first two bytes of the trailer. */
 export const EXT_MAGIC: readonly [number, number] = [0x54, 0x55];
 export const CODEC_PCM = 0;
+/** Codec id of an Opus packet (one Opus frame, low-delay mode). */
+export const CODEC_OPUS = 1;
+/** Samples per channel of one Opus frame at 48 kHz (2.5 ms and 5 ms): an Opus packet's frames. */
+export const OPUS_FRAMES: readonly number[] = [120, 240];
+/** Shortest Opus packet: header, one Opus byte, trailer. */
+const OPUS_MIN_LEN = HEADER_LEN + 1 + EXT_LEN;
 /** JackTrip's byte-15 value for "this sender transmits no audio". */
 export const CHANNELS_NONE = 0xff;
 /** Hz for each JackTrip sample-rate code (index = code); 7 and above are invalid. */
@@ -43,6 +52,7 @@ export const PacketError = {
   BufferTooSmall: 12,
   ChannelMismatch: 13,
   ShortInput: 14,
+  BadOpusPayload: 15,
 } as const;
 export type PacketErrorName = keyof typeof PacketError;
 
@@ -66,7 +76,7 @@ export interface PacketInfo {
   frames: number;
   rateCode: number;
   rateHz: number;
-  /** Header byte 13: 16, 24 or 32 (float). */
+  /** Header byte 13: 16, 24 or 32 (float); always 16 for Opus. */
   bits: number;
   bytesPerSample: number;
   /** Header byte 14 and 15, raw. */
@@ -76,8 +86,9 @@ export interface PacketInfo {
   channels: number;
   hasExt: boolean;
   streamId: number;
+  /** CODEC_PCM, or CODEC_OPUS (then the payload is the Opus bytes). */
   codec: number;
-  /** Index of the first audio byte in the array given to parsePacket. */
+  /** Index of the first audio (or Opus) byte in the array given to parsePacket. */
   payloadOffset: number;
   payloadLength: number;
   /** Whole packet length (header + audio + trailer). */
@@ -141,6 +152,10 @@ function isBlockSize(frames: number): boolean {
   return frames === 32 || frames === 64 || frames === 128 || frames === 256;
 }
 
+function isOpusFrames(frames: number): boolean {
+  return frames === 120 || frames === 240;
+}
+
 function bytesForBits(bits: number): number {
   return bits === 16 ? 2 : bits === 24 ? 3 : bits === 32 ? 4 : 0;
 }
@@ -150,7 +165,12 @@ function bytesForBits(bits: number): number {
 /**
  * Parses the `length` bytes at `offset` of `src` into `out`. Returns 0 when the packet is valid,
  * else a PacketError code (and `out` holds whatever was read so far). Checks run in the same
- * order as the Rust parser, so both report the same error for the same bytes.
+ * order as the Rust parser, so both report the same error for the same bytes: exit signal,
+ * Oversized, Truncated (< 16), BadRate (unknown code), BadBits (not 16/24/32), BadChannels, then
+ * frames. PCM frames: Truncated, then the exact length and the trailer (magic, version, codec 0,
+ * reserved). Opus frames (120/240): Truncated (< 25), the last 8 bytes a trailer (magic, version,
+ * codec: 0 is BadFrames, 2+ UnsupportedCodec; reserved), BadRate (not 48 kHz), BadBits (not
+ * 16), BadOpusPayload (more than frames × channels × 2 bytes).
  */
 export function parsePacket(
   src: Uint8Array | DataView,
@@ -184,7 +204,8 @@ export function parsePacket(
   const channels = channelsOut === 0 ? channelsIn : channelsOut;
   if (channels < 1 || channels > MAX_CHANNELS) return PacketError.BadChannels;
   const frames = b[at + 10] | (b[at + 11] << 8);
-  if (!isBlockSize(frames)) return PacketError.BadFrames;
+  const opus = isOpusFrames(frames);
+  if (!opus && !isBlockSize(frames)) return PacketError.BadFrames;
 
   out.timestampLo = (b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | (b[at + 3] << 24)) >>> 0;
   out.timestampHi = (b[at + 4] | (b[at + 5] << 8) | (b[at + 6] << 16) | (b[at + 7] << 24)) >>> 0;
@@ -197,6 +218,7 @@ export function parsePacket(
   out.channelsIn = channelsIn;
   out.channelsOut = channelsOut;
   out.channels = channels;
+  if (opus) return parseOpus(b, at, offset, length, out);
 
   const audio = frames * channels * size;
   const end = HEADER_LEN + audio;
@@ -220,28 +242,55 @@ export function parsePacket(
   return 0;
 }
 
+/** The rest of parsePacket for Opus frames; `out`'s header fields are filled in. */
+function parseOpus(b: Uint8Array, at: number, offset: number, length: number, out: PacketInfo): number {
+  if (length < OPUS_MIN_LEN) return PacketError.Truncated;
+  const t = at + length - EXT_LEN;
+  if (b[t] !== 0x54 || b[t + 1] !== 0x55) return PacketError.BadExtension;
+  if (b[t + 2] !== EXT_VERSION) return PacketError.UnsupportedVersion;
+  // A PCM trailer: PCM has no block of 120 or 240 frames.
+  if (b[t + 3] === CODEC_PCM) return PacketError.BadFrames;
+  if (b[t + 3] !== CODEC_OPUS) return PacketError.UnsupportedCodec;
+  if (b[t + 6] !== 0 || b[t + 7] !== 0) return PacketError.BadExtension;
+  if (out.rateCode !== 3) return PacketError.BadRate;
+  if (out.bits !== 16) return PacketError.BadBits;
+  const payload = length - HEADER_LEN - EXT_LEN;
+  if (payload > out.frames * out.channels * 2) return PacketError.BadOpusPayload;
+  out.payloadOffset = offset + HEADER_LEN;
+  out.payloadLength = payload;
+  out.length = length;
+  out.hasExt = true;
+  out.streamId = b[t + 4] | (b[t + 5] << 8);
+  out.codec = CODEC_OPUS;
+  return 0;
+}
+
 // --- decode -------------------------------------------------------------------------------------
 
 const SCALE16 = 1 / 32768;
 const SCALE24 = 1 / 8388608;
 
 /**
- * Decodes a packet parsed from `src` (same array, same offsets) into `left` and `right`:
- * min(frames, left.length, right.length) samples each; mono is copied to both. Output is
- * finite and within [-1, 1]: float NaN/Inf become 0 and floats are clamped.
+ * Decodes a PCM packet parsed from `src` (same array, same offsets) into `left` and `right`:
+ * min(frames, left.length, right.length) samples each, which it returns; mono is copied to
+ * both. Output is finite and within [-1, 1]: float NaN/Inf become 0 and floats are clamped. An
+ * Opus packet (codec CODEC_OPUS) is decoded by the Opus codec, not here: nothing is written and
+ * 0 is returned.
  */
 export function decodeStereo(
   src: Uint8Array | DataView,
   info: PacketInfo,
   left: Float32Array,
   right: Float32Array,
-): void {
+): number {
+  if (info.codec === CODEC_OPUS) return 0;
   const n = Math.min(info.frames, left.length, right.length);
   const at = absolute(src, info.payloadOffset);
   const perChannel = info.frames * info.bytesPerSample;
   decodeChannel(info.bits, at, left, n);
   if (info.channels >= 2) decodeChannel(info.bits, at + perChannel, right, n);
   else for (let k = 0; k < n; k++) right[k] = left[k];
+  return n;
 }
 
 /** Finite values clamped to [-1, 1] (keeping -0); NaN and ±Inf → 0. Same as the Rust decoder. */
@@ -342,32 +391,7 @@ export function encodePacket(
 
   const at = absolute(out, offset);
   const b = viewU8;
-  let lo: number;
-  let hi: number;
-  if (typeof h.timestamp === 'bigint') {
-    const t = BigInt.asUintN(64, h.timestamp);
-    lo = Number(t & 0xffffffffn);
-    hi = Number(t >> 32n);
-  } else {
-    lo = h.timestamp >>> 0;
-    hi = Math.floor(h.timestamp / 4294967296) >>> 0;
-  }
-  b[at] = lo;
-  b[at + 1] = lo >>> 8;
-  b[at + 2] = lo >>> 16;
-  b[at + 3] = lo >>> 24;
-  b[at + 4] = hi;
-  b[at + 5] = hi >>> 8;
-  b[at + 6] = hi >>> 16;
-  b[at + 7] = hi >>> 24;
-  b[at + 8] = h.seq;
-  b[at + 9] = h.seq >>> 8;
-  b[at + 10] = frames;
-  b[at + 11] = frames >>> 8;
-  b[at + 12] = h.rateCode;
-  b[at + 13] = h.bits;
-  b[at + 14] = h.channelsIn;
-  b[at + 15] = h.channelsOut;
+  writeHeader(h, b, at);
 
   let i = at + HEADER_LEN;
   for (let c = 0; c < channels; c++) {
@@ -392,15 +416,80 @@ export function encodePacket(
       for (let k = 0; k < frames; k++, i += 4) dv.setFloat32(i, clampInput(s[k]), true);
     }
   }
-  if (ext !== null) {
-    b[i] = 0x54;
-    b[i + 1] = 0x55;
-    b[i + 2] = EXT_VERSION;
-    b[i + 3] = ext.codec;
-    b[i + 4] = ext.streamId;
-    b[i + 5] = ext.streamId >>> 8;
-    b[i + 6] = 0;
-    b[i + 7] = 0;
-  }
+  if (ext !== null) writeTrailer(ext.codec, ext.streamId, b, i);
   return total;
+}
+
+/**
+ * Frames an Opus packet whose `payloadLen` Opus bytes the caller has already written at
+ * `out[offset + 16 .. offset + 16 + payloadLen]`: writes the header before them and the trailer
+ * (codec CODEC_OPUS, `streamId`) after them. Returns the packet length, 16 + payloadLen + 8, or
+ * minus a PacketError code, checked in this order: BadFrames (not 120/240), BadRate (not code
+ * 3, 48 kHz), BadBits (not 16), BadChannels, BadOpusPayload (not 1 to frames × channels × 2),
+ * BufferTooSmall. On error `out` is untouched. Same checks as `encode_opus` in Rust.
+ */
+export function encodeOpusPacket(
+  h: HeaderFields,
+  streamId: number,
+  payloadLen: number,
+  out: Uint8Array,
+  offset = 0,
+): number {
+  if (!isOpusFrames(h.frames)) return -PacketError.BadFrames;
+  if (h.rateCode !== 3) return -PacketError.BadRate;
+  if (h.bits !== 16) return -PacketError.BadBits;
+  const channels = h.channelsOut === 0 ? h.channelsIn : h.channelsOut;
+  if (channels < 1 || channels > MAX_CHANNELS) return -PacketError.BadChannels;
+  if (!(Number.isInteger(payloadLen) && payloadLen >= 1 && payloadLen <= h.frames * channels * 2)) {
+    return -PacketError.BadOpusPayload;
+  }
+  const total = HEADER_LEN + payloadLen + EXT_LEN;
+  if (offset < 0 || out.length - offset < total) return -PacketError.BufferTooSmall;
+  const at = absolute(out, offset);
+  const b = viewU8;
+  writeHeader(h, b, at);
+  writeTrailer(CODEC_OPUS, streamId, b, at + HEADER_LEN + payloadLen);
+  return total;
+}
+
+/** The 16 header bytes at absolute index `at` of `b`. */
+function writeHeader(h: HeaderFields, b: Uint8Array, at: number): void {
+  let lo: number;
+  let hi: number;
+  if (typeof h.timestamp === 'bigint') {
+    const t = BigInt.asUintN(64, h.timestamp);
+    lo = Number(t & 0xffffffffn);
+    hi = Number(t >> 32n);
+  } else {
+    lo = h.timestamp >>> 0;
+    hi = Math.floor(h.timestamp / 4294967296) >>> 0;
+  }
+  b[at] = lo;
+  b[at + 1] = lo >>> 8;
+  b[at + 2] = lo >>> 16;
+  b[at + 3] = lo >>> 24;
+  b[at + 4] = hi;
+  b[at + 5] = hi >>> 8;
+  b[at + 6] = hi >>> 16;
+  b[at + 7] = hi >>> 24;
+  b[at + 8] = h.seq;
+  b[at + 9] = h.seq >>> 8;
+  b[at + 10] = h.frames;
+  b[at + 11] = h.frames >>> 8;
+  b[at + 12] = h.rateCode;
+  b[at + 13] = h.bits;
+  b[at + 14] = h.channelsIn;
+  b[at + 15] = h.channelsOut;
+}
+
+/** The 8 trailer bytes at absolute index `at` of `b`. */
+function writeTrailer(codec: number, streamId: number, b: Uint8Array, at: number): void {
+  b[at] = 0x54;
+  b[at + 1] = 0x55;
+  b[at + 2] = EXT_VERSION;
+  b[at + 3] = codec;
+  b[at + 4] = streamId;
+  b[at + 5] = streamId >>> 8;
+  b[at + 6] = 0;
+  b[at + 7] = 0;
 }

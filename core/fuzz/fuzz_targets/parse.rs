@@ -1,10 +1,13 @@
-//! Fuzzes `packet::parse` with arbitrary bytes. When a packet is accepted, it must decode to
+//! Fuzzes `packet::parse` with arbitrary bytes. When a PCM packet is accepted, it must decode to
 //! finite samples in [-1, 1], re-encode to the same length with the same header and trailer,
-//! and the re-encoded packet must parse and decode to within one step of the format.
+//! and the re-encoded packet must parse and decode to within one step of the format. An
+//! accepted Opus packet must decode to nothing as PCM and be framed back to the same bytes.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tutti_core::packet::{encode, parse, SampleFormat, MAX_FRAMES, MAX_PACKET_LEN};
+use tutti_core::packet::{
+    encode, encode_opus, parse, SampleFormat, EXT_LEN, HEADER_LEN, MAX_FRAMES, MAX_PACKET_LEN,
+};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(p) = parse(data) else { return };
@@ -14,7 +17,17 @@ fuzz_target!(|data: &[u8]| {
     let n = p.frames();
     let mut left = [0f32; MAX_FRAMES];
     let mut right = [0f32; MAX_FRAMES];
-    p.decode_stereo(&mut left, &mut right);
+    if p.is_opus() {
+        assert_eq!(p.decode_stereo(&mut left, &mut right), 0);
+        let mut out = [0u8; MAX_PACKET_LEN];
+        out[HEADER_LEN..data.len() - EXT_LEN].copy_from_slice(p.payload);
+        let ext = p.ext.expect("an Opus packet has a trailer");
+        let len = encode_opus(&p.header, ext.stream_id, p.payload.len(), &mut out)
+            .expect("accepted Opus packets re-frame");
+        assert_eq!(&out[..len], data);
+        return;
+    }
+    assert_eq!(p.decode_stereo(&mut left, &mut right), n);
     for x in left[..n].iter().chain(&right[..n]) {
         assert!(x.is_finite() && x.abs() <= 1.0, "decoded {x}");
     }

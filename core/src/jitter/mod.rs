@@ -246,7 +246,8 @@ pub enum PushOutcome {
     /// Older than the duplicate history; counted in `discarded`, dropped.
     Stale,
     /// Not a block this buffer can hold (block size not 32/64/128/256, channels not 1-2, payload
-    /// length wrong); counted in `discarded`, dropped. [`crate::packet::parse`] never yields one.
+    /// length wrong); counted in `discarded`, dropped. Of what [`crate::packet::parse`] accepts,
+    /// only an Opus packet (120 or 240 frames) is one: the buffer holds PCM.
     Rejected,
 }
 

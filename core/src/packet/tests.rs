@@ -184,6 +184,7 @@ fn golden_vectors_parse_decode_and_encode() {
     let doc = vectors();
     let valid = doc.get("valid").arr();
     assert!(valid.len() >= 10, "vector file lists the valid vectors");
+    let mut opus_count = 0;
     for v in valid {
         let name = v.get("name").str();
         let bytes = unhex(v.get("hex").str());
@@ -197,6 +198,12 @@ fn golden_vectors_parse_decode_and_encode() {
             "{name}: channels"
         );
         assert_eq!(p.ext, vector_ext(v), "{name}: ext");
+        if let Some(opus) = v.opt("opus_payload") {
+            check_opus_vector(name, &bytes, &p, &unhex(opus.str()));
+            opus_count += 1;
+            continue;
+        }
+        assert!(!p.is_opus(), "{name}: PCM");
         let expected = planar_f32(v.get("samples"));
         assert_eq!(
             expected.len(),
@@ -218,6 +225,34 @@ fn golden_vectors_parse_decode_and_encode() {
             assert_eq!(&out[..n], &bytes[..], "{name}: encoded bytes");
         }
     }
+    assert!(opus_count >= 3, "vector file lists Opus vectors");
+}
+
+/// An Opus golden vector: its payload is exactly the Opus bytes, PCM decode writes nothing, and
+/// framing the Opus bytes written in place gives the packet back.
+fn check_opus_vector(name: &str, bytes: &[u8], p: &Packet<'_>, opus: &[u8]) {
+    assert!(p.is_opus(), "{name}: is_opus");
+    assert_eq!(p.payload, opus, "{name}: Opus bytes");
+    assert_eq!(p.header.format, SampleFormat::Pcm16, "{name}: format");
+    assert_eq!(
+        p.ext.map(|e| e.codec),
+        Some(CODEC_OPUS),
+        "{name}: trailer codec"
+    );
+    let mut l = [f32::NAN; MAX_FRAMES];
+    let mut r = [f32::NAN; MAX_FRAMES];
+    assert_eq!(p.decode_stereo(&mut l, &mut r), 0, "{name}: PCM decode");
+    assert!(
+        l.iter().chain(&r).all(|x| x.is_nan()),
+        "{name}: nothing written"
+    );
+    let mut out = [0xEEu8; MAX_PACKET_LEN];
+    out[HEADER_LEN..HEADER_LEN + opus.len()].copy_from_slice(opus);
+    let stream = p.ext.map_or(0, |e| e.stream_id);
+    let n = encode_opus(&p.header, stream, opus.len(), &mut out)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(&out[..n], bytes, "{name}: framed bytes");
+    assert!(out[n..].iter().all(|&b| b == 0xEE), "{name}: nothing past");
 }
 
 #[test]
@@ -619,6 +654,8 @@ fn every_frames_value() {
         match frames {
             32 => assert!(got.is_ok()),
             64 | 128 | 256 => assert!(matches!(got, Err(PacketError::Truncated { .. }))),
+            // Read as Opus: the last 8 bytes are samples, not a trailer.
+            120 | 240 => assert_eq!(got, Err(PacketError::BadExtension), "{frames}"),
             _ => assert_eq!(got, Err(PacketError::BadFrames(frames)), "{frames}"),
         }
     }
@@ -692,6 +729,9 @@ fn oracle(b: &[u8]) -> Result<(), &'static str> {
         return Err("BadChannels");
     }
     let frames = b[10] as usize + 256 * b[11] as usize;
+    if frames == 120 || frames == 240 {
+        return opus_oracle(b, frames, ch);
+    }
     if ![32, 64, 128, 256].contains(&frames) {
         return Err("BadFrames");
     }
@@ -715,6 +755,34 @@ fn oracle(b: &[u8]) -> Result<(), &'static str> {
     }
 }
 
+/// The oracle's reading of a packet with Opus frames, from the Opus section of the module docs.
+fn opus_oracle(b: &[u8], frames: usize, ch: usize) -> Result<(), &'static str> {
+    let n = b.len();
+    if n < 25 {
+        return Err("Truncated");
+    }
+    let t = &b[n - 8..];
+    if &t[..2] != b"TU" {
+        Err("BadExtension")
+    } else if t[2] != 1 {
+        Err("UnsupportedVersion")
+    } else if t[3] == 0 {
+        Err("BadFrames")
+    } else if t[3] != 1 {
+        Err("UnsupportedCodec")
+    } else if t[6] != 0 || t[7] != 0 {
+        Err("BadExtension")
+    } else if b[12] != 3 {
+        Err("BadRate")
+    } else if b[13] != 16 {
+        Err("BadBits")
+    } else if n - 24 > frames * ch * 2 {
+        Err("BadOpusPayload")
+    } else {
+        Ok(())
+    }
+}
+
 /// Seeded mutations of valid packets (byte flips, cuts, appends) against the oracle.
 #[test]
 fn mutated_packets_match_oracle() {
@@ -723,7 +791,14 @@ fn mutated_packets_match_oracle() {
     for _ in 0..20_000 {
         let frames = BLOCK_SIZES[rng.below(4) as usize];
         let format = FORMATS[rng.below(3) as usize];
-        let mut b = valid_packet(frames, format, 1 + rng.below(2) as u8, rng.below(2) == 0);
+        let mut b = if rng.below(4) == 0 {
+            let frames = OPUS_FRAMES[rng.below(2) as usize];
+            let channels = 1 + rng.below(2) as u8;
+            let most = usize::from(frames) * usize::from(channels) * 2;
+            valid_opus(frames, channels, 1 + rng.below(most as u64) as usize)
+        } else {
+            valid_packet(frames, format, 1 + rng.below(2) as u8, rng.below(2) == 0)
+        };
         for _ in 0..rng.below(3) {
             match rng.below(4) {
                 0 if b.len() >= HEADER_LEN => {
@@ -795,7 +870,15 @@ fn random_bytes_never_panic() {
         let Ok(p) = parse(&buf[..len]) else { continue };
         accepted += 1;
         assert_eq!(oracle(&buf[..len]), Ok(()));
-        p.decode_stereo(&mut left, &mut right);
+        if p.is_opus() {
+            assert_eq!(p.decode_stereo(&mut left, &mut right), 0);
+            out[HEADER_LEN..len - EXT_LEN].copy_from_slice(p.payload);
+            let ext = p.ext.expect("an Opus packet has a trailer");
+            let n = encode_opus(&p.header, ext.stream_id, p.payload.len(), &mut out);
+            assert_eq!(n.map(|n| &out[..n]), Ok(&buf[..len]));
+            continue;
+        }
+        assert_eq!(p.decode_stereo(&mut left, &mut right), p.frames());
         let n = p.frames();
         assert!(left[..n]
             .iter()
@@ -933,9 +1016,10 @@ fn error_codes_names_and_messages() {
             len: 3,
             frames: 32,
         },
+        PacketError::BadOpusPayload { len: 241 },
     ];
     for (i, e) in all.iter().enumerate() {
-        assert_eq!(usize::from(e.code()), i + 1, "codes are 1..=14 in order");
+        assert_eq!(usize::from(e.code()), i + 1, "codes are 1..=15 in order");
         let msg = e.to_string();
         assert!(!msg.is_empty() && !e.name().is_empty());
         let boxed: Box<dyn std::error::Error> = Box::new(*e);
@@ -943,6 +1027,8 @@ fn error_codes_names_and_messages() {
     }
     assert!(all[0].to_string().contains("3 bytes, needs 16"));
     assert!(all[6].to_string().contains("100"));
+    assert!(all[14].to_string().contains("241 bytes"));
+    assert_eq!(all[14].name(), "BadOpusPayload");
 }
 
 #[test]
@@ -982,4 +1068,366 @@ fn rounding_is_half_away_from_zero_at_every_half_and_its_neighbours() {
         let h = q + 0.5;
         assert_eq!(super::round_half_away_f64(h), h.round() as i32, "{h:e}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Opus packets (codec 1)
+// ---------------------------------------------------------------------------------------
+
+/// Stand-in Opus bytes: a CELT-only TOC byte then seeded bytes. The packet layer never reads
+/// them.
+fn opus_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seed);
+    (0..len)
+        .map(|i| if i == 0 { 0xE8 } else { rng.byte() })
+        .collect()
+}
+
+fn opus_header(frames: u16, channels: u8) -> Header {
+    header(frames, SampleFormat::Pcm16, channels)
+}
+
+/// A valid Opus packet of `payload_len` seeded Opus bytes, stream id 0x0B0A.
+fn valid_opus(frames: u16, channels: u8, payload_len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; MAX_PACKET_LEN];
+    out[HEADER_LEN..HEADER_LEN + payload_len]
+        .copy_from_slice(&opus_bytes(payload_len, payload_len as u64));
+    let n = encode_opus(
+        &opus_header(frames, channels),
+        0x0B0A,
+        payload_len,
+        &mut out,
+    )
+    .expect("valid Opus packet");
+    out.truncate(n);
+    out
+}
+
+/// One Opus packet written out byte by byte from the layout in the module docs.
+#[test]
+fn golden_bytes_by_hand_opus_stereo_240() {
+    let opus = [0xEC, 0x01, 0x80, 0xFF, 0x00, 0x7F];
+    let mut bytes = vec![
+        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, // timestamp
+        0x5A, 0xA5, // seq 0xA55A
+        0xF0, 0x00, // 240 frames
+        0x03, // 48 kHz
+        0x10, // 16 (not read for Opus)
+        0x02, // channels in: 2
+        0x00, // channels out: same as in
+    ];
+    bytes.extend_from_slice(&opus);
+    bytes.extend_from_slice(&[0x54, 0x55, 0x01, 0x01, 0x34, 0x12, 0x00, 0x00]);
+    let p = parse(&bytes).expect("hand-written Opus packet parses");
+    assert_eq!(p.header, opus_header(240, 2));
+    assert_eq!(p.channels, 2);
+    assert_eq!(
+        p.ext,
+        Some(Extension {
+            stream_id: 0x1234,
+            codec: CODEC_OPUS
+        })
+    );
+    assert_eq!(p.payload, &opus[..]);
+    assert!(p.is_opus());
+    assert_eq!(p.frames(), 240);
+    let mut out = [0u8; MAX_PACKET_LEN];
+    out[HEADER_LEN..HEADER_LEN + opus.len()].copy_from_slice(&opus);
+    let n = encode_opus(&p.header, 0x1234, opus.len(), &mut out).expect("frames");
+    assert_eq!(&out[..n], &bytes[..]);
+}
+
+/// Every Opus frame size, channel count and payload length from 1 to the bound: encode_opus
+/// frames the bytes in place, parse gives them back, and PCM decode writes nothing.
+#[test]
+fn opus_round_trip_every_payload_length() {
+    let mut out = [0u8; MAX_PACKET_LEN];
+    let mut l = [f32::NAN; MAX_FRAMES];
+    let mut r = [f32::NAN; MAX_FRAMES];
+    for frames in OPUS_FRAMES {
+        for (cin, cout) in [(1u8, 0u8), (2, 0), (2, 1), (1, 2)] {
+            let h = Header {
+                channels_in: cin,
+                channels_out: cout,
+                ..opus_header(frames, 1)
+            };
+            let channels = h.payload_channels();
+            let most = usize::from(frames) * usize::from(channels) * 2;
+            for len in 1..=most {
+                let opus = opus_bytes(len, len as u64 ^ u64::from(frames));
+                out[HEADER_LEN..HEADER_LEN + len].copy_from_slice(&opus);
+                let stream = (len * 7) as u16;
+                let n = encode_opus(&h, stream, len, &mut out).expect("in bounds");
+                assert_eq!(n, HEADER_LEN + len + EXT_LEN);
+                let p = parse(&out[..n]).expect("parses");
+                assert_eq!((p.header, p.channels), (h, channels));
+                assert_eq!(
+                    p.ext,
+                    Some(Extension {
+                        stream_id: stream,
+                        codec: CODEC_OPUS
+                    })
+                );
+                assert_eq!(p.payload, &opus[..]);
+                assert!(p.is_opus());
+                assert_eq!(p.decode_stereo(&mut l, &mut r), 0);
+            }
+            assert!(l.iter().chain(&r).all(|x| x.is_nan()), "nothing decoded");
+            // One byte over the bound.
+            let n = HEADER_LEN + most + 1 + EXT_LEN;
+            let mut b = valid_opus(frames, channels, most);
+            b.insert(HEADER_LEN, 0);
+            b[14] = cin;
+            b[15] = cout;
+            assert_eq!(b.len(), n);
+            assert_eq!(
+                parse(&b),
+                Err(PacketError::BadOpusPayload { len: most + 1 })
+            );
+        }
+    }
+}
+
+#[test]
+fn pcm_packets_are_not_opus() {
+    for ext in [false, true] {
+        let b = valid_packet(128, SampleFormat::Pcm16, 2, ext);
+        assert!(!parse(&b).expect("valid").is_opus());
+    }
+}
+
+#[test]
+fn opus_prefixes_and_lengths() {
+    let b = valid_opus(240, 2, 40);
+    for cut in 0..b.len() {
+        let got = parse(&b[..cut]);
+        if cut < HEADER_LEN {
+            assert_eq!(
+                got,
+                Err(PacketError::Truncated {
+                    len: cut,
+                    needed: HEADER_LEN
+                })
+            );
+        } else if cut < HEADER_LEN + 1 + EXT_LEN {
+            assert_eq!(
+                got,
+                Err(PacketError::Truncated {
+                    len: cut,
+                    needed: HEADER_LEN + 1 + EXT_LEN
+                })
+            );
+        } else {
+            // The last 8 bytes are no longer the trailer (the seeded bytes hold no 'T' 'U').
+            assert_eq!(got, Err(PacketError::BadExtension), "cut {cut}");
+        }
+    }
+    // Header and trailer alone: an empty Opus payload.
+    let mut empty = b[..HEADER_LEN].to_vec();
+    empty.extend_from_slice(&b[b.len() - EXT_LEN..]);
+    assert_eq!(
+        parse(&empty),
+        Err(PacketError::Truncated {
+            len: 24,
+            needed: 25
+        })
+    );
+    // Without its trailer.
+    assert_eq!(
+        parse(&b[..b.len() - EXT_LEN]),
+        Err(PacketError::BadExtension)
+    );
+    // Longest Opus packet, and an oversized buffer still reported as Oversized first.
+    let max = valid_opus(240, 2, 960);
+    assert_eq!(max.len(), HEADER_LEN + 960 + EXT_LEN);
+    assert!(parse(&max).is_ok());
+    let mut huge = max[..HEADER_LEN].to_vec();
+    huge.resize(MAX_PACKET_LEN + 1, 0);
+    assert_eq!(
+        parse(&huge),
+        Err(PacketError::Oversized {
+            len: MAX_PACKET_LEN + 1
+        })
+    );
+}
+
+#[test]
+fn opus_every_trailer_byte() {
+    for frames in OPUS_FRAMES {
+        let base = valid_opus(frames, 1, 30);
+        let t = base.len() - EXT_LEN;
+        for pos in 0..EXT_LEN {
+            for val in 0..=255u8 {
+                let mut b = base.clone();
+                b[t + pos] = val;
+                let want = match pos {
+                    _ if val == base[t + pos] => Ok(()),
+                    0 | 1 => Err(PacketError::BadExtension),
+                    2 => Err(PacketError::UnsupportedVersion(val)),
+                    3 if val == CODEC_PCM => Err(PacketError::BadFrames(frames)),
+                    3 => Err(PacketError::UnsupportedCodec(val)),
+                    4 | 5 => Ok(()),
+                    _ => Err(PacketError::BadExtension),
+                };
+                assert_eq!(parse(&b).map(|_| ()), want, "trailer byte {pos} = {val}");
+            }
+        }
+    }
+    // A PCM block size with an Opus trailer.
+    let mut b = valid_packet(128, SampleFormat::Pcm16, 1, true);
+    let t = b.len() - EXT_LEN;
+    b[t + 3] = CODEC_OPUS;
+    assert_eq!(parse(&b), Err(PacketError::UnsupportedCodec(1)));
+}
+
+#[test]
+fn opus_every_rate_bits_and_channel_byte() {
+    let base = valid_opus(120, 1, 30);
+    for code in 0..=255u8 {
+        let mut b = base.clone();
+        b[12] = code;
+        let want = if code == 3 {
+            Ok(())
+        } else {
+            Err(PacketError::BadRate(code))
+        };
+        assert_eq!(parse(&b).map(|_| ()), want, "rate code {code}");
+    }
+    for bits in 0..=255u8 {
+        let mut b = base.clone();
+        b[13] = bits;
+        let want = if bits == 16 {
+            Ok(())
+        } else {
+            Err(PacketError::BadBits(bits))
+        };
+        assert_eq!(parse(&b).map(|_| ()), want, "bits {bits}");
+    }
+    // A bad rate or resolution is reported before the trailer when PCM has no such value
+    // either, and after it (only once the packet is known to be Opus) otherwise.
+    let mut b = base.clone();
+    b[12] = 2;
+    let t = b.len() - EXT_LEN;
+    b[t] = 0;
+    assert_eq!(parse(&b), Err(PacketError::BadExtension));
+    b[12] = 7;
+    assert_eq!(parse(&b), Err(PacketError::BadRate(7)));
+    for cin in 0..=255u8 {
+        for cout in 0..=255u8 {
+            let mut b = base.clone();
+            b[14] = cin;
+            b[15] = cout;
+            let ch = if cout == 0 { cin } else { cout };
+            let want = if ch == 1 || ch == 2 {
+                Ok(ch)
+            } else {
+                Err(PacketError::BadChannels(ch))
+            };
+            assert_eq!(parse(&b).map(|p| p.channels), want, "{cin} {cout}");
+        }
+    }
+}
+
+#[test]
+fn encode_opus_rejects_bad_input_and_leaves_out_untouched() {
+    let mut out = [0xEEu8; MAX_PACKET_LEN];
+    let h = opus_header(240, 2);
+    for frames in [0u16, 32, 64, 119, 121, 128, 239, 241, 256, 480, 960] {
+        let bad = Header { frames, ..h };
+        assert_eq!(
+            encode_opus(&bad, 1, 10, &mut out),
+            Err(PacketError::BadFrames(frames))
+        );
+    }
+    for rate in [
+        SampleRate::Hz44100,
+        SampleRate::Hz96000,
+        SampleRate::Hz22050,
+    ] {
+        let bad = Header { rate, ..h };
+        assert_eq!(
+            encode_opus(&bad, 1, 10, &mut out),
+            Err(PacketError::BadRate(rate.code()))
+        );
+    }
+    for format in [SampleFormat::Pcm24, SampleFormat::Float32] {
+        let bad = Header { format, ..h };
+        assert_eq!(
+            encode_opus(&bad, 1, 10, &mut out),
+            Err(PacketError::BadBits(format.bits()))
+        );
+    }
+    for (cin, cout, ch) in [(0, 0, 0), (3, 0, 3), (1, 255, 255), (2, 7, 7)] {
+        let bad = Header {
+            channels_in: cin,
+            channels_out: cout,
+            ..h
+        };
+        assert_eq!(
+            encode_opus(&bad, 1, 10, &mut out),
+            Err(PacketError::BadChannels(ch))
+        );
+    }
+    for len in [0, 961, 5000, usize::MAX] {
+        assert_eq!(
+            encode_opus(&h, 1, len, &mut out),
+            Err(PacketError::BadOpusPayload { len })
+        );
+    }
+    let mono = opus_header(120, 1);
+    assert_eq!(
+        encode_opus(&mono, 1, 241, &mut out),
+        Err(PacketError::BadOpusPayload { len: 241 })
+    );
+    // The first failing check wins: frames, then rate, then format.
+    let worst = Header {
+        frames: 100,
+        rate: SampleRate::Hz44100,
+        format: SampleFormat::Float32,
+        channels_in: 9,
+        ..h
+    };
+    assert_eq!(
+        encode_opus(&worst, 1, 0, &mut out[..0]),
+        Err(PacketError::BadFrames(100))
+    );
+    let needed = HEADER_LEN + 50 + EXT_LEN;
+    for size in 0..needed {
+        assert_eq!(
+            encode_opus(&h, 1, 50, &mut out[..size]),
+            Err(PacketError::BufferTooSmall {
+                needed,
+                available: size
+            })
+        );
+    }
+    assert!(
+        out.iter().all(|&b| b == 0xEE),
+        "errors leave the buffer untouched"
+    );
+    // Exactly large enough; the Opus bytes in between are not touched.
+    assert_eq!(encode_opus(&h, 1, 50, &mut out[..needed]), Ok(needed));
+    assert!(out[HEADER_LEN..HEADER_LEN + 50].iter().all(|&b| b == 0xEE));
+    assert!(out[needed..].iter().all(|&b| b == 0xEE));
+}
+
+/// PCM encode refuses an Opus trailer: Opus goes through encode_opus.
+#[test]
+fn encode_refuses_the_opus_codec() {
+    let tone = [0.0f32; 256];
+    let mut out = [0xEEu8; MAX_PACKET_LEN];
+    let ext = Extension {
+        stream_id: 3,
+        codec: CODEC_OPUS,
+    };
+    for frames in [128, 120] {
+        let h = header(frames, SampleFormat::Pcm16, 1);
+        let want = if frames == 120 {
+            PacketError::BadFrames(120)
+        } else {
+            PacketError::UnsupportedCodec(1)
+        };
+        assert_eq!(encode(&h, Some(&ext), &[&tone], &mut out), Err(want));
+    }
+    assert!(out.iter().all(|&b| b == 0xEE));
 }

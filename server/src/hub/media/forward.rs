@@ -2,8 +2,8 @@
 //!
 //! A browser pays per data-channel message, so the room gathers what it forwards to one listener
 //! and sends it as one bundle (`tutti_core::bundle`). Each accepted packet of sender S is staged,
-//! its trailer's stream id set to S's own (a trailer is added when the packet has none), for every
-//! other browser listener. A listener's staged packets leave, as bundles built with
+//! its trailer's stream id set to S's own (a PCM trailer is added when the packet has none; a
+//! trailer's codec, e.g. Opus, is kept), for every other browser listener. A listener's staged packets leave, as bundles built with
 //! [`BundleWriter`], when [`Pending::due`] says so: they hold one packet from every other client
 //! that is currently sending, or the first of them has waited [`BUNDLE_WAIT_US`], or the staging
 //! holds a bundle's worth ([`MAX_BUNDLE_PACKETS`]) or cannot be sure to take one more packet.
@@ -70,11 +70,17 @@ impl Pending {
         self.buf[self.len..start].copy_from_slice(&(entry as u16).to_le_bytes());
         self.buf[start..start + body].copy_from_slice(&packet[..body]);
         let [s0, s1] = stream.to_le_bytes();
+        // The sender's codec when it wrote a trailer (an Opus packet always does), else PCM.
+        let codec = if has_ext {
+            packet.get(body + 3).copied().unwrap_or(CODEC_PCM)
+        } else {
+            CODEC_PCM
+        };
         self.buf[start + body..end].copy_from_slice(&[
             EXT_MAGIC[0],
             EXT_MAGIC[1],
             EXT_VERSION,
-            CODEC_PCM,
+            codec,
             s0,
             s1,
             0,

@@ -228,6 +228,36 @@ fn forward_bundles_hold_exactly_the_others_packets() {
 }
 
 #[test]
+fn an_opus_packet_is_forwarded_with_its_codec_and_bytes() {
+    let (mut room, ids) = forward_room(61);
+    let mut sent = Sent::new();
+    let header = Header {
+        timestamp: 9,
+        seq: 4,
+        frames: 240,
+        rate: SampleRate::Hz48000,
+        format: SampleFormat::Pcm16,
+        channels_in: 2,
+        channels_out: 0,
+    };
+    let opus = [0xEC, 0x12, 0x34, 0x56, 0x78];
+    let mut p = vec![0u8; MAX_PACKET_LEN];
+    p[16..16 + opus.len()].copy_from_slice(&opus);
+    let n = packet::encode_opus(&header, 61, opus.len(), &mut p).unwrap();
+    p.truncate(n);
+    assert_eq!(room.receive(ids[0], &p, 0), Received::Accepted);
+    room.poll(BUNDLE_WAIT_US, &mut collect(&mut sent));
+    for &id in &ids[1..] {
+        let b = bundle::parse(&sent[&id][0]).unwrap();
+        let back: Vec<&[u8]> = b.packets().collect();
+        assert_eq!(back, [&p[..]], "the same bytes");
+        let parsed = packet::parse(back[0]).unwrap();
+        assert!(parsed.is_opus());
+        assert_eq!(parsed.payload, &opus[..]);
+    }
+}
+
+#[test]
 fn an_echo_client_gets_its_own_packets_back_and_nobody_else_changes() {
     // Alone in its room: each packet comes straight back, in a bundle of its own stream.
     let mut room = MediaRoom::new(Mode::Forward, 0);
