@@ -494,6 +494,15 @@ impl Engine {
             return Err(DropReason::UnknownPeer(slot));
         };
         match packet::parse(bytes) {
+            Ok(pkt) if !peer.takes(&pkt) => {
+                // A codec this peer has no decoder for: refused whole, so that its PCM stream
+                // (if any) is not reset by a format it cannot play.
+                peer.malformed += 1;
+                self.counters.malformed += 1;
+                Err(DropReason::Malformed(
+                    packet::PacketError::UnsupportedCodec(packet::CODEC_OPUS),
+                ))
+            }
             Ok(pkt) => {
                 // The local frame at which the sender handed the packet over, when both the
                 // network and the delivery time are known: the start of its transit.

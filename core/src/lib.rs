@@ -36,6 +36,7 @@
 pub mod alloc_watch;
 pub mod bundle;
 pub mod capture;
+pub mod codec;
 pub mod conceal;
 pub mod continuity;
 pub mod drift;

@@ -27,6 +27,8 @@ use tutti_core::probe::ProbeState;
 use tutti_core::ring;
 use wasm_bindgen::prelude::wasm_bindgen;
 
+mod opus;
+
 /// I/O word: inbound ring read counter (engine → host after process).
 pub const IO_IN_READ: usize = 0;
 /// I/O word: inbound ring write counter (host → engine before process).
@@ -263,12 +265,16 @@ pub fn tutti_io_ptr(handle: u32) -> u32 {
     address(handle, |h| &h.io)
 }
 
-/// Builds a peer and puts it in `slot`. Returns 1, or 0 if the slot does not exist. Allocates:
-/// call it from the message handler, not from `process()`.
+/// Builds a peer (with an Opus decoder when the host linked the codec module) and puts it in
+/// `slot`. Returns 1, or 0 if the slot does not exist. Allocates: call it from the message
+/// handler, not from `process()`.
 #[wasm_bindgen]
 pub fn tutti_add_peer(handle: u32, slot: u32) -> u32 {
     let Some(h) = host(handle) else { return 0 };
-    let peer = Peer::new(h.engine.config());
+    let mut peer = Peer::new(h.engine.config());
+    if let Some(decoder) = opus::ImportedDecoder::new() {
+        peer.set_decoder(Box::new(decoder));
+    }
     match h.engine.insert_peer(slot as usize, peer) {
         Ok(_displaced) => 1,
         Err(_) => 0,

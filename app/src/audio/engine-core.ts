@@ -20,6 +20,7 @@ import {
   type BufferPolicy,
 } from './buffer-policy';
 import { DATA_OFFSET } from './ring';
+import { OPUS_IMPORT_MODULE, OpusModule, opusImports } from './opus-module';
 import { RingWriter } from './ring-ends';
 import { RingMirror } from './ring-mirror';
 import { G_SEQUENCE, STATS_BYTES } from './stats';
@@ -188,11 +189,19 @@ const IO_SEND_DROPPED_BYTES = 7;
  * Instantiates the engine module synchronously. wasm-bindgen leaves one import in a module whose
  * API is numbers only: a hook that seeds the table of JavaScript values passed across the
  * boundary. No JavaScript value ever crosses it here, so that table is never read and the hook
- * has nothing to do. Any other import means the module is not the one this host was written for.
+ * has nothing to do. The engine also imports the codec module's calls (`tutti_opus`, see
+ * wasm/src/opus.rs): linked to `opus` when given, else to calls that refuse (its peers then take
+ * no Opus). Any other import means the module is not the one this host was written for.
  */
-export function instantiateEngine(module: WebAssembly.Module): TuttiExports {
-  const imports: Record<string, Record<string, () => void>> = {};
+export function instantiateEngine(module: WebAssembly.Module, opus: OpusModule | null = null): TuttiExports {
+  let memory: WebAssembly.Memory | null = null;
+  const codec = opusImports(opus, () => memory);
+  const imports: Record<string, Record<string, (...args: number[]) => number | void>> = {};
   for (const imp of WebAssembly.Module.imports(module)) {
+    if (imp.kind === 'function' && imp.module === OPUS_IMPORT_MODULE && imp.name in codec) {
+      (imports[imp.module] ??= {})[imp.name] = codec[imp.name as keyof typeof codec];
+      continue;
+    }
     if (imp.kind !== 'function' || !imp.name.includes('init_externref_table')) {
       throw new Error(`engine module has an unexpected import: ${imp.module}.${imp.name}`);
     }
@@ -200,6 +209,7 @@ export function instantiateEngine(module: WebAssembly.Module): TuttiExports {
   }
   const instance = new WebAssembly.Instance(module, imports);
   const exports = instance.exports as unknown as TuttiExports & { __wbindgen_start?: () => void };
+  memory = exports.memory;
   exports.__wbindgen_start?.();
   return exports;
 }
@@ -234,8 +244,17 @@ export class WasmEngineCore implements EngineCore {
   private readonly trackScratch = new Float32Array(RECORD_TRACK_SAMPLES);
   private readonly trackBytes = new Uint8Array(this.trackScratch.buffer);
 
-  constructor(module: WebAssembly.Module, buffers: EngineBuffers, config: EngineConfig) {
-    this.exports = instantiateEngine(module);
+  /**
+   * `opus`: the codec module's compiled WebAssembly (wasm/opus), instantiated here beside the
+   * engine so that its peers decode Opus; without it they take PCM only.
+   */
+  constructor(
+    module: WebAssembly.Module,
+    buffers: EngineBuffers,
+    config: EngineConfig,
+    opus: WebAssembly.Module | null = null,
+  ) {
+    this.exports = instantiateEngine(module, opus ? new OpusModule(opus) : null);
     this.buffers = buffers;
     this.slots = new Int32Array(config.maxPeers);
     const inCap = buffers.inbound.byteLength - DATA_OFFSET;

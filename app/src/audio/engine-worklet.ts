@@ -1,6 +1,7 @@
 // The one engine AudioWorkletProcessor: every remote peer of this client is played by it.
 //
-// processorOptions: { module: WebAssembly.Module, buffers: EngineBuffers, config: EngineConfig }.
+// processorOptions: { module: WebAssembly.Module, opus: WebAssembly.Module | null (the codec
+// module, libopus), buffers: EngineBuffers, config: EngineConfig }.
 // Control messages (engine-core.ts `Control`) arrive on the port and are applied between quanta.
 // If the engine cannot start, the processor posts { type: 'error', message } once and outputs
 // silence.
@@ -9,6 +10,7 @@ import { WasmEngineCore, type Control, type EngineBuffers, type EngineConfig } f
 
 interface EngineProcessorOptions {
   module: WebAssembly.Module;
+  opus?: WebAssembly.Module | null;
   buffers: EngineBuffers;
   config: EngineConfig;
 }
@@ -22,7 +24,7 @@ class EngineProcessor extends AudioWorkletProcessor {
     super();
     const opts = options.processorOptions as EngineProcessorOptions;
     try {
-      this.core = new WasmEngineCore(opts.module, opts.buffers, opts.config);
+      this.core = new WasmEngineCore(opts.module, opts.buffers, opts.config, opts.opus ?? null);
       this.port.postMessage({ type: 'ready' });
     } catch (err) {
       this.port.postMessage({ type: 'error', message: String(err) });

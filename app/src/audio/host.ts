@@ -2,6 +2,7 @@
 // net side the rings it exchanges packets through.
 
 import wasmUrl from '../../../wasm/pkg/tutti_wasm_bg.wasm?url';
+import opusUrl from '../../../wasm/opus/pkg/tutti_opus.wasm?url';
 import workletUrl from './engine-worklet.ts?worker&url';
 import {
   createBuffers,
@@ -32,11 +33,18 @@ export function engineUnavailableReason(): string | null {
 }
 
 let compiled: Promise<WebAssembly.Module> | null = null;
+let compiledOpus: Promise<WebAssembly.Module> | null = null;
 
 /** Compiles the engine's WebAssembly once per page. */
 export function engineModule(): Promise<WebAssembly.Module> {
   compiled ??= WebAssembly.compileStreaming(fetch(wasmUrl));
   return compiled;
+}
+
+/** Compiles the codec module (libopus, instantiated in the worklet beside the engine) once per page. */
+export function opusModule(): Promise<WebAssembly.Module> {
+  compiledOpus ??= WebAssembly.compileStreaming(fetch(opusUrl));
+  return compiledOpus;
 }
 
 export interface EngineHandle {
@@ -54,14 +62,18 @@ export async function createEngine(
 ): Promise<EngineHandle> {
   const reason = engineUnavailableReason();
   if (reason) throw new Error(reason);
-  const [module] = await Promise.all([engineModule(), ctx.audioWorklet.addModule(workletUrl)]);
+  const [module, opus] = await Promise.all([
+    engineModule(),
+    opusModule(),
+    ctx.audioWorklet.addModule(workletUrl),
+  ]);
   const node = new AudioWorkletNode(ctx, 'tutti-engine', {
     numberOfInputs: 1,
     numberOfOutputs: 1,
     outputChannelCount: [2],
     channelCount: config.captureChannels,
     channelCountMode: 'explicit',
-    processorOptions: { module, buffers, config },
+    processorOptions: { module, opus, buffers, config },
   });
   await new Promise<void>((resolve, reject) => {
     node.port.onmessage = (ev: MessageEvent<{ type: string; message?: string }>) => {

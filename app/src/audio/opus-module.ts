@@ -115,3 +115,56 @@ function checked(step: string, code: number): number {
   if (code < 0) throw new OpusError(step, code);
   return code;
 }
+
+/** The import module name under which the engine (wasm/src/opus.rs) asks for the codec. */
+export const OPUS_IMPORT_MODULE = 'tutti_opus';
+/** libopus's OPUS_UNIMPLEMENTED: what the calls answer when there is no codec module. */
+const REFUSED = -5;
+
+/**
+ * The engine's codec imports (wasm/src/opus.rs), linked to `opus`: each copies a frame between
+ * the engine's memory (`memory()`, known once the engine is instantiated) and the codec
+ * module's exchange areas, element by element into views made once (re-made only if the
+ * engine's memory grew, which it does only when a peer joins), so a call allocates nothing.
+ * Without `opus`, every call refuses and the engine's peers take no Opus.
+ */
+export function opusImports(opus: OpusModule | null, memory: () => WebAssembly.Memory | null) {
+  if (!opus) {
+    return {
+      decoder_new: (): number => REFUSED,
+      decode: (): number => REFUSED,
+      decoder_reset: (): void => {},
+      free: (): void => {},
+    };
+  }
+  const { packet, pcm } = opus;
+  let bytes = new Uint8Array(0);
+  let floats = new Float32Array(0);
+  const views = (): void => {
+    const m = memory();
+    if (m && bytes.buffer !== m.buffer) {
+      bytes = new Uint8Array(m.buffer);
+      floats = new Float32Array(m.buffer);
+    }
+  };
+  return {
+    /** A stereo decoder (a mono stream decodes to both channels). */
+    decoder_new: (): number => opus.exports.tutti_opus_decoder_new(2),
+    decode: (handle: number, ptr: number, len: number, pcmPtr: number, frames: number): number => {
+      if (len < 0 || len > packet.length || frames * 2 > pcm.length || (pcmPtr & 3) !== 0) return -1;
+      views();
+      if (ptr + len > bytes.length || pcmPtr + frames * 8 > bytes.length) return -1;
+      for (let i = 0; i < len; i++) packet[i] = bytes[ptr + i];
+      const r = opus.decode(handle, len, frames);
+      if (r !== frames) return r < 0 ? r : -4;
+      const base = pcmPtr >>> 2;
+      const n = frames * 2;
+      for (let i = 0; i < n; i++) floats[base + i] = pcm[i];
+      return r;
+    },
+    decoder_reset: (handle: number): void => {
+      opus.exports.tutti_opus_decoder_reset(handle);
+    },
+    free: (handle: number): void => opus.free(handle),
+  };
+}

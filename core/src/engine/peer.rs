@@ -2,6 +2,7 @@
 //! latency histograms kept per peer, and the per-quantum playout that takes its audio from the
 //! jitter buffer to the bus.
 
+use crate::codec::Decoder;
 use crate::continuity::Continuity;
 use crate::drift::DriftController;
 use crate::jitter::{JitterBuffer, JitterConfig, JitterCounters, PopKind, PushOutcome};
@@ -46,6 +47,8 @@ pub struct Peer {
     /// (pre-fader): what a recording keeps of this peer. Written only while recording.
     pub(super) stem_l: [f32; QUANTUM],
     pub(super) stem_r: [f32; QUANTUM],
+    /// The decoder of the peer's compressed frames (none: only PCM is taken from it).
+    pub(crate) decoder: Option<Box<dyn Decoder>>,
 }
 
 impl Peer {
@@ -73,7 +76,20 @@ impl Peer {
             sender_gaps: Continuity::new(),
             stem_l: [0.0; QUANTUM],
             stem_r: [0.0; QUANTUM],
+            decoder: None,
         })
+    }
+
+    /// Gives the peer a decoder for compressed (Opus) frames; without one, its Opus packets are
+    /// refused as an unsupported codec. Set-up, off the render path (the decoder's state is
+    /// allocated by whoever made it).
+    pub fn set_decoder(&mut self, decoder: Box<dyn Decoder>) {
+        self.decoder = Some(decoder);
+    }
+
+    /// Whether the peer can take packets of `pkt`'s codec.
+    pub(crate) fn takes(&self, pkt: &packet::Packet<'_>) -> bool {
+        !pkt.is_opus() || self.decoder.is_some()
     }
 
     /// The peer's channel strip (gain, pan, mute, solo, meters).
@@ -127,6 +143,10 @@ impl Peer {
     /// itself (a hub's mix) instead of through the [`Engine`](super::Engine): `now` is the local
     /// frame at which the current quantum starts. Real-time safe.
     pub fn push(&mut self, pkt: &packet::Packet<'_>, now: u64) -> PushOutcome {
+        if !self.takes(pkt) {
+            self.malformed += 1;
+            return PushOutcome::Rejected;
+        }
         let outcome = self.jitter.push_noted(pkt, now, f64::NAN);
         self.note_send_stamp(pkt, outcome);
         outcome
@@ -235,7 +255,9 @@ impl Peer {
             if l.len() < block {
                 break;
             }
-            let pop = self.jitter.pop_block(l, r);
+            let pop = self
+                .jitter
+                .pop_block_with(l, r, self.decoder.as_deref_mut());
             if let Some((arrival, sent)) = self.jitter.take_played() {
                 let ahead_local = if ratio > 0.0 { ahead / ratio } else { ahead };
                 let starts = now as f64 + ahead_local.max(0.0);

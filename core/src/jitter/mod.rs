@@ -140,11 +140,12 @@ mod store;
 #[cfg(test)]
 mod tests;
 
+use crate::codec::Decoder;
 use crate::conceal::{fade_in_weight, Concealer, HISTORY_NEED};
-use crate::packet::{Header, Packet, SampleFormat, MAX_FRAMES};
+use crate::packet::{Header, Packet, MAX_FRAMES, OPUS_FRAMES};
 use depth::TargetInputs;
 use lateness::Lateness;
-use store::Store;
+use store::{Store, Stored};
 
 /// Smallest block size accepted; sizes the slot table.
 pub(crate) const MIN_BLOCK: usize = 32;
@@ -325,6 +326,8 @@ pub struct JitterCounters {
     pub resets: u64,
     /// Packets played as audio.
     pub played: u64,
+    /// Compressed packets (counted in `played`) that their decoder refused: concealed instead.
+    pub undecodable: u64,
     /// Blocks synthesized without passing a sequence number, each adding one block of delay:
     /// pops during underruns (at most 200 ms worth per underrun) and pops that raise the delay
     /// to a target that grew.
@@ -364,6 +367,10 @@ pub struct JitterBuffer {
     /// Blocks to merge away to lower the delay.
     skip_pending: u32,
     stale_run: u32,
+    /// The stream is Opus: blocks are decoded by the decoder handed to each pop.
+    opus: bool,
+    /// The decoder must forget its history before the next frame (a stream (re)started).
+    decoder_stale: bool,
     block: usize,
     n_slots: usize,
     /// `n_slots - 1` (`n_slots` is a power of two).
@@ -455,6 +462,8 @@ impl JitterBuffer {
                 };
                 cap / MIN_BLOCK
             ],
+            opus: false,
+            decoder_stale: true,
             merge_l: vec![0.0; MAX_FRAMES],
             merge_r: vec![0.0; MAX_FRAMES],
             block: 0,
@@ -597,7 +606,7 @@ impl JitterBuffer {
     // ----- internals -------------------------------------------------------------------------
 
     /// Adopts the block format of `header` (validated) and lays the storage out for it.
-    fn set_format(&mut self, header: &Header, channels: u8) {
+    fn set_format(&mut self, header: &Header, channels: u8, opus: bool) {
         let (frames, rate) = (usize::from(header.frames), header.rate.hz());
         // The concealer's references name buffers of the old layout: it copies what it needs.
         let store = &mut self.store;
@@ -607,7 +616,12 @@ impl JitterBuffer {
         self.block = frames;
         self.rate = rate;
         self.channels = channels;
-        self.n_slots = self.cap / frames;
+        // Slots are a power of two (sequence numbers map to them by mask): as many as the
+        // capacity holds, rounded down (an Opus block of 120 or 240 frames leaves a remainder).
+        let fit = (self.cap / frames).max(1);
+        self.n_slots = 1 << (usize::BITS - 1 - fit.leading_zeros());
+        self.opus = opus;
+        self.decoder_stale = true;
         self.slot_mask = self.n_slots as u64 - 1;
         self.same_rate = rate == self.cfg.local_rate;
         self.block_local = self.to_local(frames as i64);
@@ -617,6 +631,7 @@ impl JitterBuffer {
     /// Starts (or restarts) playout at `ext`, in prefill, with a fresh lateness reference.
     fn restart(&mut self, ext: u64, now: u64) {
         self.state = StreamState::Prefill;
+        self.decoder_stale = true;
         self.play = ext;
         self.t_base = now;
         self.s_base = ext;

@@ -8,7 +8,23 @@ impl JitterBuffer {
     /// Emits the next block into the first [`JitterBuffer::block_frames`] frames of `left` and
     /// `right` (the quantum size before the first packet). When either slice is shorter, writes
     /// nothing and returns `frames: 0`. Real-time safe.
+    ///
+    /// A PCM stream needs nothing more; an Opus stream is played by [`JitterBuffer::pop_block_with`].
     pub fn pop_block(&mut self, left: &mut [f32], right: &mut [f32]) -> Pop {
+        self.pop_block_with(left, right, None)
+    }
+
+    /// [`JitterBuffer::pop_block`] with the decoder of this stream's compressed frames: each
+    /// frame is decoded once, in order, when played, and a sequence number passed without its
+    /// frame is concealed by the decoder (which keeps its state continuous). Without a decoder,
+    /// compressed frames play as silence, counted `undecodable`. Real-time safe when the
+    /// decoder is.
+    pub fn pop_block_with<'d>(
+        &mut self,
+        left: &mut [f32],
+        right: &mut [f32],
+        mut decoder: Option<&mut (dyn Decoder + 'd)>,
+    ) -> Pop {
         let b = if self.block == 0 {
             self.cfg.quantum as usize
         } else {
@@ -88,17 +104,41 @@ impl JitterBuffer {
         if self.slots[i].ext != self.play {
             self.counters.concealed += 1;
             self.play += 1;
+            if let (true, Some(d)) = (self.opus, decoder.as_deref_mut()) {
+                if self.decoder_stale {
+                    d.reset();
+                    self.decoder_stale = false;
+                }
+                if d.decode(None, l, r).is_ok() {
+                    // The decoder's concealment is what plays: it is the history now.
+                    self.concealer.play(l, r);
+                    return Pop {
+                        kind: PopKind::Concealed,
+                        frames: b,
+                    };
+                }
+            }
             return self.fade(l, r);
         }
         let buf = self.slots[i].buf;
         self.played_arrival = Some((self.slots[i].arrival, self.slots[i].note));
-        self.store.decode(buf, l, r);
+        let mut dec = Decoding {
+            store: &mut self.store,
+            counters: &mut self.counters,
+            stale: &mut self.decoder_stale,
+        };
+        dec.block(buf, l, r, decoder.as_deref_mut());
         let next = self.slot_of(self.play + 1);
         let merge = self.skip_pending > 0 && self.slots[next].ext == self.play + 1;
         if merge {
             // Catch-up: this block fades into the next; both are consumed.
             let (nl, nr) = (&mut self.merge_l[..b], &mut self.merge_r[..b]);
-            self.store.decode(self.slots[next].buf, nl, nr);
+            let mut dec = Decoding {
+                store: &mut self.store,
+                counters: &mut self.counters,
+                stale: &mut self.decoder_stale,
+            };
+            dec.block(self.slots[next].buf, nl, nr, decoder);
             for k in 0..b {
                 let w = fade_in_weight(k, b);
                 l[k] = (1.0 - w) * l[k] + w * nl[k];
@@ -175,5 +215,55 @@ impl JitterBuffer {
             },
             frames: l.len(),
         }
+    }
+}
+
+/// The parts of the buffer a stored block's decoding touches (apart from the scratch it is
+/// decoded into, which may be the buffer's own).
+struct Decoding<'a> {
+    store: &'a mut Store,
+    counters: &'a mut JitterCounters,
+    stale: &'a mut bool,
+}
+
+impl Decoding<'_> {
+    /// Decodes stored block `buf` into `l`/`r`: PCM directly; an Opus frame with `decoder`,
+    /// after which its samples replace it in the store (the concealer may read it again, and a
+    /// frame must not go through its decoder twice). A frame the decoder refuses, or one without
+    /// a decoder, is concealed (or silence) and counted `undecodable`.
+    fn block<'d>(
+        &mut self,
+        buf: u32,
+        l: &mut [f32],
+        r: &mut [f32],
+        decoder: Option<&mut (dyn Decoder + 'd)>,
+    ) {
+        let Some(bytes) = self.store.opus_payload(buf) else {
+            self.store.decode(buf, l, r);
+            return;
+        };
+        let decoded = match decoder {
+            Some(d) => {
+                if *self.stale {
+                    d.reset();
+                    *self.stale = false;
+                }
+                let ok = d.decode(Some(bytes), l, r).is_ok();
+                if !ok && d.decode(None, l, r).is_err() {
+                    l.fill(0.0);
+                    r.fill(0.0);
+                }
+                ok
+            }
+            None => {
+                l.fill(0.0);
+                r.fill(0.0);
+                false
+            }
+        };
+        if !decoded {
+            self.counters.undecodable += 1;
+        }
+        self.store.write_decoded(buf, l, r);
     }
 }

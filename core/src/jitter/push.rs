@@ -19,9 +19,23 @@ impl JitterBuffer {
         self.pushed_note = note;
         let frames = pkt.frames();
         let channels = pkt.channels;
-        let expected_len = frames * usize::from(channels) * pkt.header.format.bytes();
-        let block_ok = frames.is_power_of_two() && (MIN_BLOCK..=MAX_FRAMES).contains(&frames);
-        if !block_ok || !(1..=2).contains(&channels) || pkt.payload.len() != expected_len {
+        let opus = pkt.is_opus();
+        // PCM: exactly the block's samples. Opus: a frame of 2.5 or 5 ms, no larger than the
+        // PCM16 block of the same length (the packet module's bound).
+        let pcm_len = frames * usize::from(channels) * pkt.header.format.bytes();
+        let (block_ok, len_ok) = if opus {
+            let bound = frames * usize::from(channels) * 2;
+            (
+                OPUS_FRAMES.contains(&pkt.header.frames),
+                (1..=bound).contains(&pkt.payload.len()),
+            )
+        } else {
+            (
+                frames.is_power_of_two() && (MIN_BLOCK..=MAX_FRAMES).contains(&frames),
+                pkt.payload.len() == pcm_len,
+            )
+        };
+        if !block_ok || !len_ok || !(1..=2).contains(&channels) {
             self.counters.discarded += 1;
             return PushOutcome::Rejected;
         }
@@ -35,16 +49,20 @@ impl JitterBuffer {
         let rate = pkt.header.rate.hz();
         let mut outcome = None;
         if self.block == 0 {
-            self.set_format(&pkt.header, channels);
+            self.set_format(&pkt.header, channels, pkt.is_opus());
             let ext = SEQ_BASE + u64::from(seq);
             self.new_segment(ext);
             self.restart(ext, now);
             outcome = Some(PushOutcome::Started);
-        } else if frames != self.block || rate != self.rate || channels != self.channels {
+        } else if frames != self.block
+            || rate != self.rate
+            || channels != self.channels
+            || pkt.is_opus() != self.opus
+        {
             self.counters.resets += 1;
             self.drop_all();
             self.close_segment();
-            self.set_format(&pkt.header, channels);
+            self.set_format(&pkt.header, channels, pkt.is_opus());
             let ext = self.extend(seq);
             self.new_segment(ext);
             self.restart(ext, now);
@@ -98,7 +116,12 @@ impl JitterBuffer {
             self.counters.late += 1;
             return outcome;
         }
-        self.store(ext, pkt.payload, pkt.header.format, now);
+        let kind = if pkt.is_opus() {
+            Stored::Opus(pkt.payload.len() as u16)
+        } else {
+            Stored::Pcm(pkt.header.format)
+        };
+        self.store(ext, pkt.payload, kind, now);
         self.delay = self.elapsed(now) - self.nominal(self.play);
         if self.state == StreamState::Playing {
             self.check_depth(now);
@@ -177,7 +200,7 @@ impl JitterBuffer {
     }
 
     /// Copies a payload into the slot of `ext`.
-    fn store(&mut self, ext: u64, payload: &[u8], format: SampleFormat, now: u64) {
+    fn store(&mut self, ext: u64, payload: &[u8], kind: Stored, now: u64) {
         let i = self.slot_of(ext);
         if self.slots[i].ext == EMPTY {
             // Slots hold at most `n_slots` buffers and the concealer keeps at most
@@ -193,7 +216,7 @@ impl JitterBuffer {
             // slot, so this cannot happen; stay consistent anyway (its buffer is reused).
             self.counters.discarded += 1;
         }
-        self.store.write(self.slots[i].buf, payload, format);
+        self.store.write(self.slots[i].buf, payload, kind);
         self.slots[i].ext = ext;
         self.slots[i].arrival = now;
         self.slots[i].note = self.pushed_note;

@@ -292,6 +292,7 @@ fn counters_equal_the_injected_schedule() {
             discarded: 0,
             resets: 0,
             played: inj.sent - inj.dropped - inj.delayed,
+            undecodable: 0,
             stretched: c.stretched,
         };
         assert_eq!(c, expect, "seed {seed}: {inj:?}");

@@ -24,6 +24,7 @@ pub mod client;
 pub mod jacktrip;
 pub mod media;
 pub mod opus;
+pub mod opus_stream;
 pub mod priority;
 pub mod rtc;
 pub mod signal;

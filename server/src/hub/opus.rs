@@ -263,6 +263,31 @@ impl Decoder {
     }
 }
 
+impl Decoder {
+    /// Forgets the stream's history: the next frame starts a new stream.
+    pub fn reset(&mut self) {
+        // SAFETY: `raw` is a live decoder; the request takes no argument and cannot fail for
+        // a valid decoder.
+        unsafe {
+            sys::opus_decoder_ctl(self.raw.as_ptr(), sys::OPUS_RESET_STATE);
+        }
+    }
+}
+
+/// Samples per channel a packet codes (its table of contents says so), or an error for a
+/// packet that is not Opus.
+pub fn packet_frames(packet: &[u8]) -> Result<usize, OpusError> {
+    let len = i32::try_from(packet.len()).map_err(|_| OpusError {
+        step: "packet frames",
+        code: sys::OPUS_INVALID_PACKET,
+    })?;
+    // SAFETY: `packet` holds `len` bytes; libopus only reads them.
+    let n = check("packet frames", unsafe {
+        sys::opus_packet_get_nb_samples(packet.as_ptr(), len, RATE)
+    })?;
+    Ok(n as usize)
+}
+
 impl Drop for Decoder {
     fn drop(&mut self) {
         // SAFETY: created by opus_decoder_create and destroyed once.
