@@ -1,11 +1,13 @@
 //! A hub room's hot path allocates nothing: a counting global allocator watches `receive` and
 //! `poll` over thousands of blocks in forward mode and in mix mode (a JackTrip listener present,
 //! personal strips set, hostile messages among the good ones, a live mode switch, a link to a
-//! home hub sending the room's sum and bringing the home's mix). Clients and the link are added
-//! before the watched region, as the worker does off the hot path.
+//! home hub sending the room's sum and bringing the home's mix, listeners taking Opus layers so
+//! that every block is re-encoded). Clients, layers and the link are set up before the watched
+//! region, as the worker does off the hot path.
 
 use tutti_core::alloc_watch::{calls, watched, Counting};
 use tutti_core::packet::{encode, Extension, Header, SampleFormat, SampleRate, CODEC_PCM};
+use tutti_server::hub::media::layers::Layer;
 use tutti_server::hub::media::{
     tick_offset_us, ClientId, ClientKind, JackTripFormat, MediaRoom, Mode, CASCADE,
 };
@@ -57,6 +59,10 @@ fn receive_and_poll_never_allocate() {
         room.set_strip(ids[0], 2, 0.5, -0.3, false, false).unwrap();
         room.set_strip(ids[1], 3, 1.0, 0.0, false, true).unwrap();
         room.set_master(ids[2], 0.7).unwrap();
+        // Listeners on each Opus layer: every sender's stream is re-encoded (the layers'
+        // encoders are made here, off the hot path).
+        room.set_layer(ids[3], Layer::Opus128).unwrap();
+        room.set_layer(ids[4], Layer::Opus64).unwrap();
         room.set_cascade(true, 0);
         let home: Vec<Vec<u8>> = (0..64)
             .map(|k| {
@@ -65,7 +71,7 @@ fn receive_and_poll_never_allocate() {
                 p
             })
             .collect();
-        let packets: Vec<Vec<Vec<u8>>> = (0..8u16)
+        let mut packets: Vec<Vec<Vec<u8>>> = (0..8u16)
             .map(|i| {
                 (0..64)
                     .map(|k| packet(k, 375.0 * f64::from(i + 1), i + 1))
@@ -87,7 +93,10 @@ fn receive_and_poll_never_allocate() {
                 room.poll(t, &mut send);
                 for (i, &id) in ids.iter().enumerate() {
                     let at = t + 100 + 20 * i as u64;
-                    room.receive(id, &packets[i][(k % 64) as usize], at);
+                    // Numbered on, so that the layers take every block.
+                    let p = &mut packets[i][(k % 64) as usize];
+                    p[8..10].copy_from_slice(&(k as u16).to_le_bytes());
+                    room.receive(id, p, at);
                     room.poll(at, &mut send);
                 }
                 room.receive(ids[7], &garbage, t + 400);
@@ -107,6 +116,10 @@ fn receive_and_poll_never_allocate() {
             }
         });
         assert_eq!(calls() - before, 0, "{mode:?}");
+        // The layers did encode while forwarding (blocks 0..=400, or 401..800 after the
+        // switch): 399 blocks of 128 are 425 frames of 120 and 212 of 240.
+        let layers = room.layer_counters(ids[0]).unwrap();
+        assert!(layers.encoded >= 425 + 212, "{mode:?}: {layers:?}");
         assert!(messages > 800 * 9, "{mode:?}: {messages} messages");
         assert!(bytes > 0);
         assert!(

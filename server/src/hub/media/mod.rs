@@ -26,6 +26,7 @@
 mod cascade;
 mod forward;
 mod ingest;
+pub mod layers;
 mod mix;
 #[cfg(test)]
 mod tests;
@@ -42,6 +43,7 @@ pub use cascade::{CASCADE, LINK_FORMAT};
 use forward::Pending;
 use ingest::Ingest;
 pub use ingest::{ClientCounters, DropReason, Received, BURST_PACKETS};
+use layers::{Layer, SenderLayers, OPUS_LAYERS};
 pub use mix::{tick_offset_us, MAX_TICKS_PER_POLL, TICK_US};
 use mix::{Mixer, Output};
 
@@ -113,6 +115,10 @@ pub enum MediaError {
     OwnVoice,
     /// The listener has already set [`MAX_STRIPS`] sources away from the default.
     TooManyStrips,
+    /// Layers are for browser listeners (a JackTrip client takes its own format).
+    NotBrowser,
+    /// The codec could not be set up (libopus refused to make an encoder).
+    Codec,
 }
 
 impl fmt::Display for MediaError {
@@ -122,6 +128,8 @@ impl fmt::Display for MediaError {
             MediaError::StreamTaken => "stream id already in use",
             MediaError::BadStream => "stream ids are 1..=65534",
             MediaError::BadFormat => "unsupported JackTrip format",
+            MediaError::NotBrowser => "only a browser listener takes a layer",
+            MediaError::Codec => "the codec could not be set up",
             MediaError::NoSuchClient => "no such client",
             MediaError::NoSuchSource => "no client with that stream id",
             MediaError::OwnVoice => "a listener has no strip for its own voice",
@@ -165,6 +173,10 @@ struct Client {
     echo: bool,
     /// A browser's staged forwarded packets.
     pending: Option<Pending>,
+    /// What it takes of the others (forward mode, browsers).
+    layer: Layer,
+    /// Its stream in the Opus layers someone takes (taken out while it is fed).
+    layers: Option<Box<SenderLayers>>,
     peer: Box<Peer>,
     output: Box<Output>,
 }
@@ -187,6 +199,8 @@ pub struct MediaRoom {
     /// The link to the room's home hub, when this hub carries part of a larger room.
     cascade: Option<Box<Cascade>>,
     scratch: Box<[u8]>,
+    /// Browser listeners taking each Opus layer ([`OPUS_LAYERS`] order).
+    takers: [usize; 2],
     /// The meters message of the tick, written once for every listener.
     meters: Box<[u8]>,
     counters: RoomCounters,
@@ -204,6 +218,7 @@ impl MediaRoom {
             mixer: Mixer::new(),
             cascade: None,
             scratch: vec![0; MAX_BUNDLE_LEN].into_boxed_slice(),
+            takers: [0; 2],
             meters: vec![0; MAX_METERS_LEN].into_boxed_slice(),
             counters: RoomCounters::default(),
         };
@@ -295,6 +310,12 @@ impl MediaRoom {
         self.mixer.blocks.ensure(slot);
         let _ = self.mixer.minus.clear(slot);
         self.mixer.minus.forget_source(slot);
+        let mut layers = SenderLayers::new();
+        for (i, l) in OPUS_LAYERS.iter().enumerate() {
+            if self.takers[i] > 0 {
+                layers.ensure(*l).map_err(|_| MediaError::Codec)?;
+            }
+        }
         self.clients[slot] = Some(Client {
             id,
             stream,
@@ -304,6 +325,8 @@ impl MediaRoom {
             heard: false,
             echo: false,
             pending: (kind == ClientKind::Browser).then(Pending::new),
+            layer: Layer::AsSent,
+            layers: Some(layers),
             peer: Peer::new(&EngineConfig::default()),
             output: Box::new(Output::new()),
         });
@@ -325,6 +348,9 @@ impl MediaRoom {
         };
         self.generations[slot] = self.generations[slot].wrapping_add(1);
         self.len -= 1;
+        if let Some(i) = client.layer.index() {
+            self.takers[i] -= 1;
+        }
         let _ = self.mixer.minus.clear(slot);
         self.mixer.minus.forget_source(slot);
         for c in self.clients.iter_mut().flatten() {
@@ -346,6 +372,50 @@ impl MediaRoom {
         if let Some(c) = self.slot_of(id).and_then(|s| self.clients[s].as_mut()) {
             c.echo = on;
         }
+    }
+
+    /// What browser `listener` takes of the other senders in forward mode: their packets as
+    /// sent, or an Opus layer (each sender's stream encoded once for all who take it). Makes the
+    /// layer's encoders for every sender that lacks one: allocates, so it belongs to the control
+    /// path. A JackTrip client takes its own format from the mix and has no layer.
+    pub fn set_layer(&mut self, listener: ClientId, layer: Layer) -> Result<(), MediaError> {
+        let slot = self.slot_of(listener).ok_or(MediaError::NoSuchClient)?;
+        match self.clients[slot].as_ref() {
+            Some(c) if c.kind == ClientKind::Browser => {}
+            Some(_) => return Err(MediaError::NotBrowser),
+            None => return Err(MediaError::NoSuchClient),
+        }
+        for c in self.clients.iter_mut().flatten() {
+            if let Some(layers) = c.layers.as_mut() {
+                layers.ensure(layer).map_err(|_| MediaError::Codec)?;
+            }
+        }
+        let Some(c) = self.clients[slot].as_mut() else {
+            return Err(MediaError::NoSuchClient);
+        };
+        if let Some(i) = c.layer.index() {
+            self.takers[i] -= 1;
+        }
+        if let Some(i) = layer.index() {
+            self.takers[i] += 1;
+        }
+        c.layer = layer;
+        Ok(())
+    }
+
+    /// The layer `listener` takes.
+    pub fn layer(&self, listener: ClientId) -> Option<Layer> {
+        self.slot_of(listener)
+            .and_then(|s| self.clients[s].as_ref())
+            .map(|c| c.layer)
+    }
+
+    /// What the client's Opus layers counted (as a sender).
+    pub fn layer_counters(&self, id: ClientId) -> Option<layers::LayerCounters> {
+        self.slot_of(id)
+            .and_then(|s| self.clients[s].as_ref())
+            .and_then(|c| c.layers.as_ref())
+            .map(|l| l.counters)
     }
 
     /// Listener `listener`'s strip for the client whose stream id is `source_stream`: its gain
@@ -415,17 +485,28 @@ impl MediaRoom {
         }
         let stream = client.stream;
         let has_ext = pkt.ext.is_some();
-        let mut forwarded = 0;
-        for (i, other) in self.clients.iter_mut().enumerate() {
-            let Some(other) = other.as_mut().filter(|o| i != slot || o.echo) else {
-                continue;
-            };
-            if let Some(p) = other.pending.as_mut() {
-                if p.stage(slot, stream, bytes, has_ext, now_us) {
-                    forwarded += 1;
-                } else {
-                    other.ingest.counters.overflow += 1;
-                }
+        let mut forwarded = stage_for(
+            &mut self.clients,
+            slot,
+            stream,
+            Layer::AsSent,
+            bytes,
+            has_ext,
+            now_us,
+        );
+        let taken = [self.takers[0] > 0, self.takers[1] > 0];
+        if taken.contains(&true) {
+            // The sender's layers are taken out while their frames are staged for the others
+            // (moving the box allocates nothing).
+            let mut layers = self.clients[slot].as_mut().and_then(|c| c.layers.take());
+            if let Some(l) = layers.as_mut() {
+                let clients = &mut self.clients;
+                l.feed(&pkt, taken, &mut |layer, frame| {
+                    forwarded += stage_for(clients, slot, stream, layer, frame, true, now_us);
+                });
+            }
+            if let Some(c) = self.clients[slot].as_mut() {
+                c.layers = layers;
             }
         }
         if let Some(client) = self.clients[slot].as_mut() {
@@ -578,4 +659,35 @@ impl MediaRoom {
         let c = self.clients.get(slot)?.as_ref()?;
         (c.id == id).then_some(slot)
     }
+}
+
+/// Stages `packet` (from the sender in `slot`, stream id `stream`) for every browser listener
+/// that takes `layer` (the sender itself only while it asked for its own echo); a listener whose
+/// staging is full counts an overflow. Returns the listeners it was staged for.
+fn stage_for(
+    clients: &mut [Option<Client>],
+    slot: usize,
+    stream: u16,
+    layer: Layer,
+    packet: &[u8],
+    has_ext: bool,
+    now_us: u64,
+) -> u64 {
+    let mut staged = 0;
+    for (i, other) in clients.iter_mut().enumerate() {
+        let Some(other) = other
+            .as_mut()
+            .filter(|o| (i != slot || o.echo) && o.layer == layer)
+        else {
+            continue;
+        };
+        if let Some(p) = other.pending.as_mut() {
+            if p.stage(slot, stream, packet, has_ext, now_us) {
+                staged += 1;
+            } else {
+                other.ingest.counters.overflow += 1;
+            }
+        }
+    }
+    staged
 }

@@ -827,3 +827,178 @@ fn a_link_drops_bad_packets_and_a_room_without_one_refuses_them() {
     room.set_cascade(false, 4);
     assert_eq!(room.cascade_counters(), None);
 }
+
+/// The packets of `stream` in a listener's bundles, in order.
+fn packets_of(messages: &[Vec<u8>], stream: u16) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for b in messages {
+        for p in bundle::parse(b).unwrap().packets() {
+            if packet::parse(p).unwrap().ext.unwrap().stream_id == stream {
+                out.push(p.to_vec());
+            }
+        }
+    }
+    out
+}
+
+/// Plays Opus packets through a peer with a decoder, as a browser's engine would, at the
+/// pace they were made (one quantum pulled per 128 frames): the left channel.
+fn play_opus(packets: &[Vec<u8>]) -> Vec<f32> {
+    use crate::hub::opus_stream::StreamDecoder;
+    let mut peer = Peer::new(&EngineConfig::default());
+    peer.set_decoder(Box::new(StreamDecoder::new().unwrap()));
+    let frames = usize::from(packet::parse(&packets[0]).unwrap().header.frames);
+    let quanta = packets.len() * frames / 128;
+    let (mut l, mut r) = ([0.0f32; 128], [0.0f32; 128]);
+    let mut out = Vec::new();
+    let mut k = 0;
+    for q in 0..quanta {
+        let now = (q * 128) as u64;
+        while k < packets.len() && ((k + 1) * frames) as u64 <= now {
+            peer.push(&packet::parse(&packets[k]).unwrap(), now);
+            k += 1;
+        }
+        peer.pull(now, &mut l, &mut r);
+        out.extend_from_slice(&l);
+    }
+    out
+}
+
+#[test]
+fn each_listener_takes_its_layer_and_each_layer_is_encoded_once() {
+    // Sender 31 plays 750 Hz; 32 and 35 take Opus at 128 kbit/s, 33 takes the packets as
+    // sent, 34 Opus at 64 kbit/s.
+    let mut room = MediaRoom::new(Mode::Forward, 0);
+    let ids: Vec<ClientId> = (31..36u16)
+        .map(|s| room.add_client(s, ClientKind::Browser, 0).unwrap())
+        .collect();
+    room.set_layer(ids[1], Layer::Opus128).unwrap();
+    room.set_layer(ids[4], Layer::Opus128).unwrap();
+    room.set_layer(ids[3], Layer::Opus64).unwrap();
+    assert_eq!(room.layer(ids[2]), Some(Layer::AsSent));
+    let mut sent = Sent::new();
+    let blocks = 1500u64; // 4 s
+    for k in 0..blocks {
+        let t = tick_us(k);
+        room.receive(ids[0], &browser_packet(k, 750.0, 0.2, Some(31)), t);
+        room.poll(t, &mut collect(&mut sent));
+    }
+    room.poll(tick_us(blocks) + BUNDLE_WAIT_US, &mut collect(&mut sent));
+
+    // As sent: the sender's bytes.
+    let plain = packets_of(&sent[&ids[2]], 31);
+    assert_eq!(plain.len(), blocks as usize);
+    assert!(plain.iter().all(|p| !packet::parse(p).unwrap().is_opus()));
+    // Opus: every frame, numbered without a gap, at its layer's frame and at level.
+    for (who, frames, min_db) in [(1usize, 120usize, -0.5), (4, 120, -0.5), (3, 240, -0.5)] {
+        let ps = packets_of(&sent[&ids[who]], 31);
+        assert_eq!(ps.len(), blocks as usize * 128 / frames, "listener {who}");
+        for (n, p) in ps.iter().enumerate() {
+            let p = packet::parse(p).unwrap();
+            assert!(p.is_opus());
+            assert_eq!(
+                (usize::from(p.header.frames), usize::from(p.header.seq)),
+                (frames, n)
+            );
+        }
+        let out = play_opus(&ps);
+        let steady = &out[out.len() - 48_000..];
+        let level = db(amplitude(steady, 750.0) / 0.2);
+        println!("listener {who} ({frames}-sample Opus): 750 Hz at {level:+.2} dB");
+        assert!(
+            level > min_db && level < 0.5,
+            "listener {who}: {level:.2} dB"
+        );
+    }
+    // Encoded once per frame and layer, whatever the listeners: 1500 blocks of 128 = 1600
+    // frames of 120 and 800 of 240.
+    let c = room.layer_counters(ids[0]).unwrap();
+    assert_eq!(
+        (c.encoded, c.skipped, c.late, c.failed),
+        (1600 + 800, 0, 0, 0)
+    );
+    // Nobody sends to the others: their layers encoded nothing.
+    assert_eq!(room.layer_counters(ids[2]).unwrap().encoded, 0);
+}
+
+#[test]
+fn a_gap_in_the_sender_skips_the_layers_numbers_and_a_late_packet_is_not_reencoded() {
+    let mut room = MediaRoom::new(Mode::Forward, 0);
+    let a = room.add_client(41, ClientKind::Browser, 0).unwrap();
+    let b = room.add_client(42, ClientKind::Browser, 0).unwrap();
+    room.set_layer(b, Layer::Opus64).unwrap();
+    let mut sent = Sent::new();
+    for k in 0..100u64 {
+        // Blocks 40..=44 are lost; block 20 comes again, late, after block 60.
+        if (40..45).contains(&k) {
+            continue;
+        }
+        let t = tick_us(k);
+        room.receive(a, &browser_packet(k, 750.0, 0.2, Some(41)), t);
+        if k == 60 {
+            room.receive(a, &browser_packet(20, 750.0, 0.2, Some(41)), t);
+        }
+        room.poll(t, &mut collect(&mut sent));
+    }
+    room.poll(tick_us(100) + BUNDLE_WAIT_US, &mut collect(&mut sent));
+    let seqs: Vec<u16> = packets_of(&sent[&b], 41)
+        .iter()
+        .map(|p| packet::parse(p).unwrap().header.seq)
+        .collect();
+    let c = room.layer_counters(a).unwrap();
+    // Blocks 0..40 hold 5120 frames: 21 frames of 240 and 80 left over; the gap (5 blocks,
+    // 640 frames, plus the 80) spans 3 numbers: 21..24 are never sent; the next frame is 24.
+    assert_eq!(&seqs[..21], &(0..21).collect::<Vec<_>>()[..]);
+    assert_eq!(seqs[21], 24, "{seqs:?}");
+    assert!(seqs.windows(2).skip(21).all(|w| w[1] == w[0] + 1));
+    assert_eq!((c.skipped, c.late), (3, 1), "{c:?}");
+    // What playout makes of it: the numbers skipped are lost and concealed, nothing else.
+    let ps = packets_of(&sent[&b], 41);
+    let mut peer = Peer::new(&EngineConfig::default());
+    peer.set_decoder(Box::new(
+        crate::hub::opus_stream::StreamDecoder::new().unwrap(),
+    ));
+    let (mut l, mut r) = ([0.0f32; 128], [0.0f32; 128]);
+    for (n, p) in ps.iter().enumerate() {
+        let seq = u64::from(packet::parse(p).unwrap().header.seq);
+        peer.push(&packet::parse(p).unwrap(), seq * 240);
+        let _ = n;
+        peer.pull(seq * 240, &mut l, &mut r);
+        peer.pull(seq * 240 + 120, &mut l, &mut r);
+    }
+    for q in 0..40 {
+        peer.pull(100 * 240 + q * 128, &mut l, &mut r);
+    }
+    let j = peer.jitter_counters();
+    assert_eq!((j.lost, j.concealed, j.undecodable), (3, 3, 0), "{j:?}");
+}
+
+#[test]
+fn a_jacktrip_client_takes_no_layer_and_a_departed_listener_frees_its_layer() {
+    let mut room = MediaRoom::new(Mode::Forward, 0);
+    let a = room.add_client(51, ClientKind::Browser, 0).unwrap();
+    let b = room.add_client(52, ClientKind::Browser, 0).unwrap();
+    let f = JackTripFormat {
+        frames: 128,
+        bits: 16,
+        channels: 2,
+    };
+    let j = room.add_client(53, ClientKind::JackTrip(f), 0).unwrap();
+    assert_eq!(
+        room.set_layer(j, Layer::Opus64),
+        Err(MediaError::NotBrowser)
+    );
+    room.set_layer(b, Layer::Opus64).unwrap();
+    room.remove_client(b);
+    assert_eq!(
+        room.set_layer(b, Layer::Opus64),
+        Err(MediaError::NoSuchClient)
+    );
+    // Nobody takes Opus any more: the sender's blocks are not encoded.
+    for k in 0..20u64 {
+        room.receive(a, &browser_packet(k, 750.0, 0.2, Some(51)), tick_us(k));
+    }
+    assert_eq!(room.layer_counters(a).unwrap().encoded, 0);
+    assert_eq!(Layer::from_name("opus-128"), Some(Layer::Opus128));
+    assert_eq!(Layer::from_name("flac"), None);
+}

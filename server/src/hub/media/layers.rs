@@ -1,0 +1,230 @@
+//! Forward mode's layers: each sender's stream made available in the formats its listeners
+//! take, encoded once per format and frame, never per listener (the bridge of seeds/003 keeps a
+//! source in layers and lets a controller pick per receiver; the choice is
+//! [`super::MediaRoom::set_layer`]'s, this module only makes the layers).
+//!
+//! A listener takes a sender's packets as they were sent ([`Layer::AsSent`]) or re-encoded as
+//! Opus ([`Layer::Opus128`], [`Layer::Opus64`]). The sender's blocks (32 to 256 frames) are
+//! decoded and gathered into Opus frames (120 samples at 128 kbit/s: 2.5 ms, for the least
+//! delay; 240 at 64 kbit/s, where 2.5 ms frames lose 12 dB of SNR): a frame leaves as soon as its
+//! last sample arrived, so the reframing adds less than one frame. Each layer numbers its frames
+//! itself. A gap in the sender's numbers (loss) drops what was gathered and skips the layer's
+//! numbers for the frames it spans, so that the listeners' decoders conceal them instead of
+//! playing silence; a packet older than one already taken is not re-encoded (its listeners on
+//! that layer lose nothing they would still play).
+//!
+//! Encoders are stereo (a mono sender is sent as two equal channels) and made when a layer is
+//! first taken ([`SenderLayers::ensure`], on the control path); feeding a block allocates nothing.
+
+use tutti_core::codec::Encoder as _;
+use tutti_core::packet::{
+    encode_opus, Header, Packet, SampleFormat, SampleRate, HEADER_LEN, MAX_FRAMES,
+};
+
+use crate::hub::opus::OpusError;
+use crate::hub::opus_stream::StreamEncoder;
+
+/// What a listener takes of every other sender.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Layer {
+    /// The sender's own packets, untouched.
+    #[default]
+    AsSent,
+    /// Opus at 128 kbit/s in 2.5 ms frames.
+    Opus128,
+    /// Opus at 64 kbit/s in 5 ms frames.
+    Opus64,
+}
+
+/// The encoded layers, in [`Layer::index`] order.
+pub const OPUS_LAYERS: [Layer; 2] = [Layer::Opus128, Layer::Opus64];
+
+impl Layer {
+    /// Bit rate and frame of an Opus layer.
+    pub fn opus(self) -> Option<(i32, usize)> {
+        match self {
+            Layer::AsSent => None,
+            Layer::Opus128 => Some((128_000, 120)),
+            Layer::Opus64 => Some((64_000, 240)),
+        }
+    }
+
+    /// The layer's index among [`OPUS_LAYERS`].
+    pub fn index(self) -> Option<usize> {
+        OPUS_LAYERS.iter().position(|&l| l == self)
+    }
+
+    /// Its name in signaling and stats.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::AsSent => "as-sent",
+            Layer::Opus128 => "opus-128",
+            Layer::Opus64 => "opus-64",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Layer> {
+        [Layer::AsSent, Layer::Opus128, Layer::Opus64]
+            .into_iter()
+            .find(|l| l.name() == name)
+    }
+}
+
+/// Gathered stereo samples: a frame of the longest layer plus the longest block.
+const FIFO: usize = 240 + MAX_FRAMES;
+
+/// One Opus layer of one sender.
+struct OpusLayer {
+    encoder: StreamEncoder,
+    frame: usize,
+    /// The next number this layer gives a frame.
+    seq: u16,
+    /// Frames gathered, and the sender's timestamp (µs) of the first of them.
+    left: [f32; FIFO],
+    right: [f32; FIFO],
+    filled: usize,
+    first_us: u64,
+    /// Frames encoded (once each, whatever the number of listeners).
+    encoded: u64,
+}
+
+/// What one sender's layers counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LayerCounters {
+    /// Opus frames encoded, all layers.
+    pub encoded: u64,
+    /// Layer numbers skipped for a gap in the sender's stream.
+    pub skipped: u64,
+    /// Sender packets older than one already taken: not re-encoded.
+    pub late: u64,
+    /// Frames the encoder refused (never expected; counted).
+    pub failed: u64,
+}
+
+/// One sender's Opus layers.
+pub struct SenderLayers {
+    layers: [Option<Box<OpusLayer>>; 2],
+    /// The sender's next expected sequence number, once one packet was taken.
+    next: Option<u16>,
+    /// One decoded block of the sender's.
+    block_l: [f32; MAX_FRAMES],
+    block_r: [f32; MAX_FRAMES],
+    /// The packet of the frame just encoded.
+    out: [u8; 1500],
+    pub counters: LayerCounters,
+}
+
+impl SenderLayers {
+    /// No layer yet. Allocates.
+    pub fn new() -> Box<SenderLayers> {
+        Box::new(SenderLayers {
+            layers: [None, None],
+            next: None,
+            block_l: [0.0; MAX_FRAMES],
+            block_r: [0.0; MAX_FRAMES],
+            out: [0; 1500],
+            counters: LayerCounters::default(),
+        })
+    }
+
+    /// Makes `layer`'s encoder if it has none. Allocates (libopus's state): the control path.
+    pub fn ensure(&mut self, layer: Layer) -> Result<(), OpusError> {
+        let (Some(i), Some((bitrate, frame))) = (layer.index(), layer.opus()) else {
+            return Ok(());
+        };
+        if self.layers[i].is_none() {
+            self.layers[i] = Some(Box::new(OpusLayer {
+                encoder: StreamEncoder::new(2, bitrate)?,
+                frame,
+                seq: 0,
+                left: [0.0; FIFO],
+                right: [0.0; FIFO],
+                filled: 0,
+                first_us: 0,
+                encoded: 0,
+            }));
+        }
+        Ok(())
+    }
+
+    /// Takes one of the sender's packets (checked by the ingest) for the layers in `taken`
+    /// (by index; a layer nobody takes is not fed, and restarts when taken again) and calls
+    /// `emit(layer, packet)` for every Opus frame it completes. No allocation.
+    pub fn feed(&mut self, pkt: &Packet<'_>, taken: [bool; 2], emit: &mut dyn FnMut(Layer, &[u8])) {
+        if pkt.is_opus() {
+            // Already compressed: its listeners take it as sent.
+            return;
+        }
+        let seq = pkt.header.seq;
+        let gap = match self.next {
+            Some(next) => seq.wrapping_sub(next) as i16,
+            None => 0,
+        };
+        if gap < 0 {
+            self.counters.late += 1;
+            return;
+        }
+        self.next = Some(seq.wrapping_add(1));
+        let frames = pkt.frames().min(MAX_FRAMES);
+        let n = pkt.decode_stereo(&mut self.block_l[..frames], &mut self.block_r[..frames]);
+        // The sender's clock for the block's first sample, µs (its header's stamp).
+        let stamp = pkt.header.timestamp;
+        let rate = u64::from(pkt.header.rate.hz().max(1));
+        for (i, slot) in self.layers.iter_mut().enumerate() {
+            let Some(layer) = slot.as_deref_mut() else {
+                continue;
+            };
+            if !taken[i] {
+                layer.filled = 0;
+                continue;
+            }
+            if gap > 0 {
+                // Lost blocks: what was gathered cannot make a whole frame any more. Skip the
+                // numbers of the frames the gap spans (and of the one under way).
+                let missing = usize::from(gap as u16) * frames + layer.filled;
+                let skip = missing.div_ceil(layer.frame) as u16;
+                layer.seq = layer.seq.wrapping_add(skip);
+                self.counters.skipped += u64::from(skip);
+                layer.filled = 0;
+            }
+            if layer.filled == 0 {
+                layer.first_us = stamp;
+            }
+            let at = layer.filled;
+            let take = n.min(FIFO - at);
+            layer.left[at..at + take].copy_from_slice(&self.block_l[..take]);
+            layer.right[at..at + take].copy_from_slice(&self.block_r[..take]);
+            layer.filled += take;
+            while layer.filled >= layer.frame {
+                let f = layer.frame;
+                let written = layer.encoder.encode(
+                    &layer.left[..f],
+                    Some(&layer.right[..f]),
+                    &mut self.out[HEADER_LEN..],
+                );
+                let header = Header {
+                    timestamp: layer.first_us,
+                    seq: layer.seq,
+                    frames: f as u16,
+                    rate: SampleRate::Hz48000,
+                    format: SampleFormat::Pcm16,
+                    channels_in: 2,
+                    channels_out: 2,
+                };
+                layer.seq = layer.seq.wrapping_add(1);
+                match written.map(|len| encode_opus(&header, 0, len, &mut self.out)) {
+                    Ok(Ok(len)) => {
+                        layer.encoded += 1;
+                        self.counters.encoded += 1;
+                        emit(OPUS_LAYERS[i], &self.out[..len]);
+                    }
+                    _ => self.counters.failed += 1,
+                }
+                layer.left.copy_within(f..layer.filled, 0);
+                layer.right.copy_within(f..layer.filled, 0);
+                layer.filled -= f;
+                layer.first_us = layer.first_us.saturating_add(f as u64 * 1_000_000 / rate);
+            }
+        }
+    }
+}
