@@ -21,6 +21,7 @@
 pub(crate) mod admit;
 pub mod cascade;
 pub mod client;
+pub mod controller;
 pub mod jacktrip;
 pub mod media;
 pub mod opus;

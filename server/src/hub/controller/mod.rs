@@ -1,0 +1,297 @@
+//! Which layer each forward-mode listener takes: the richest whose rate fits the capacity of the
+//! listener's path, from what the listener measures and reports, never from trial and error.
+//!
+//! seeds/003 (layered simulcast in a forwarding bridge) picks per receiver the layers that fit
+//! below the path's measured capacity (its Algorithm 1) instead of stepping up until loss, which
+//! overshoots the path and multiplies the loss. Its layers add up; here a listener takes one
+//! format for every sender ([`Layer`]), so the rule is: the richest layer whose need (every
+//! sender's stream in that format, with the bundles' overhead) stays below the capacity with a
+//! margin. The decision is this module's; the forwarding is [`super::media`]'s (the paper's
+//! split between controller and bridge).
+//!
+//! What a listener reports, about once a second ([`Report`]): the bits per second that reached
+//! it, the share of packets lost, the trend of their one-way delay (a queue filling on the path
+//! raises it before anything is lost), its round trip, and, when it has one, the capacity of its
+//! path measured by packet trains (back-to-back messages spread by the narrowest link: see the
+//! hub's probes). The controller:
+//!
+//! - steps **down at once** on congestion (loss above [`LOSS_CONGESTED`], or the delay rising
+//!   faster than [`RISE_CONGESTED_MS_PER_S`]): to the richest layer that fits what did get
+//!   through (or the measured capacity, if lower), at least one step;
+//! - steps **up only after a hold** ([`HOLD_US`] since the last change and of clean reports), and
+//!   only to a layer that fits the *measured* capacity with a wider margin ([`MARGIN_UP`] against
+//!   [`MARGIN_DOWN`]): with no measurement it stays where it is;
+//! - re-checks when the number of senders changes (more senders, more need).
+//!
+//! The two margins and the hold are the hysteresis: a layer taken after a step up needs more
+//! than [`MARGIN_DOWN`] / [`MARGIN_UP`] of the capacity it was chosen for before a step down is
+//! due, so a steady path gives at most one change each way. Every decision carries its reason
+//! ([`Reason`]), logged by the worker and shown to the listener.
+//!
+//! Sans-IO: reports and the time come in, decisions come out.
+
+use std::fmt;
+
+use super::media::layers::Layer;
+
+/// A listener's report of one window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Report {
+    /// Bits per second that reached the listener from the hub (packets with their overhead).
+    pub received_bps: f64,
+    /// Share of the hub's packets to it that were lost, 0..=1.
+    pub loss: f64,
+    /// How fast their one-way delay rose over the window, ms per second (negative: fell).
+    pub delay_rise_ms_per_s: f64,
+    /// Round trip to the hub, ms.
+    pub rtt_ms: f64,
+    /// Its path's capacity measured by packet trains, bits per second (`None`: none yet).
+    pub capacity_bps: Option<f64>,
+}
+
+/// Loss in a window above which the path is congested.
+pub const LOSS_CONGESTED: f64 = 0.02;
+/// One-way delay rising faster than this (ms per second) means a queue is filling.
+pub const RISE_CONGESTED_MS_PER_S: f64 = 5.0;
+/// A step down takes the richest layer needing at most this share of what got through.
+pub const MARGIN_DOWN: f64 = 0.85;
+/// A step up takes the richest layer needing at most this share of the measured capacity.
+pub const MARGIN_UP: f64 = 0.6;
+/// Least time since the last change, and of clean reports, before a step up, µs.
+pub const HOLD_US: u64 = 4_000_000;
+
+/// The layers from the poorest to the richest.
+const LADDER: [Layer; 3] = [Layer::Opus64, Layer::Opus128, Layer::AsSent];
+
+/// Bytes a data-channel message costs beyond its payload on the wire (IPv4, UDP, DTLS, SCTP
+/// common header and DATA chunk; the app's `PACKET_OVERHEAD_BYTES`).
+const MESSAGE_OVERHEAD: f64 = 85.0;
+/// Bytes an entry costs in a bundle beyond its packet's payload: its length (2), the JackTrip
+/// header (16) and the trailer (8).
+const ENTRY_OVERHEAD: f64 = 26.0;
+/// Bundles a listener receives per second: one per round of 128-frame blocks.
+const BUNDLES_PER_S: f64 = 48_000.0 / 128.0;
+
+/// What a listener needs, bits per second, to take `layer` from `senders` senders each sending
+/// `sent_frames`-frame blocks of PCM16 stereo (the app's default: 128).
+pub fn need_bps(layer: Layer, senders: usize, sent_frames: usize) -> f64 {
+    let s = senders as f64;
+    let (frames_per_s, payload) = match layer.opus() {
+        Some((bitrate, frame)) => {
+            let per_s = 48_000.0 / frame as f64;
+            (per_s, f64::from(bitrate) / 8.0 / per_s)
+        }
+        None => {
+            let f = sent_frames.max(1) as f64;
+            (48_000.0 / f, f * 2.0 * 2.0)
+        }
+    };
+    (s * frames_per_s * (payload + ENTRY_OVERHEAD) + BUNDLES_PER_S * MESSAGE_OVERHEAD) * 8.0
+}
+
+/// Why a listener takes its layer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reason {
+    /// Congestion: the loss and the rate that got through.
+    Congested { loss: f64, received_bps: f64 },
+    /// The delay was rising: a queue filling on the path.
+    DelayRising {
+        rise_ms_per_s: f64,
+        received_bps: f64,
+    },
+    /// A richer layer fits the measured capacity (after the hold).
+    Fits { capacity_bps: f64 },
+    /// More senders: the layer no longer fits the measured capacity.
+    MoreSenders { senders: usize, capacity_bps: f64 },
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Reason::Congested { loss, received_bps } => write!(
+                f,
+                "{:.1} % of packets lost; {} got through",
+                loss * 100.0,
+                mbit(received_bps)
+            ),
+            Reason::DelayRising {
+                rise_ms_per_s,
+                received_bps,
+            } => write!(
+                f,
+                "delay rising {rise_ms_per_s:.1} ms per second (a queue filling); {} got through",
+                mbit(received_bps)
+            ),
+            Reason::Fits { capacity_bps } => {
+                write!(f, "the path carries {}", mbit(capacity_bps))
+            }
+            Reason::MoreSenders {
+                senders,
+                capacity_bps,
+            } => write!(
+                f,
+                "{senders} players need more than the path's {}",
+                mbit(capacity_bps)
+            ),
+        }
+    }
+}
+
+/// "1.8 Mbit/s", "640 kbit/s".
+fn mbit(bps: f64) -> String {
+    if bps >= 1e6 {
+        format!("{:.1} Mbit/s", bps / 1e6)
+    } else {
+        format!("{:.0} kbit/s", bps / 1e3)
+    }
+}
+
+/// A change of layer and why.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    pub layer: Layer,
+    pub reason: Reason,
+}
+
+/// One listener's controller.
+#[derive(Clone, Debug)]
+pub struct Controller {
+    layer: Layer,
+    senders: usize,
+    sent_frames: usize,
+    /// When the layer last changed (or the controller started), µs.
+    changed_us: u64,
+    /// Start of the current run of clean reports, µs.
+    clean_since_us: Option<u64>,
+    /// The latest measured capacity.
+    capacity_bps: Option<f64>,
+}
+
+impl Controller {
+    /// A listener starting on the packets as sent, among `senders` senders of `sent_frames`
+    /// frames per block, at `now_us`.
+    pub fn new(senders: usize, sent_frames: usize, now_us: u64) -> Controller {
+        Controller {
+            layer: Layer::AsSent,
+            senders,
+            sent_frames,
+            changed_us: now_us,
+            clean_since_us: None,
+            capacity_bps: None,
+        }
+    }
+
+    /// The layer in force.
+    pub fn layer(&self) -> Layer {
+        self.layer
+    }
+
+    fn rung(layer: Layer) -> usize {
+        LADDER.iter().position(|&l| l == layer).unwrap_or(0)
+    }
+
+    /// The richest layer needing at most `budget_bps` (the poorest when none does).
+    fn richest_within(&self, budget_bps: f64) -> Layer {
+        LADDER
+            .iter()
+            .rev()
+            .copied()
+            .find(|&l| need_bps(l, self.senders, self.sent_frames) <= budget_bps)
+            .unwrap_or(LADDER[0])
+    }
+
+    fn change(&mut self, layer: Layer, reason: Reason, now_us: u64) -> Option<Decision> {
+        if layer == self.layer {
+            return None;
+        }
+        self.layer = layer;
+        self.changed_us = now_us;
+        self.clean_since_us = None;
+        Some(Decision { layer, reason })
+    }
+
+    /// The room's senders (other than the listener) changed.
+    pub fn senders(&mut self, senders: usize, now_us: u64) -> Option<Decision> {
+        self.senders = senders;
+        let capacity = self.capacity_bps?;
+        if need_bps(self.layer, senders, self.sent_frames) <= capacity * MARGIN_DOWN {
+            return None;
+        }
+        let layer = self.richest_within(capacity * MARGIN_DOWN);
+        self.change(
+            layer,
+            Reason::MoreSenders {
+                senders,
+                capacity_bps: capacity,
+            },
+            now_us,
+        )
+    }
+
+    /// A report at `now_us`: a change, when one is due. Reports with values out of range
+    /// (negative rates, loss outside 0..=1, non-finite numbers) are ignored.
+    pub fn report(&mut self, r: &Report, now_us: u64) -> Option<Decision> {
+        let sane = r.received_bps.is_finite()
+            && r.received_bps >= 0.0
+            && (0.0..=1.0).contains(&r.loss)
+            && r.delay_rise_ms_per_s.is_finite()
+            && r.capacity_bps.is_none_or(|c| c.is_finite() && c > 0.0);
+        if !sane {
+            return None;
+        }
+        if let Some(c) = r.capacity_bps {
+            self.capacity_bps = Some(c);
+        }
+        let lossy = r.loss > LOSS_CONGESTED;
+        let rising = r.delay_rise_ms_per_s > RISE_CONGESTED_MS_PER_S;
+        if lossy || rising {
+            self.clean_since_us = None;
+            // What got through is what the path carries now; a measured capacity below it
+            // counts too.
+            let carried = match r.capacity_bps {
+                Some(c) => c.min(r.received_bps),
+                None => r.received_bps,
+            };
+            let fits = self.richest_within(carried * MARGIN_DOWN);
+            let one_down = LADDER[Self::rung(self.layer).saturating_sub(1)];
+            let layer = if Self::rung(fits) < Self::rung(one_down) {
+                fits
+            } else {
+                one_down
+            };
+            let reason = if lossy {
+                Reason::Congested {
+                    loss: r.loss,
+                    received_bps: r.received_bps,
+                }
+            } else {
+                Reason::DelayRising {
+                    rise_ms_per_s: r.delay_rise_ms_per_s,
+                    received_bps: r.received_bps,
+                }
+            };
+            return self.change(layer, reason, now_us);
+        }
+        let clean_since = *self.clean_since_us.get_or_insert(now_us);
+        let held = now_us.saturating_sub(self.changed_us) >= HOLD_US
+            && now_us.saturating_sub(clean_since) >= HOLD_US;
+        let capacity = self.capacity_bps?;
+        if !held {
+            return None;
+        }
+        let fits = self.richest_within(capacity * MARGIN_UP);
+        if Self::rung(fits) <= Self::rung(self.layer) {
+            return None;
+        }
+        self.change(
+            fits,
+            Reason::Fits {
+                capacity_bps: capacity,
+            },
+            now_us,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,222 @@
+//! The controller against known answers: what each layer needs, and traces of a path whose
+//! capacity changes, reported once a second as a listener would (a layer that does not fit
+//! loses what exceeds the capacity and its delay rises; one that fits arrives whole, and packet
+//! trains measure the capacity, with noise).
+
+use super::*;
+
+const S: u64 = 1_000_000;
+
+#[test]
+fn what_each_layer_needs() {
+    // Two senders of 128-frame PCM16 stereo, in bundles of one round each.
+    let bundles = 375.0 * 85.0 * 8.0;
+    let close = |a: f64, b: f64| (a - b).abs() < 1.0;
+    assert!(close(
+        need_bps(Layer::AsSent, 2, 128),
+        2.0 * 375.0 * 538.0 * 8.0 + bundles
+    ));
+    assert!(close(
+        need_bps(Layer::Opus128, 2, 128),
+        2.0 * 400.0 * 66.0 * 8.0 + bundles
+    ));
+    assert!(close(
+        need_bps(Layer::Opus64, 2, 128),
+        2.0 * 200.0 * 66.0 * 8.0 + bundles
+    ));
+    // 3.48 Mbit/s, 677 and 466 kbit/s.
+    assert_eq!(need_bps(Layer::AsSent, 2, 128).round(), 3_483_000.0);
+}
+
+/// A listener's report of a second on a path of `capacity` taking `need`: deterministic noise
+/// of ±`noise` on the measured capacity, from `k`.
+fn report(need: f64, capacity: f64, k: u64, noise: f64) -> Report {
+    let wobble = 1.0 + noise * (((k * 7919) % 21) as f64 / 10.0 - 1.0);
+    if need > capacity {
+        Report {
+            received_bps: capacity,
+            loss: 1.0 - capacity / need,
+            delay_rise_ms_per_s: 40.0,
+            rtt_ms: 80.0,
+            capacity_bps: Some(capacity * wobble),
+        }
+    } else {
+        Report {
+            received_bps: need,
+            loss: 0.0,
+            delay_rise_ms_per_s: 0.0,
+            rtt_ms: 2.0,
+            capacity_bps: Some(capacity * wobble),
+        }
+    }
+}
+
+/// Runs `seconds` of reports with the capacity `capacity(t)`; returns every change (second,
+/// decision).
+fn run(
+    c: &mut Controller,
+    seconds: u64,
+    senders: usize,
+    capacity: impl Fn(u64) -> f64,
+    noise: f64,
+) -> Vec<(u64, Decision)> {
+    let mut changes = Vec::new();
+    for t in 1..=seconds {
+        let need = need_bps(c.layer(), senders, 128);
+        if let Some(d) = c.report(&report(need, capacity(t), t, noise), t * S) {
+            changes.push((t, d));
+        }
+    }
+    changes
+}
+
+#[test]
+fn a_path_limited_to_one_megabit_gets_a_fitting_layer_at_once_and_back_when_lifted() {
+    // Two senders; the path carries 1 Mbit/s for the first 30 s, then 100 Mbit/s.
+    let mut c = Controller::new(2, 128, 0);
+    let changes = run(&mut c, 60, 2, |t| if t <= 30 { 1e6 } else { 1e8 }, 0.1);
+    for (t, d) in &changes {
+        println!("{t:>2} s: {} ({})", d.layer.name(), d.reason);
+    }
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    // Down in the first report: the richest layer within 85 % of what got through.
+    assert_eq!(changes[0].0, 1);
+    assert_eq!(changes[0].1.layer, Layer::Opus128);
+    assert!(matches!(changes[0].1.reason, Reason::Congested { .. }));
+    // Up once the limit is gone, after the hold: the first clean second after 30 s starts it.
+    assert_eq!(changes[1].1.layer, Layer::AsSent);
+    assert!(
+        changes[1].0 > 30 && changes[1].0 <= 31 + HOLD_US / S,
+        "{changes:?}"
+    );
+}
+
+#[test]
+fn a_steady_path_near_a_boundary_never_oscillates() {
+    // Capacities around each layer's need, ±10 % noise in what packet trains measure: at most
+    // one change (the first step down) in 120 s.
+    for senders in [1usize, 2, 4, 8] {
+        for layer in LADDER {
+            for factor in [0.9, 1.0, 1.1, 1.3, 1.6, 1.8] {
+                let capacity = need_bps(layer, senders, 128) * factor;
+                let mut c = Controller::new(senders, 128, 0);
+                let changes = run(&mut c, 120, senders, |_| capacity, 0.1);
+                assert!(
+                    changes.len() <= 1,
+                    "{senders} senders, {} × {factor}: {changes:?}",
+                    layer.name()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn no_measured_capacity_means_no_step_up() {
+    // After a congestion, clean reports without a packet-train measurement keep the layer.
+    let mut c = Controller::new(2, 128, 0);
+    let lossy = Report {
+        received_bps: 500_000.0,
+        loss: 0.3,
+        delay_rise_ms_per_s: 30.0,
+        rtt_ms: 50.0,
+        capacity_bps: None,
+    };
+    let d = c.report(&lossy, S).unwrap();
+    assert_eq!(d.layer, Layer::Opus64);
+    let clean = Report {
+        received_bps: 466_000.0,
+        loss: 0.0,
+        delay_rise_ms_per_s: 0.0,
+        rtt_ms: 2.0,
+        capacity_bps: None,
+    };
+    for t in 2..100 {
+        assert_eq!(c.report(&clean, t * S), None);
+    }
+}
+
+#[test]
+fn a_rising_delay_steps_down_before_anything_is_lost() {
+    let mut c = Controller::new(2, 128, 0);
+    let r = Report {
+        received_bps: 3_400_000.0,
+        loss: 0.0,
+        delay_rise_ms_per_s: 12.0,
+        rtt_ms: 30.0,
+        capacity_bps: None,
+    };
+    let d = c.report(&r, S).unwrap();
+    // What got through (3.4 Mbit/s) still carries AsSent's 3.48 at no margin: one step down.
+    assert_eq!(d.layer, Layer::Opus128);
+    assert!(d
+        .reason
+        .to_string()
+        .starts_with("delay rising 12.0 ms per second"));
+}
+
+#[test]
+fn more_senders_step_down_when_the_measured_capacity_no_longer_fits() {
+    let mut c = Controller::new(2, 128, 0);
+    let fits = Report {
+        received_bps: 3_483_000.0,
+        loss: 0.0,
+        delay_rise_ms_per_s: 0.0,
+        rtt_ms: 2.0,
+        capacity_bps: Some(6e6),
+    };
+    assert_eq!(c.report(&fits, S), None);
+    // Four senders need 6.7 Mbit/s as sent; 85 % of 6 Mbit/s takes Opus 128 (1.1 Mbit/s).
+    let d = c.senders(4, 2 * S).unwrap();
+    assert_eq!(d.layer, Layer::Opus128);
+    assert_eq!(
+        d.reason.to_string(),
+        "4 players need more than the path's 6.0 Mbit/s"
+    );
+    assert_eq!(c.senders(4, 3 * S), None);
+}
+
+#[test]
+fn nonsense_reports_change_nothing() {
+    let mut c = Controller::new(2, 128, 0);
+    for r in [
+        Report {
+            received_bps: f64::NAN,
+            loss: 0.5,
+            delay_rise_ms_per_s: 0.0,
+            rtt_ms: 1.0,
+            capacity_bps: None,
+        },
+        Report {
+            received_bps: 1e5,
+            loss: 7.0,
+            delay_rise_ms_per_s: 0.0,
+            rtt_ms: 1.0,
+            capacity_bps: None,
+        },
+        Report {
+            received_bps: -1.0,
+            loss: 0.5,
+            delay_rise_ms_per_s: 0.0,
+            rtt_ms: 1.0,
+            capacity_bps: None,
+        },
+        Report {
+            received_bps: 1e5,
+            loss: 0.5,
+            delay_rise_ms_per_s: f64::INFINITY,
+            rtt_ms: 1.0,
+            capacity_bps: None,
+        },
+        Report {
+            received_bps: 1e5,
+            loss: 0.5,
+            delay_rise_ms_per_s: 0.0,
+            rtt_ms: 1.0,
+            capacity_bps: Some(-3.0),
+        },
+    ] {
+        assert_eq!(c.report(&r, S), None, "{r:?}");
+    }
+    assert_eq!(c.layer(), Layer::AsSent);
+}
