@@ -64,7 +64,8 @@
 //!   is `bad-message` (leave instead); a `P2` not in the room is `unknown-peer`.
 //! - `hub-offer`, `topology` and `hub-mix`: the hub's messages, described in
 //!   [`crate::hub::signal`]; `uplink`, a member's report that the mesh no longer fits its
-//!   uplink, in [`crate::hub::uplink`].
+//!   uplink, in [`crate::hub::uplink`]; `reception`, a forward-mode listener's report of what
+//!   reaches it, and S→C `layer`, the format it then takes, in [`crate::hub::controller`].
 //! - `{"type":"ping","t":number?}` → `{"type":"pong","t":same}` (`t` omitted if it was absent),
 //!   answered whether joined or not.
 //!
@@ -125,6 +126,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::hub::controller;
 use crate::hub::signal::{self, Topology};
 use crate::hub::uplink::{self, UplinkReport};
 use crate::hub::PersonalMix;
@@ -182,6 +184,7 @@ pub enum ClientMessage {
     },
     HubMix(PersonalMix),
     Uplink(UplinkReport),
+    Reception(controller::Report),
 }
 
 /// A validated join request.
@@ -286,6 +289,7 @@ pub fn parse(text: &str) -> Result<ClientMessage, ProtocolError> {
         "topology" => signal::parse_topology(&obj).map(|mode| ClientMessage::Topology { mode }),
         "hub-mix" => signal::parse_mix(&obj).map(ClientMessage::HubMix),
         "uplink" => uplink::parse_report(&obj).map(ClientMessage::Uplink),
+        "reception" => controller::parse_report(&obj).map(ClientMessage::Reception),
         "ping" => match obj.remove("t") {
             None => Ok(ClientMessage::Ping { t: None }),
             Some(t @ Value::Number(_)) => Ok(ClientMessage::Ping { t: Some(t) }),

@@ -646,6 +646,19 @@ impl Rooms {
         Ok((room.members[me].stream, room.topology))
     }
 
+    /// Sends `text` to member `peer` of room `id` if it is connected (nothing otherwise).
+    pub fn tell(&self, id: &RoomId, peer: &str, text: String) {
+        let inner = self.lock();
+        let target = inner.rooms.get(id).and_then(|room| {
+            room.connected()
+                .find(|(m, _)| m.peer == peer)
+                .map(|(_, o)| o)
+        });
+        if let Some(outbox) = target {
+            outbox.send_text(text);
+        }
+    }
+
     /// Relays `data` from `from` (on connection `conn`) to `to`, both in room `id`.
     pub fn signal(
         &self,

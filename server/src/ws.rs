@@ -564,6 +564,11 @@ impl Connection {
                 (None, _) => self.send_error(not_joined()),
                 (_, None) => self.send_error(hub_unavailable("This server runs no hub.")),
             },
+            ClientMessage::Reception(report) => match (&self.joined, &self.app.hub) {
+                (Some((room, peer)), Some(hub)) => hub.reception(room, peer, report),
+                (None, _) => self.send_error(not_joined()),
+                (_, None) => self.send_error(hub_unavailable("This server runs no hub.")),
+            },
         }
         Flow::Continue
     }

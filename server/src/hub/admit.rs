@@ -82,8 +82,8 @@ impl Admit for Admission {
     }
 }
 
-/// Takes each JackTrip client whose session ended out of its room (`peer-left`), until the
-/// hub's workers are gone.
+/// Takes each JackTrip client whose session ended out of its room (`peer-left`), and tells each
+/// listener whose layer changed, until the hub's workers are gone.
 pub(crate) async fn departures(app: Arc<App>, mut events: UnboundedReceiver<HubEvent>) {
     while let Some(event) = events.recv().await {
         match event {
@@ -94,6 +94,11 @@ pub(crate) async fn departures(app: Arc<App>, mut events: UnboundedReceiver<HubE
             } => {
                 app.rooms.remove_native(&room, &member, reason);
             }
+            HubEvent::Layer {
+                room,
+                member,
+                notice,
+            } => app.rooms.tell(&room, &member, notice),
         }
     }
 }

@@ -111,6 +111,12 @@ pub enum HubEvent {
         member: String,
         reason: LeaveReason,
     },
+    /// A browser listener's layer changed (forward mode): the member is told, with the reason.
+    Layer {
+        room: RoomId,
+        member: String,
+        notice: String,
+    },
 }
 
 struct WorkerHandle {
@@ -293,6 +299,18 @@ impl Hub {
                 room: room.clone(),
                 member: member.to_owned(),
                 mix,
+            });
+        }
+    }
+
+    /// A forward-mode listener's report of what reaches it: its layer controller may change
+    /// what it takes.
+    pub fn reception(&self, room: &RoomId, member: &str, report: controller::Report) {
+        if let Some(w) = self.placed(room) {
+            let _ = w.send(Command::Reception {
+                room: room.clone(),
+                member: member.to_owned(),
+                report,
             });
         }
     }

@@ -25,6 +25,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use tokio::sync::oneshot;
 
 use super::cascade::Shares;
+use super::controller::{layer_notice, Controller, Decision, Report};
 use super::media::{ClientCounters, ClientId, ClientKind, MediaRoom, Mode, CASCADE};
 use super::priority::{self, Scheduling};
 use super::rtc::{Link, Step};
@@ -56,6 +57,10 @@ const DATAGRAM_BYTES: usize = 2048;
 const SOCKET_BUFFER_BYTES: usize = 4 << 20;
 /// A link that has not opened its channel this long after the answer is given up.
 const OPEN_DEADLINE: Duration = Duration::from_secs(20);
+/// Frames per block the layer controllers assume of a sender's packets as sent: the app's
+/// default block, one quantum (a sender of smaller blocks needs more; what its listeners then
+/// report corrects the choice).
+const SENT_FRAMES: usize = tutti_core::engine::QUANTUM;
 
 /// A request from the WebSocket side.
 pub(crate) enum Command {
@@ -81,6 +86,12 @@ pub(crate) enum Command {
         room: RoomId,
         member: String,
         mix: PersonalMix,
+    },
+    /// A browser listener's report of what reaches it (forward mode).
+    Reception {
+        room: RoomId,
+        member: String,
+        report: Report,
     },
     /// A JackTrip client admitted into a room of this worker, with its UDP socket.
     JackTrip(Admitted),
@@ -297,6 +308,8 @@ struct Client {
     room: RoomId,
     member: String,
     media: ClientId,
+    /// Which layer it takes of the others, from its reports (forward mode).
+    controller: Controller,
     /// Given up if its channel is not open by then.
     open_by: Instant,
     /// Already in the worker's list of links to drain after the rooms' poll.
@@ -639,6 +652,11 @@ impl Worker {
                     self.report(&room);
                 }
                 Command::Mix { room, member, mix } => self.mix(&room, &member, &mix),
+                Command::Reception {
+                    room,
+                    member,
+                    report,
+                } => self.reception(&room, &member, &report),
                 Command::JackTrip(admitted) => self.admit_native(admitted),
                 Command::Link {
                     room,
@@ -689,11 +707,13 @@ impl Worker {
                 )));
             }
         };
+        let senders = room.media.clients().saturating_sub(1);
         let client = Client {
             link,
             room: room_id,
             member: member.clone(),
             media,
+            controller: Controller::new(senders, SENT_FRAMES, now_us),
             open_by: now + OPEN_DEADLINE,
             queued: false,
         };
@@ -716,6 +736,7 @@ impl Worker {
         if let Some(c) = self.links[i].as_ref() {
             let room = c.room.clone();
             self.report(&room);
+            self.senders_changed(&room);
         }
         self.drain(i, now);
         Ok(answer)
@@ -766,6 +787,7 @@ impl Worker {
         }
         self.forget_if_empty(&client.room);
         self.report(&client.room);
+        self.senders_changed(&client.room);
         self.free.push(i);
         self.publish_counts();
     }
@@ -807,6 +829,75 @@ impl Worker {
             let _ = room
                 .media
                 .set_strip(listener, s.stream, s.gain, s.pan, s.mute, s.solo);
+        }
+    }
+
+    /// A listener's report: its controller may change the layer it takes.
+    fn reception(&mut self, room_id: &RoomId, member: &str, report: &Report) {
+        let Some(&i) = self
+            .rooms
+            .get(room_id)
+            .and_then(|r| r.by_member.get(member))
+        else {
+            return;
+        };
+        let now_us = self.now_us(Instant::now());
+        let decision = self.links[i]
+            .as_mut()
+            .and_then(|c| c.controller.report(report, now_us));
+        if let Some(d) = decision {
+            self.apply_layer(i, d);
+        }
+    }
+
+    /// The number of senders in room `id` changed: every listener's controller re-checks.
+    fn senders_changed(&mut self, room_id: &RoomId) {
+        let Some(room) = self.rooms.get(room_id) else {
+            return;
+        };
+        let others = room.media.clients().saturating_sub(1);
+        let links: Vec<usize> = room.by_member.values().copied().collect();
+        let now_us = self.now_us(Instant::now());
+        for i in links {
+            let decision = self.links[i]
+                .as_mut()
+                .and_then(|c| c.controller.senders(others, now_us));
+            if let Some(d) = decision {
+                self.apply_layer(i, d);
+            }
+        }
+    }
+
+    /// Makes link `i`'s listener take the decided layer, logs why and tells the member.
+    fn apply_layer(&mut self, i: usize, d: Decision) {
+        let Some(c) = self.links[i].as_ref() else {
+            return;
+        };
+        let Some(room) = self.rooms.get_mut(&c.room) else {
+            return;
+        };
+        let reason = d.reason.to_string();
+        if let Err(e) = room.media.set_layer(c.media, d.layer) {
+            tracing::warn!(
+                "hub layer room={} peer={} layer={} refused: {e}",
+                c.room,
+                crate::log::short_peer(&c.member),
+                d.layer.name()
+            );
+            return;
+        }
+        tracing::info!(
+            "hub layer room={} peer={} layer={}: {reason}",
+            c.room,
+            crate::log::short_peer(&c.member),
+            d.layer.name()
+        );
+        if let Some(events) = &self.events {
+            let _ = events.send(HubEvent::Layer {
+                room: c.room.clone(),
+                member: c.member.clone(),
+                notice: layer_notice(d.layer, &reason),
+            });
         }
     }
 

@@ -32,7 +32,10 @@
 
 use std::fmt;
 
+use serde_json::{json, Map, Value};
+
 use super::media::layers::Layer;
+use crate::protocol::ProtocolError;
 
 /// A listener's report of one window.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -291,6 +294,51 @@ impl Controller {
             now_us,
         )
     }
+}
+
+/// Largest rate a report may state, bits per second (far beyond any path).
+pub const MAX_REPORT_BPS: f64 = 1e11;
+/// Largest delay trend or round trip a report may state (ms per second, ms).
+pub const MAX_REPORT_MS: f64 = 1e6;
+
+fn field(
+    obj: &Map<String, Value>,
+    name: &str,
+    range: std::ops::RangeInclusive<f64>,
+) -> Result<f64, ProtocolError> {
+    match obj.get(name).and_then(Value::as_f64) {
+        Some(v) if v.is_finite() && range.contains(&v) => Ok(v),
+        _ => Err(ProtocolError::new(
+            "bad-message",
+            format!(
+                "Field \"{name}\" must be a number from {} to {}.",
+                range.start(),
+                range.end()
+            ),
+        )),
+    }
+}
+
+/// C→S `{"type":"reception","receivedBps":R,"loss":L,"delayRiseMsPerS":D,"rttMs":T,
+/// "capacityBps":C|null}`: a forward-mode listener's report of the last second.
+pub fn parse_report(obj: &Map<String, Value>) -> Result<Report, ProtocolError> {
+    let capacity_bps = match obj.get("capacityBps") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(field(obj, "capacityBps", 1.0..=MAX_REPORT_BPS)?),
+    };
+    Ok(Report {
+        received_bps: field(obj, "receivedBps", 0.0..=MAX_REPORT_BPS)?,
+        loss: field(obj, "loss", 0.0..=1.0)?,
+        delay_rise_ms_per_s: field(obj, "delayRiseMsPerS", -MAX_REPORT_MS..=MAX_REPORT_MS)?,
+        rtt_ms: field(obj, "rttMs", 0.0..=MAX_REPORT_MS)?,
+        capacity_bps,
+    })
+}
+
+/// S→C `{"type":"layer","layer":L,"reason":R}`: what the listener now takes of the others, and
+/// why (for its stats view).
+pub fn layer_notice(layer: Layer, reason: &str) -> String {
+    json!({"type": "layer", "layer": layer.name(), "reason": reason}).to_string()
 }
 
 #[cfg(test)]

@@ -220,3 +220,66 @@ fn nonsense_reports_change_nothing() {
     }
     assert_eq!(c.layer(), Layer::AsSent);
 }
+
+#[test]
+fn reports_parse_with_stated_errors() {
+    use serde_json::json;
+    let obj = |v: serde_json::Value| v.as_object().unwrap().clone();
+    let r = parse_report(&obj(json!({
+        "receivedBps": 950000.0, "loss": 0.03, "delayRiseMsPerS": -1.5, "rttMs": 12, "capacityBps": null
+    })))
+    .unwrap();
+    assert_eq!(
+        r,
+        Report {
+            received_bps: 950_000.0,
+            loss: 0.03,
+            delay_rise_ms_per_s: -1.5,
+            rtt_ms: 12.0,
+            capacity_bps: None
+        }
+    );
+    let r = parse_report(&obj(json!({
+        "receivedBps": 1, "loss": 0, "delayRiseMsPerS": 0, "rttMs": 0, "capacityBps": 2e6
+    })))
+    .unwrap();
+    assert_eq!(r.capacity_bps, Some(2e6));
+    for (bad, field) in [
+        (
+            json!({"loss": 0, "delayRiseMsPerS": 0, "rttMs": 0}),
+            "receivedBps",
+        ),
+        (
+            json!({"receivedBps": 1, "loss": 1.5, "delayRiseMsPerS": 0, "rttMs": 0}),
+            "loss",
+        ),
+        (
+            json!({"receivedBps": "fast", "loss": 0, "delayRiseMsPerS": 0, "rttMs": 0}),
+            "receivedBps",
+        ),
+        (
+            json!({"receivedBps": 1, "loss": 0, "delayRiseMsPerS": 0, "rttMs": -1}),
+            "rttMs",
+        ),
+        (
+            json!({"receivedBps": 1, "loss": 0, "delayRiseMsPerS": 0, "rttMs": 0, "capacityBps": 0}),
+            "capacityBps",
+        ),
+        (
+            json!({"receivedBps": 1e12, "loss": 0, "delayRiseMsPerS": 0, "rttMs": 0}),
+            "receivedBps",
+        ),
+    ] {
+        let e = parse_report(&obj(bad.clone())).unwrap_err();
+        assert_eq!(e.code, "bad-message", "{bad}");
+        assert!(
+            e.message.contains(&format!("\"{field}\"")),
+            "{bad}: {}",
+            e.message
+        );
+    }
+    assert_eq!(
+        layer_notice(Layer::Opus64, "why"),
+        r#"{"layer":"opus-64","reason":"why","type":"layer"}"#
+    );
+}

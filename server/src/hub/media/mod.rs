@@ -338,6 +338,11 @@ impl MediaRoom {
         Ok(id)
     }
 
+    /// Clients in the room (browsers and JackTrip clients).
+    pub fn clients(&self) -> usize {
+        self.len
+    }
+
     /// Removes a client: its buffers, its personal mix, and every other listener's strip for it.
     pub fn remove_client(&mut self, id: ClientId) {
         let Some(slot) = self.slot_of(id) else {

@@ -129,6 +129,7 @@ impl Worker {
         }
         self.publish_counts();
         self.report(&room);
+        self.senders_changed(&room);
     }
 
     /// Reads every datagram waiting on JackTrip client `j`'s socket.
@@ -234,6 +235,7 @@ impl Worker {
         );
         self.forget_if_empty(&native.room);
         self.report(&native.room);
+        self.senders_changed(&native.room);
         self.free_natives.push(j);
         self.publish_counts();
         self.tell(native.room, native.member, reason);
