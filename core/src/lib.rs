@@ -50,6 +50,7 @@ pub mod probe;
 pub mod resample;
 pub mod ring;
 pub mod stats;
+pub mod train;
 #[cfg(test)]
 mod testing;
 #[cfg(test)]
