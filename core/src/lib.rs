@@ -50,8 +50,8 @@ pub mod probe;
 pub mod resample;
 pub mod ring;
 pub mod stats;
-pub mod train;
 #[cfg(test)]
 mod testing;
+pub mod train;
 #[cfg(test)]
 mod vectors;

@@ -269,3 +269,115 @@ async fn with_hub_auto_off_reports_move_nothing() {
     hears_nothing_more(&mut m[2].0).await;
     hears_nothing_more(&mut m[0].0).await;
 }
+
+/// The layer a member's `layer` notice names (the next message it hears must be one).
+async fn layer_notice(ws: &mut Client) -> (String, String) {
+    let msg = ws.recv().await;
+    assert_eq!(msg["type"], "layer", "{msg}");
+    let name = msg["layer"].as_str().expect("a layer").to_owned();
+    (name, msg["reason"].as_str().expect("a reason").to_owned())
+}
+
+/// Complete packet trains among `messages`, and the Opus and PCM packets of `stream`.
+fn sorted_messages(messages: &[Vec<u8>], stream: u16) -> (usize, usize, usize) {
+    use tutti_core::train;
+    let mut trains: HashMap<u32, u8> = HashMap::new();
+    let (mut opus, mut pcm) = (0, 0);
+    for m in messages {
+        if let Ok(t) = train::parse(m) {
+            *trains.entry(t.train).or_default() |= 1 << t.index;
+            continue;
+        }
+        let b = bundle::parse(m).expect("a bundle or a train message");
+        for bytes in b.packets() {
+            let p = packet::parse(bytes).expect("a whole packet");
+            if p.ext.map(|e| e.stream_id) != Some(stream) {
+                continue;
+            }
+            if p.is_opus() {
+                assert_eq!(p.header.frames, 120, "opus-128's frames");
+                opus += 1;
+            } else {
+                pcm += 1;
+            }
+        }
+    }
+    let whole = trains.values().filter(|&&bits| bits == 0b1111).count();
+    (whole, opus, pcm)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_that_reports_loss_takes_opus_gets_trains_and_steps_back_up() {
+    let server = TestServer::start(|_| {}).await;
+    let mut m = members(&server, "layered", 2).await;
+    owner_sets(&mut m, "forward").await;
+    let a = connect(&mut m[0].0).await;
+    let b = connect(&mut m[1].0).await;
+    let stream_a = m[0].1;
+    let mut clients = tokio::task::spawn_blocking(move || {
+        let mut cs = vec![a, b];
+        for c in cs.iter_mut() {
+            assert!(
+                c.open_within(Duration::from_secs(5)),
+                "the hub channel opens"
+            );
+        }
+        cs
+    })
+    .await
+    .expect("opened");
+
+    // B hears 30 % loss with 600 kbit/s getting through: one sender's as-sent stream needs
+    // 1.87 Mbit/s, opus-128 466 kbit/s (within 85 % of 600).
+    let lossy = json!({"type": "reception", "receivedBps": 600000, "loss": 0.3,
+                       "delayRiseMsPerS": 20, "rttMs": 5, "capacityBps": null});
+    m[1].0.send(lossy).await;
+    let (layer, reason) = layer_notice(&mut m[1].0).await;
+    assert_eq!(layer, "opus-128");
+    assert_eq!(reason, "30.0 % of packets lost; 600 kbit/s got through");
+    clients[1].received.clear();
+    clients = tokio::task::spawn_blocking(move || play(clients, &[0.25, 0.5], 600))
+        .await
+        .expect("played");
+    let (trains, opus, pcm) = sorted_messages(&clients[1].received, stream_a);
+    println!("on opus-128: {trains} whole trains, {opus} Opus packets, {pcm} PCM packets of A");
+    // 600 blocks of 128 are 640 frames of 120 (1.6 s): a train a second.
+    assert!(opus >= 620 && pcm == 0, "{opus} Opus, {pcm} PCM");
+    assert!(trains >= 1, "trains while below the richest layer");
+
+    // Clean reports with a measured capacity of 100 Mbit/s: back to as-sent after the hold.
+    let clean = json!({"type": "reception", "receivedBps": 466000, "loss": 0,
+                       "delayRiseMsPerS": 0, "rttMs": 1, "capacityBps": 1e8});
+    m[1].0.send(clean.clone()).await;
+    for _ in 0..6 {
+        // The hold, both members keeping their signaling alive meanwhile.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        for (ws, _) in m.iter_mut() {
+            assert_eq!(ws.ask(json!({"type": "ping"})).await["type"], "pong");
+        }
+    }
+    m[1].0.send(clean).await;
+    let (layer, reason) = layer_notice(&mut m[1].0).await;
+    assert_eq!(
+        (layer.as_str(), reason.as_str()),
+        ("as-sent", "the path carries 100.0 Mbit/s")
+    );
+    let clients = tokio::task::spawn_blocking(move || {
+        // What came during the hold (trains, while it was still below) is taken first.
+        for c in clients.iter_mut() {
+            c.run_until(Instant::now() + Duration::from_millis(100));
+        }
+        clients[1].received.clear();
+        play(clients, &[0.25, 0.5], 300)
+    })
+    .await
+    .expect("played");
+    let (trains, opus, pcm) = sorted_messages(&clients[1].received, stream_a);
+    assert_eq!((trains, opus), (0, 0), "as sent: no trains, no Opus");
+    assert!(pcm >= 290, "{pcm} PCM packets");
+    let reply = m[1]
+        .0
+        .ask(json!({"type": "reception", "receivedBps": -1, "loss": 0, "delayRiseMsPerS": 0, "rttMs": 0}))
+        .await;
+    assert_eq!(reply["code"], "bad-message");
+}

@@ -26,12 +26,14 @@ use tokio::sync::oneshot;
 
 use super::cascade::Shares;
 use super::controller::{layer_notice, Controller, Decision, Report};
+use super::media::layers::Layer;
 use super::media::{ClientCounters, ClientId, ClientKind, MediaRoom, Mode, CASCADE};
 use super::priority::{self, Scheduling};
 use super::rtc::{Link, Step};
 use super::stun;
 use super::{lock, HubError, HubEvent, PersonalMix};
 use crate::room::RoomId;
+use tutti_core::train;
 
 mod addresses;
 mod cascade;
@@ -57,6 +59,8 @@ const DATAGRAM_BYTES: usize = 2048;
 const SOCKET_BUFFER_BYTES: usize = 4 << 20;
 /// A link that has not opened its channel this long after the answer is given up.
 const OPEN_DEADLINE: Duration = Duration::from_secs(20);
+/// Time between two packet trains to a listener that takes less than the richest layer.
+const TRAIN_EVERY: Duration = Duration::from_secs(1);
 /// Frames per block the layer controllers assume of a sender's packets as sent: the app's
 /// default block, one quantum (a sender of smaller blocks needs more; what its listeners then
 /// report corrects the choice).
@@ -310,6 +314,10 @@ struct Client {
     media: ClientId,
     /// Which layer it takes of the others, from its reports (forward mode).
     controller: Controller,
+    /// When its next packet train is due (sent while it takes less than the richest layer),
+    /// and that train's number.
+    next_train: Instant,
+    train: u32,
     /// Given up if its channel is not open by then.
     open_by: Instant,
     /// Already in the worker's list of links to drain after the rooms' poll.
@@ -430,6 +438,7 @@ impl Worker {
             self.tick_uplinks();
             self.tick_links();
             self.poll_rooms();
+            self.send_trains();
             self.reap();
             self.stats
                 .busy_ns
@@ -547,6 +556,37 @@ impl Worker {
             if due {
                 self.drain(i, now);
             }
+        }
+    }
+
+    /// Sends a packet train ([`tutti_core::train`]) to each forward-mode listener that takes
+    /// less than the richest layer and is due one: what it measures of them tells its
+    /// controller whether a richer layer fits, without trying one.
+    fn send_trains(&mut self) {
+        let now = Instant::now();
+        let mut message = [0u8; train::TRAIN_BYTES];
+        for i in 0..self.links.len() {
+            let Some(c) = self.links[i].as_mut() else {
+                continue;
+            };
+            let forward = self
+                .rooms
+                .get(&c.room)
+                .is_some_and(|r| r.media.mode() == Mode::Forward);
+            if !forward || !c.link.open() || c.controller.layer() == Layer::AsSent {
+                continue;
+            }
+            if now < c.next_train {
+                continue;
+            }
+            c.next_train = now + TRAIN_EVERY;
+            c.train = c.train.wrapping_add(1);
+            for index in 0..train::TRAIN_MESSAGES {
+                if train::write(index, c.train, &mut message).is_some() && !c.link.send(&message) {
+                    break;
+                }
+            }
+            self.drain(i, now);
         }
     }
 
@@ -714,6 +754,8 @@ impl Worker {
             member: member.clone(),
             media,
             controller: Controller::new(senders, SENT_FRAMES, now_us),
+            next_train: now,
+            train: 0,
             open_by: now + OPEN_DEADLINE,
             queued: false,
         };
