@@ -52,6 +52,29 @@ pub trait Encoder: Send {
     ) -> Result<usize, CodecError>;
 }
 
+/// libopus's code for a bad argument, and for a packet that is not what was asked for.
+pub const BAD_ARG: i32 = -1;
+pub const INVALID_PACKET: i32 = -4;
+
+/// A [`Decoder::decode`] for a host whose codec decodes to interleaved stereo: `decode` fills
+/// `pcm` (the first `left.len()` × 2 samples of `scratch`) and returns the frames it decoded;
+/// anything but a whole frame of `left.len()` is an error. Then the samples are split into
+/// `left` and `right`. No allocation.
+pub fn decode_through(
+    scratch: &mut [f32],
+    left: &mut [f32],
+    right: &mut [f32],
+    decode: impl FnOnce(&mut [f32]) -> Result<usize, CodecError>,
+) -> Result<(), CodecError> {
+    let frames = left.len().min(right.len());
+    let pcm = scratch.get_mut(..frames * 2).ok_or(CodecError(BAD_ARG))?;
+    if decode(pcm)? != frames {
+        return Err(CodecError(INVALID_PACKET));
+    }
+    deinterleave(pcm, left, right);
+    Ok(())
+}
+
 /// Splits interleaved stereo `src` into `left` and `right` (as many frames as the shortest).
 /// For a host whose codec speaks interleaved samples.
 pub fn deinterleave(src: &[f32], left: &mut [f32], right: &mut [f32]) {

@@ -11,7 +11,7 @@
 //! Set-up ([`ImportedDecoder::new`]) allocates libopus's state in the codec module; decoding a
 //! frame allocates nothing on either side.
 
-use tutti_core::codec::{deinterleave, CodecError, Decoder};
+use tutti_core::codec::{decode_through, CodecError, Decoder, BAD_ARG};
 
 #[link(wasm_import_module = "tutti_opus")]
 extern "C" {
@@ -54,18 +54,16 @@ impl Decoder for ImportedDecoder {
         left: &mut [f32],
         right: &mut [f32],
     ) -> Result<(), CodecError> {
-        let frames = left.len().min(right.len());
-        let pcm = self.pcm.get_mut(..frames * 2).ok_or(CodecError(-1))?;
-        let (ptr, len) = packet.map_or((std::ptr::null(), 0), |p| (p.as_ptr(), p.len()));
-        let len = i32::try_from(len).map_err(|_| CodecError(-1))?;
-        // SAFETY: the host reads `len` bytes at `ptr` and writes `frames` stereo samples at
-        // `pcm`, which holds that many; both stay valid for the call.
-        let r = unsafe { decode(self.handle, ptr, len, pcm.as_mut_ptr(), frames as i32) };
-        if r != frames as i32 {
-            return Err(CodecError(r.min(-1)));
-        }
-        deinterleave(pcm, left, right);
-        Ok(())
+        let handle = self.handle;
+        decode_through(&mut self.pcm[..], left, right, |pcm| {
+            let frames = (pcm.len() / 2) as i32;
+            let (ptr, len) = packet.map_or((std::ptr::null(), 0), |p| (p.as_ptr(), p.len()));
+            let len = i32::try_from(len).map_err(|_| CodecError(BAD_ARG))?;
+            // SAFETY: the host reads `len` bytes at `ptr` and writes `frames` stereo samples
+            // at `pcm`, which holds that many; both stay valid for the call.
+            let r = unsafe { decode(handle, ptr, len, pcm.as_mut_ptr(), frames) };
+            usize::try_from(r).map_err(|_| CodecError(r))
+        })
     }
 
     fn reset(&mut self) {

@@ -34,28 +34,18 @@ impl codec::Decoder for StreamDecoder {
         left: &mut [f32],
         right: &mut [f32],
     ) -> Result<(), CodecError> {
-        let frames = left.len().min(right.len());
-        let pcm = self
-            .pcm
-            .get_mut(..frames * 2)
-            .ok_or(CodecError(sys::OPUS_BAD_ARG))?;
-        if let Some(p) = packet {
-            // A frame of another length than the stream's is refused before it touches the
-            // decoder's state.
-            if packet_frames(p).map_err(|e| CodecError(e.code))? != frames {
-                return Err(CodecError(sys::OPUS_INVALID_PACKET));
+        let dec = &mut self.dec;
+        codec::decode_through(&mut self.pcm[..], left, right, |pcm| {
+            if let Some(p) = packet {
+                // A frame of another length than the stream's is refused before it touches
+                // the decoder's state.
+                if packet_frames(p).map_err(|e| CodecError(e.code))? != pcm.len() / 2 {
+                    return Err(CodecError(sys::OPUS_INVALID_PACKET));
+                }
             }
-        }
-        let input = packet.map_or(Input::Lost, Input::Packet);
-        let n = self
-            .dec
-            .decode(input, pcm)
-            .map_err(|e| CodecError(e.code))?;
-        if n != frames {
-            return Err(CodecError(sys::OPUS_INVALID_PACKET));
-        }
-        codec::deinterleave(pcm, left, right);
-        Ok(())
+            let input = packet.map_or(Input::Lost, Input::Packet);
+            dec.decode(input, pcm).map_err(|e| CodecError(e.code))
+        })
     }
 
     fn reset(&mut self) {
