@@ -34,6 +34,7 @@ const EXPORTS = [
   'tutti_opus_decode',
   'tutti_opus_decoder_reset',
   'tutti_opus_free',
+  'tutti_opus_allocations',
 ];
 
 /**
@@ -94,6 +95,9 @@ export async function buildOpus() {
     '-DUSE_ALLOCA',
     '-DHAVE_LRINTF',
     '-DHAVE_LRINT',
+    // Every heap call in the module through the shim's counting allocator.
+    '-include',
+    join(ROOT, 'wasm', 'opus', 'alloc.h'),
     ...['include', 'celt', 'silk', 'silk/float', '.'].map((d) => `-I${join(dir, d)}`),
     ...sources,
     join(ROOT, 'wasm', 'opus', 'shim.c'),

@@ -76,7 +76,7 @@ export function steps() {
     {
       name: 'opus',
       // libopus (the hub's vendored copy, pinned by Cargo.lock) built with emscripten.
-      inputs: ['wasm/opus/shim.c', 'scripts/build-opus.mjs', 'Cargo.lock'],
+      inputs: ['wasm/opus/shim.c', 'wasm/opus/alloc.h', 'scripts/build-opus.mjs', 'Cargo.lock'],
       outputs: [OPUS_WASM],
       stamp: STAMP_DIR + '/opus.stamp',
       command: [process.execPath, [join(ROOT, 'scripts', 'build-opus.mjs')]],

@@ -13,12 +13,37 @@
  * allocated per frame on either side. Encoders and decoders are allocated when created (set-up,
  * off the audio thread's steady state) and released by tutti_opus_free.
  *
+ * Every heap call in the module, libopus's and this file's, goes through opus_alloc,
+ * opus_realloc and opus_free (wasm/opus/alloc.h, included before every source file), which
+ * count them: tutti_opus_allocations() is what the tests watch to show the per-frame calls make
+ * none.
+ *
  * Settings are the hub's (server/src/hub/opus.rs): 48 kHz, OPUS_APPLICATION_RESTRICTED_LOWDELAY
  * (CELT only: 2.5 and 5 ms frames, 2.5 ms of look-ahead), the caller's bit rate.
  */
 #include <stdlib.h>
 
 #include "opus.h"
+
+/* Heap calls (allocations, reallocations and frees) since the module was instantiated. */
+static unsigned int allocations;
+
+void *opus_alloc(size_t size) {
+  allocations++;
+  return malloc(size);
+}
+
+void *opus_realloc(void *ptr, size_t size) {
+  allocations++;
+  return realloc(ptr, size);
+}
+
+void opus_free(void *ptr) {
+  allocations++;
+  free(ptr);
+}
+
+unsigned int tutti_opus_allocations(void) { return allocations; }
 
 #define TUTTI_OPUS_RATE 48000
 /* The longest frame Opus codes at 48 kHz (20 ms), stereo, interleaved. */
@@ -45,12 +70,12 @@ static int channels_ok(int channels) { return channels == 1 || channels == 2; }
 /* An encoder of `channels` at `bitrate` bit/s: its handle, or a negative error. */
 int tutti_opus_encoder_new(int channels, int bitrate) {
   if (!channels_ok(channels)) return OPUS_BAD_ARG;
-  OpusEncoder *e = malloc(opus_encoder_get_size(channels));
+  OpusEncoder *e = opus_alloc(opus_encoder_get_size(channels));
   if (!e) return OPUS_ALLOC_FAIL;
   int r = opus_encoder_init(e, TUTTI_OPUS_RATE, channels, OPUS_APPLICATION_RESTRICTED_LOWDELAY);
   if (r == OPUS_OK) r = opus_encoder_ctl(e, OPUS_SET_BITRATE(bitrate));
   if (r != OPUS_OK) {
-    free(e);
+    opus_free(e);
     return r;
   }
   return (int)(size_t)e;
@@ -77,11 +102,11 @@ int tutti_opus_encode(int handle, int frames) {
 /* A decoder of `channels`: its handle, or a negative error. */
 int tutti_opus_decoder_new(int channels) {
   if (!channels_ok(channels)) return OPUS_BAD_ARG;
-  OpusDecoder *d = malloc(opus_decoder_get_size(channels));
+  OpusDecoder *d = opus_alloc(opus_decoder_get_size(channels));
   if (!d) return OPUS_ALLOC_FAIL;
   int r = opus_decoder_init(d, TUTTI_OPUS_RATE, channels);
   if (r != OPUS_OK) {
-    free(d);
+    opus_free(d);
     return r;
   }
   return (int)(size_t)d;
@@ -107,4 +132,4 @@ int tutti_opus_decoder_reset(int handle) {
   return opus_decoder_ctl((OpusDecoder *)(size_t)handle, OPUS_RESET_STATE);
 }
 
-void tutti_opus_free(int handle) { free((void *)(size_t)handle); }
+void tutti_opus_free(int handle) { opus_free((void *)(size_t)handle); }

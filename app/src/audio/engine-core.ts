@@ -216,6 +216,8 @@ export function instantiateEngine(module: WebAssembly.Module, opus: OpusModule |
 
 export class WasmEngineCore implements EngineCore {
   readonly exports: TuttiExports;
+  /** The codec module instantiated for the engine's peers (null without one). */
+  readonly opus: OpusModule | null;
   private readonly handle: number;
   private readonly buffers: EngineBuffers;
   private readonly inboundMirror: RingMirror;
@@ -254,7 +256,8 @@ export class WasmEngineCore implements EngineCore {
     config: EngineConfig,
     opus: WebAssembly.Module | null = null,
   ) {
-    this.exports = instantiateEngine(module, opus ? new OpusModule(opus) : null);
+    this.opus = opus ? new OpusModule(opus) : null;
+    this.exports = instantiateEngine(module, this.opus);
     this.buffers = buffers;
     this.slots = new Int32Array(config.maxPeers);
     const inCap = buffers.inbound.byteLength - DATA_OFFSET;

@@ -24,6 +24,7 @@ export interface OpusExports {
   tutti_opus_decode(handle: number, len: number, frames: number): number;
   tutti_opus_decoder_reset(handle: number): number;
   tutti_opus_free(handle: number): void;
+  tutti_opus_allocations(): number;
 }
 
 /** libopus's error codes (opus_defines.h) in its own words. */
@@ -108,6 +109,11 @@ export class OpusModule {
 
   free(handle: number): void {
     this.exports.tutti_opus_free(handle);
+  }
+
+  /** Heap calls (allocations, reallocations, frees) the module has made since it was instantiated. */
+  allocations(): number {
+    return this.exports.tutti_opus_allocations() >>> 0;
   }
 }
 
