@@ -5,7 +5,7 @@
 
 import { CONTROL_PACKET_LEN as EXIT_PACKET_BYTES, HEADER_LEN as HEADER_BYTES } from '../audio/packet';
 
-export const NET_GLOBAL_LEN = 16;
+export const NET_GLOBAL_LEN = 20;
 export const NET_PEER_LEN = 25;
 export const N_WAKEUPS = 0;
 export const N_OUT_PACKETS = 1;
@@ -15,7 +15,7 @@ export const N_OUT_UNROUTED = 4; // outbound records whose tag names no destinat
 // The hub link (pump-hub.ts): one channel for every participant reached through the hub.
 export const N_HUB_STATE = 5; // ChannelState of the hub channel (None: no hub link)
 export const N_HUB_BUNDLES = 6; // bundles received from the hub and played
-export const N_HUB_BAD_BUNDLES = 7; // hub messages not binary, or neither a whole bundle nor a whole meters message: dropped
+export const N_HUB_BAD_BUNDLES = 7; // hub messages not binary, or none of a whole bundle, meters or train message: dropped
 export const N_HUB_UNKNOWN_STREAM = 8; // packets of a bundle whose stream id maps to no slot: dropped
 export const N_HUB_NO_TRAILER = 9; // packets of a bundle without a stream id: dropped
 export const N_HUB_TX_PACKETS = 10; // our packets handed to the hub channel (once each)
@@ -24,6 +24,16 @@ export const N_HUB_BUFFERED = 12; // the hub channel's bufferedAmount at the las
 export const N_HUB_SEND_QUEUE_MS = 13; // its backlog as time at the last send (as NP_SEND_QUEUE_MS)
 export const N_HUB_RX_BYTES = 14; // bytes of every message from the hub
 export const N_HUB_METERS = 15; // meters messages received from the hub (mix mode; meters.ts)
+/** Binary messages from the hub, of every kind (with N_HUB_RX_BYTES: what reached us, each
+ * message costing PACKET_OVERHEAD_BYTES more on the wire). */
+export const N_HUB_RX_MESSAGES = 16;
+/** Train messages received from the hub (train.ts: trains measure the path's capacity). */
+export const N_HUB_TRAIN_MESSAGES = 17;
+/** Trains that gave a capacity estimate (a train whose messages from index 1 on all came). */
+export const N_HUB_TRAINS = 18;
+/** The last train's capacity estimate, bits per second (train.ts trainCapacityBps); NaN: none
+ * yet. Read it when N_HUB_TRAINS changes. */
+export const N_HUB_TRAIN_BPS = 19;
 export const NP_STATE = 0; // ChannelState
 export const NP_RX_PACKETS = 1;
 export const NP_RX_BYTES = 2;

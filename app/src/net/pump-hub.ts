@@ -13,14 +13,21 @@
 // - Meters (mix mode): about twenty times a second the hub sends a meters message (meters.ts),
 //   every player's level as it reaches the hub; each reading goes to the net stats of the slot its
 //   stream id maps to (NP_HUB_*), where the session reads it for that participant's meter.
+// - Trains (forward mode, while we take less than the richest layer): a few messages back to
+//   back (train.ts). Each one's arrival time goes in its place of the current train; when the
+//   train is whole, or a newer one begins, its capacity estimate goes to the net stats
+//   (N_HUB_TRAIN_BPS, N_HUB_TRAINS), where the session reads it for its reception reports.
 //
 // Nothing here allocates per message besides the Uint8Array view over the received buffer: the
-// per-packet visitor is made once and reads the message it works on from fields.
+// per-packet visitor is made once and reads the message it works on from fields, and a train's
+// arrival times live in an array made once.
 
 import { EXT_LEN, EXT_MAGIC, EXT_VERSION } from '../audio/packet';
 import type { RingWriter } from '../audio/ring-ends';
 import { checkBundle, forEachPacket } from './bundle';
 import { checkMeters, isMeters, meterLevel, meterStream } from './meters';
+import { PACKET_OVERHEAD_BYTES } from '../room/topology';
+import { TRAIN_BYTES, TRAIN_MESSAGES, isTrain, trainCapacityBps, trainIndex, trainNumber } from './train';
 import {
   ChannelState,
   N_HUB_BAD_BUNDLES,
@@ -29,6 +36,10 @@ import {
   N_HUB_METERS,
   N_HUB_NO_TRAILER,
   N_HUB_RX_BYTES,
+  N_HUB_RX_MESSAGES,
+  N_HUB_TRAIN_BPS,
+  N_HUB_TRAIN_MESSAGES,
+  N_HUB_TRAINS,
   N_HUB_SEND_QUEUE_MS,
   N_HUB_STATE,
   N_HUB_TX_PACKETS,
@@ -44,6 +55,10 @@ import {
 
 /** The stream id of the hub's mix (HUB-SPEC: MIX_STREAM). */
 export const MIX_STREAM = 0;
+/** Bytes a train message takes on the wire. */
+const TRAIN_WIRE_BYTES = TRAIN_BYTES + PACKET_OVERHEAD_BYTES;
+/** How many trains behind the current one a message may be and still be taken as late. */
+const TRAINS_LATE = 16;
 const TWO_32 = 4294967296;
 
 /**
@@ -88,12 +103,20 @@ export class HubPath {
   private msg: Uint8Array = new Uint8Array(0);
   private msgNowMs = 0;
   private msgArrivalUs = 0;
+  // The train being received: its number (-1: none), each message's arrival time (NaN: not
+  // come), how many came, and whether its estimate is out already.
+  private train = -1;
+  private readonly trainArrivals = new Float64Array(TRAIN_MESSAGES).fill(NaN);
+  private trainCount = 0;
+  private trainDone = false;
 
   constructor(
     private readonly writer: RingWriter,
     private readonly stats: Float64Array,
     private readonly maxPeers: number,
-  ) {}
+  ) {
+    stats[N_HUB_TRAIN_BPS] = NaN;
+  }
 
   /** Serves `channel` as the hub link (replacing and closing any earlier one); null: none. */
   set(channel: RTCDataChannel | null): void {
@@ -105,6 +128,9 @@ export class HubPath {
       old.close();
     }
     this.channel = channel;
+    // A new link's trains are numbered afresh.
+    this.train = -1;
+    this.trainDone = false;
     const s = this.stats;
     if (!channel) {
       s[N_HUB_STATE] = ChannelState.None;
@@ -130,8 +156,13 @@ export class HubPath {
     }
     const bytes = new Uint8Array(data);
     s[N_HUB_RX_BYTES] += bytes.length;
+    s[N_HUB_RX_MESSAGES]++;
     if (isMeters(bytes)) {
       this.meters(bytes, nowMs);
+      return;
+    }
+    if (isTrain(bytes)) {
+      this.trainMessage(bytes, nowMs);
       return;
     }
     if (typeof checkBundle(bytes) !== 'number') {
@@ -162,6 +193,43 @@ export class HubPath {
       for (let level = 0; level < 4; level++) s[base + level] = meterLevel(bytes, k, level);
       s[netPeerIndex(slot, NP_HUB_METER_MS)] = this.timeOrigin + nowMs;
     }
+  }
+
+  /** A train message: its arrival time in its place of the current train (see the header). */
+  private trainMessage(bytes: Uint8Array, nowMs: number): void {
+    const s = this.stats;
+    const index = trainIndex(bytes);
+    if (index < 0) {
+      s[N_HUB_BAD_BUNDLES]++;
+      return;
+    }
+    s[N_HUB_TRAIN_MESSAGES]++;
+    const train = trainNumber(bytes);
+    if (train !== this.train) {
+      // A newer train (or the first): the one before is as whole as it will be. A late message
+      // of one of the last few trains is only counted; a number far behind is a numbering
+      // started afresh, hence a newer train.
+      if (this.train >= 0 && (this.train - train) >>> 0 <= TRAINS_LATE) return;
+      this.finishTrain();
+      this.train = train;
+      this.trainArrivals.fill(NaN);
+      this.trainCount = 0;
+      this.trainDone = false;
+    }
+    if (this.trainDone || !Number.isNaN(this.trainArrivals[index])) return;
+    this.trainArrivals[index] = nowMs;
+    if (++this.trainCount === TRAIN_MESSAGES) this.finishTrain();
+  }
+
+  /** The current train's estimate to the net stats, once (none when it gives none). */
+  private finishTrain(): void {
+    if (this.train < 0 || this.trainDone) return;
+    this.trainDone = true;
+    const bps = trainCapacityBps(this.trainArrivals, TRAIN_WIRE_BYTES);
+    if (bps === null) return;
+    const s = this.stats;
+    s[N_HUB_TRAIN_BPS] = bps;
+    s[N_HUB_TRAINS]++;
   }
 
   private readonly dispatch = (offset: number, length: number): void => {
