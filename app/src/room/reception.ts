@@ -1,0 +1,218 @@
+// What reaches us from the hub, as the hub's layer controller wants to hear it once a second
+// (server/src/hub/controller: C→S reception): the rate that got through, the share of the hub's
+// packets lost, the trend of their one-way delay, the hub link's round trip, and the path's
+// capacity as packet trains measured it. The hub picks from these which layer of the others'
+// streams we take (as sent, or Opus at 128 or 64 kbit/s).
+//
+// Pure: the session hands in a sample of the counters at each refresh (the pump's hub figures,
+// the engine's per-participant received and lost, the stamp lag of each participant's last
+// packet) and gets a report back once a window of about a second is over.
+//
+// - receivedBps: the bytes of the hub's messages in the window plus PACKET_OVERHEAD_BYTES per
+//   message (what they took on the wire), per second.
+// - loss: packets the engine counted lost / (lost + received) over the window, summed over the
+//   participants reached through the hub; only participants there at both ends of the window
+//   count (one who came or went in it would bring a jump of their whole history); 0 when
+//   nothing was expected.
+// - delayRiseMsPerS: the least-squares slope of each participant's stamp lag over the last
+//   RISE_WINDOW_MS (the lag is the one-way delay plus a constant clock offset, so its slope is
+//   the delay's), averaged over the participants with at least RISE_MIN_POINTS samples in that
+//   time: with every participant at every sample, the slope of their mean lag. A sample missing
+//   (NaN) only leaves out that point.
+// - capacityBps: the median of the last CAPACITY_TRAINS train estimates; null before any.
+// Every figure is clamped to what the server takes (finite, in range).
+
+import { PACKET_OVERHEAD_BYTES } from './topology';
+
+/** One participant reached through the hub, at one sample. */
+export interface ReceptionPeer {
+  /** Tells participants apart from sample to sample (the engine slot). */
+  key: number;
+  /** The engine's packets received and lost for them, since their slot was set up. */
+  received: number;
+  lost: number;
+  /** Their last packet's arrival − its send stamp, ms (NaN: none yet). */
+  lagMs: number;
+}
+
+/** The counters at one refresh. */
+export interface ReceptionSample {
+  /** performance.now(), ms. */
+  nowMs: number;
+  /** Bytes and messages received from the hub so far (the pump's N_HUB_RX_BYTES and
+   * N_HUB_RX_MESSAGES). */
+  rxBytes: number;
+  rxMessages: number;
+  peers: readonly ReceptionPeer[];
+  /** The hub link's round trip, ms; null when unknown. */
+  rttMs: number | null;
+  /** Trains measured so far (N_HUB_TRAINS) and the last one's estimate (N_HUB_TRAIN_BPS). */
+  trains: number;
+  trainBps: number;
+}
+
+/** C→S `reception`, without its type. */
+export interface ReceptionReport {
+  receivedBps: number;
+  loss: number;
+  delayRiseMsPerS: number;
+  rttMs: number;
+  capacityBps: number | null;
+}
+
+/** A report is due once a window is this long, ms: a second, less half a refresh so that a
+ * timer firing a little late does not stretch every window to 1.1 s. */
+export const REPORT_WINDOW_MS = 950;
+/** The stamp lag's slope is taken over this much of the latest samples, ms. */
+export const RISE_WINDOW_MS = 2000;
+/** Fewest samples of a participant's lag that give a slope. */
+export const RISE_MIN_POINTS = 3;
+/** Train estimates the capacity is the median of. */
+export const CAPACITY_TRAINS = 3;
+/** The ranges the server enforces (server/src/hub/controller parse_report). */
+const MAX_BPS = 1e11;
+const MAX_MS = 1e6;
+
+interface WindowStart {
+  nowMs: number;
+  rxBytes: number;
+  rxMessages: number;
+  counts: Map<number, { received: number; lost: number }>;
+}
+
+const clamp = (x: number, lo: number, hi: number): number =>
+  Number.isFinite(x) ? Math.min(hi, Math.max(lo, x)) : lo;
+
+/** The median of `xs` (not empty). */
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 === 1 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+}
+
+/** The least-squares slope of y over t (units of y per unit of t); NaN with fewer than two
+ * distinct times. */
+export function slope(ts: readonly number[], ys: readonly number[]): number {
+  const n = ts.length;
+  let mt = 0;
+  let my = 0;
+  for (let i = 0; i < n; i++) {
+    mt += ts[i];
+    my += ys[i];
+  }
+  mt /= n;
+  my /= n;
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < n; i++) {
+    num += (ts[i] - mt) * (ys[i] - my);
+    den += (ts[i] - mt) ** 2;
+  }
+  return den > 0 ? num / den : NaN;
+}
+
+export class Reception {
+  private start: WindowStart | null = null;
+  /** The stamp lags of the last RISE_WINDOW_MS: when, and each participant's. */
+  private lags: { nowMs: number; byKey: Map<number, number> }[] = [];
+  /** N_HUB_TRAINS at the last sample (-1: none yet) and the latest estimates. */
+  private trainsSeen = -1;
+  private estimates: number[] = [];
+
+  /** Takes one sample; the report of the window it ends, or null while none is due. */
+  sample(s: ReceptionSample): ReceptionReport | null {
+    this.noteTrains(s);
+    this.noteLags(s);
+    const start = this.start;
+    if (!start) {
+      this.start = this.windowStart(s);
+      return null;
+    }
+    const elapsedMs = s.nowMs - start.nowMs;
+    const bytes = s.rxBytes - start.rxBytes;
+    const messages = s.rxMessages - start.rxMessages;
+    if (!(elapsedMs >= 0) || !(bytes >= 0) || !(messages >= 0)) {
+      // The counters went back (a new pump): start over from here.
+      this.start = this.windowStart(s);
+      return null;
+    }
+    if (elapsedMs < REPORT_WINDOW_MS) return null;
+    let lost = 0;
+    let received = 0;
+    for (const p of s.peers) {
+      const before = start.counts.get(p.key);
+      if (!before) continue;
+      const dl = p.lost - before.lost;
+      const dr = p.received - before.received;
+      // Counters that went back are another participant's in a slot used again.
+      if (!(dl >= 0) || !(dr >= 0)) continue;
+      lost += dl;
+      received += dr;
+    }
+    this.start = this.windowStart(s);
+    const capacity = this.estimates.length > 0 ? median(this.estimates) : null;
+    return {
+      receivedBps: clamp(((bytes + PACKET_OVERHEAD_BYTES * messages) * 8) / (elapsedMs / 1000), 0, MAX_BPS),
+      loss: lost + received > 0 ? clamp(lost / (lost + received), 0, 1) : 0,
+      delayRiseMsPerS: clamp(this.delayRise(), -MAX_MS, MAX_MS),
+      rttMs: s.rttMs === null ? 0 : clamp(s.rttMs, 0, MAX_MS),
+      capacityBps: capacity === null ? null : clamp(capacity, 1, MAX_BPS),
+    };
+  }
+
+  /** Forgets everything: the next sample starts a window afresh (leaving forward mode, or a
+   * hub link that went down). */
+  reset(): void {
+    this.start = null;
+    this.lags = [];
+    this.trainsSeen = -1;
+    this.estimates = [];
+  }
+
+  private windowStart(s: ReceptionSample): WindowStart {
+    const counts = new Map<number, { received: number; lost: number }>();
+    for (const p of s.peers) counts.set(p.key, { received: p.received, lost: p.lost });
+    return { nowMs: s.nowMs, rxBytes: s.rxBytes, rxMessages: s.rxMessages, counts };
+  }
+
+  private noteTrains(s: ReceptionSample): void {
+    if (this.trainsSeen >= 0 && s.trains > this.trainsSeen && s.trainBps > 0 && Number.isFinite(s.trainBps)) {
+      this.estimates.push(s.trainBps);
+      if (this.estimates.length > CAPACITY_TRAINS) this.estimates.shift();
+    }
+    this.trainsSeen = Number.isFinite(s.trains) ? s.trains : -1;
+  }
+
+  private noteLags(s: ReceptionSample): void {
+    const byKey = new Map<number, number>();
+    for (const p of s.peers) if (Number.isFinite(p.lagMs)) byKey.set(p.key, p.lagMs);
+    this.lags.push({ nowMs: s.nowMs, byKey });
+    const from = s.nowMs - RISE_WINDOW_MS;
+    while (this.lags.length > 0 && !(this.lags[0].nowMs >= from)) this.lags.shift();
+  }
+
+  /** The mean over participants of their stamp lag's slope, ms per second; 0 when none has
+   * enough samples. */
+  private delayRise(): number {
+    const series = new Map<number, { ts: number[]; ys: number[] }>();
+    for (const { nowMs, byKey } of this.lags) {
+      for (const [key, lag] of byKey) {
+        let xy = series.get(key);
+        if (!xy) series.set(key, (xy = { ts: [], ys: [] }));
+        xy.ts.push(nowMs / 1000);
+        xy.ys.push(lag);
+      }
+    }
+    let sum = 0;
+    let n = 0;
+    for (const { ts, ys } of series.values()) {
+      if (ts.length < RISE_MIN_POINTS) continue;
+      const k = slope(ts, ys);
+      if (Number.isFinite(k)) {
+        sum += k;
+        n++;
+      }
+    }
+    return n > 0 ? sum / n : 0;
+  }
+}

@@ -1,0 +1,190 @@
+// Reception reports (app/src/room/reception.ts) with known answers: the rate with its per-message
+// overhead, the loss over the window, the delay's trend from the stamp lag, the capacity from
+// the trains.
+import { describe, expect, it } from 'vitest';
+import {
+  REPORT_WINDOW_MS,
+  Reception,
+  slope,
+  type ReceptionPeer,
+  type ReceptionReport,
+  type ReceptionSample,
+} from '../../app/src/room/reception';
+import { PACKET_OVERHEAD_BYTES } from '../../app/src/room/topology';
+import { Prng } from '../../app/src/selftest/prng';
+
+const REFRESH_MS = 100;
+
+/** Samples every REFRESH_MS for `seconds` from `t0` (ms), `at(t)` giving the counters at t (s
+ * since t0); the reports that came out, with when. */
+function run(
+  r: Reception,
+  seconds: number,
+  at: (t: number) => Omit<ReceptionSample, 'nowMs'>,
+  t0 = 10_000,
+): { t: number; report: ReceptionReport }[] {
+  const out: { t: number; report: ReceptionReport }[] = [];
+  for (let k = 0; k <= (seconds * 1000) / REFRESH_MS; k++) {
+    const t = (k * REFRESH_MS) / 1000;
+    const report = r.sample({ nowMs: t0 + t * 1000, ...at(t) });
+    if (report) out.push({ t, report });
+  }
+  return out;
+}
+
+const quiet = { rxBytes: 0, rxMessages: 0, peers: [], rttMs: null, trains: 0, trainBps: NaN };
+
+describe('reception reports', () => {
+  it('reports once a second; a constant 1 Mbit/s of bytes gives 1e6 plus the overhead exactly', () => {
+    // 125,000 bytes a second in 375 messages a second.
+    const reports = run(new Reception(), 5, (t) => ({
+      ...quiet,
+      rxBytes: Math.round(125_000 * t),
+      rxMessages: Math.round(375 * t),
+    }));
+    expect(reports.map((x) => x.t)).toEqual([1, 2, 3, 4, 5]);
+    for (const { report } of reports) {
+      expect(report.receivedBps).toBeCloseTo(1e6 + 375 * PACKET_OVERHEAD_BYTES * 8, 6);
+      expect(report.loss).toBe(0);
+      expect(report.capacityBps).toBeNull();
+      expect(report.rttMs).toBe(0);
+    }
+  });
+
+  it('uses the window as it was: a late refresh makes a longer window, not a higher rate', () => {
+    const r = new Reception();
+    const s = (nowMs: number): ReceptionSample => ({
+      ...quiet,
+      nowMs,
+      rxBytes: nowMs * 125,
+      rxMessages: 0,
+    });
+    expect(r.sample(s(0))).toBeNull();
+    expect(r.sample(s(REPORT_WINDOW_MS - 1))).toBeNull();
+    expect(r.sample(s(1200))!.receivedBps).toBeCloseTo(1e6, 6);
+  });
+
+  it('gives 2 % loss from the engine counters of the participants through the hub', () => {
+    // Two participants, 375 packets a second each expected; one loses 15 a second (4 %), the
+    // other none: 15 of 750 is 2 %.
+    const reports = run(new Reception(), 3, (t) => ({
+      ...quiet,
+      peers: [
+        { key: 1, received: 1000 + Math.round(360 * t), lost: 7 + Math.round(15 * t), lagMs: NaN },
+        { key: 4, received: 50 + Math.round(375 * t), lost: 0, lagMs: NaN },
+      ],
+    }));
+    expect(reports).toHaveLength(3);
+    for (const { report } of reports) expect(report.loss).toBeCloseTo(0.02, 12);
+  });
+
+  it('leaves out a participant who came or went in the window, and one whose slot was reused', () => {
+    const r = new Reception();
+    const peer = (key: number, received: number, lost: number): ReceptionPeer => ({
+      key,
+      received,
+      lost,
+      lagMs: NaN,
+    });
+    r.sample({ ...quiet, nowMs: 0, peers: [peer(1, 100, 0), peer(2, 100, 0), peer(3, 5000, 10)] });
+    const report = r.sample({
+      ...quiet,
+      nowMs: 1000,
+      // 2 left; 3's slot went to someone new (counters from 0); 5 came with a long history.
+      peers: [peer(1, 470, 5), peer(3, 20, 0), peer(5, 9000, 900)],
+    })!;
+    expect(report.loss).toBeCloseTo(5 / 375, 12);
+  });
+
+  it('says nothing was lost when nothing was expected', () => {
+    const reports = run(new Reception(), 1, () => ({
+      ...quiet,
+      peers: [{ key: 1, received: 9, lost: 1, lagMs: 3 }],
+    }));
+    expect(reports[0].report.loss).toBe(0);
+    expect(reports[0].report.delayRiseMsPerS).toBe(0);
+  });
+
+  it('finds a delay rising 10 ms a second in jittered stamp lags, whatever the clock offsets', () => {
+    const prng = new Prng(7);
+    const reports = run(new Reception(), 4, (t) => ({
+      ...quiet,
+      peers: [
+        // Offsets of seconds between the clocks; ±1 ms of jitter on each packet.
+        { key: 0, received: 0, lost: 0, lagMs: 3_600_000 + 20 + 10 * t + (prng.next() * 2 - 1) },
+        { key: 1, received: 0, lost: 0, lagMs: -42_000 + 35 + 10 * t + (prng.next() * 2 - 1) },
+        // A participant with no packets yet counts for nothing.
+        { key: 2, received: 0, lost: 0, lagMs: NaN },
+      ],
+    }));
+    expect(reports).toHaveLength(4);
+    for (const { report } of reports) expect(Math.abs(report.delayRiseMsPerS - 10)).toBeLessThan(0.5);
+  });
+
+  it('keeps the trend with one sample missing, and sees it fall', () => {
+    const reports = run(new Reception(), 3, (t) => ({
+      ...quiet,
+      peers: [{ key: 0, received: 0, lost: 0, lagMs: Math.abs(t - 1.5) < 1e-9 ? NaN : 80 - 4 * t }],
+    }));
+    for (const { report } of reports) expect(report.delayRiseMsPerS).toBeCloseTo(-4, 9);
+  });
+
+  it('takes the median of the last three train estimates; none before the first', () => {
+    const r = new Reception();
+    const at = (nowMs: number, trains: number, trainBps: number) =>
+      r.sample({ ...quiet, nowMs, trains, trainBps });
+    at(0, 0, NaN);
+    expect(at(1000, 0, NaN)!.capacityBps).toBeNull();
+    at(1500, 1, 2e6);
+    expect(at(2000, 1, 2e6)!.capacityBps).toBe(2e6);
+    at(2500, 2, 4e6);
+    at(2600, 3, 1e9); // one wild estimate
+    expect(at(3000, 3, 1e9)!.capacityBps).toBe(4e6);
+    at(3500, 4, 3e6);
+    // 4e6, 1e9, 3e6
+    expect(at(4000, 4, 3e6)!.capacityBps).toBe(4e6);
+    at(4500, 5, 3.2e6);
+    // 1e9, 3e6, 3.2e6
+    expect(at(5000, 5, 3.2e6)!.capacityBps).toBe(3.2e6);
+  });
+
+  it('forgets the trains measured before a reset, and starts the window afresh', () => {
+    const r = new Reception();
+    r.sample({ ...quiet, nowMs: 0, trains: 0 });
+    r.sample({ ...quiet, nowMs: 500, trains: 1, trainBps: 5e6 });
+    expect(r.sample({ ...quiet, nowMs: 1000, trains: 1, trainBps: 5e6 })!.capacityBps).toBe(5e6);
+    r.reset();
+    expect(r.sample({ ...quiet, nowMs: 1100, trains: 1, trainBps: 5e6 })).toBeNull();
+    expect(r.sample({ ...quiet, nowMs: 2100, trains: 1, trainBps: 5e6 })!.capacityBps).toBeNull();
+  });
+
+  it('keeps every figure in the ranges the server takes', () => {
+    const r = new Reception();
+    r.sample({ ...quiet, nowMs: 0, peers: [{ key: 0, received: 0, lost: 0, lagMs: 0 }] });
+    r.sample({ ...quiet, nowMs: 10, peers: [{ key: 0, received: 0, lost: 0, lagMs: 1e9 }] });
+    const report = r.sample({
+      nowMs: 1000,
+      rxBytes: 1e15,
+      rxMessages: 0,
+      peers: [{ key: 0, received: 0, lost: 0, lagMs: 2e9 }],
+      rttMs: -3,
+      trains: 0,
+      trainBps: NaN,
+    })!;
+    expect(report).toEqual({
+      receivedBps: 1e11,
+      loss: 0,
+      delayRiseMsPerS: 1e6,
+      rttMs: 0,
+      capacityBps: null,
+    });
+    // Counters that went back (a new pump) start a window afresh.
+    expect(r.sample({ ...quiet, nowMs: 2000 })).toBeNull();
+  });
+
+  it('fits a least-squares line', () => {
+    expect(slope([0, 1, 2, 3], [1, 3, 5, 7])).toBe(2);
+    expect(slope([0, 1, 2], [0, 1, 0])).toBe(0);
+    expect(slope([1, 1], [0, 5])).toBeNaN();
+  });
+});
