@@ -2,7 +2,7 @@
 // stream → slot table, and the packet pump's hub path with a stand-in channel carrying real
 // bundles (the golden vectors of tests/vectors/bundles.json, and bundles laid out here).
 import { describe, expect, it } from 'vitest';
-import { hubMixMessage, parseServerMessage } from '../../app/src/net/protocol';
+import { hubMixMessage, parseServerMessage, receptionMessage } from '../../app/src/net/protocol';
 import {
   N_HUB_BAD_BUNDLES,
   N_HUB_BUNDLES,
@@ -87,9 +87,67 @@ describe('hub signaling', () => {
       '{"type":"topology","mode":"forward","reason":5}',
       '{"type":"hub-answer","sdp":""}',
       '{"type":"hub-answer","sdp":5}',
+      '{"type":"layer","layer":"opus-32","reason":"r"}',
+      '{"type":"layer","layer":"OPUS-128","reason":"r"}',
+      '{"type":"layer","reason":"r"}',
+      '{"type":"layer","layer":"opus-64"}',
+      '{"type":"layer","layer":"opus-64","reason":7}',
     ]) {
       expect(parseServerMessage(bad), bad).toBeNull();
     }
+  });
+
+  it('reads the layer the hub sends us, with its reason', () => {
+    for (const layer of ['as-sent', 'opus-128', 'opus-64']) {
+      expect(
+        parseServerMessage(JSON.stringify({ type: 'layer', layer, reason: 'the path carries 2.0 Mbit/s' })),
+      ).toEqual({ type: 'layer', layer, reason: 'the path carries 2.0 Mbit/s' });
+    }
+  });
+
+  it('writes reception reports within the ranges the hub takes', () => {
+    expect(
+      receptionMessage({
+        receivedBps: 1e6 + 0.4,
+        loss: 0.5,
+        delayRiseMsPerS: 12.25,
+        rttMs: 30,
+        capacityBps: 2e6,
+      }),
+    ).toEqual({
+      type: 'reception',
+      receivedBps: 1_000_000,
+      loss: 0.5,
+      delayRiseMsPerS: 12.25,
+      rttMs: 30,
+      capacityBps: 2_000_000,
+    });
+    expect(
+      receptionMessage({
+        receivedBps: NaN,
+        loss: 3,
+        delayRiseMsPerS: -5e9,
+        rttMs: Infinity,
+        capacityBps: NaN,
+      }),
+    ).toEqual({
+      type: 'reception',
+      receivedBps: 0,
+      loss: 1,
+      delayRiseMsPerS: -1e6,
+      rttMs: 0,
+      capacityBps: null,
+    });
+    expect(
+      receptionMessage({ receivedBps: 1e12, loss: -1, delayRiseMsPerS: 0, rttMs: 2e6, capacityBps: 0.2 }),
+    ).toEqual({
+      type: 'reception',
+      receivedBps: 1e11,
+      loss: 0,
+      delayRiseMsPerS: 0,
+      rttMs: 1e6,
+      capacityBps: 1,
+    });
   });
 
   it('writes hub-mix with only what the hub can take', () => {

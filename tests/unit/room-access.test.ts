@@ -633,6 +633,53 @@ describe('signaling client after a refusal', () => {
     d.close();
   });
 
+  it('sends reception reports, passes layer notices on, and counts a bad one as malformed', () => {
+    const layers: [string, string][] = [];
+    const c = new SignalingClient('ws://x/ws', params, {
+      ...on,
+      layer: (layer, reason) => void layers.push([layer, reason]),
+    });
+    const ws = FakeSocket.all[0]!;
+    ws.open();
+    ws.receive(welcome);
+    c.reception({
+      receivedBps: 1_318_750.4,
+      loss: 0.02,
+      delayRiseMsPerS: -1.5,
+      rttMs: 23.4,
+      capacityBps: null,
+    });
+    c.reception({ receivedBps: 6e5, loss: 0, delayRiseMsPerS: 0, rttMs: 0, capacityBps: 1.5e6 });
+    expect(ws.sent.slice(1)).toEqual([
+      {
+        type: 'reception',
+        receivedBps: 1_318_750,
+        loss: 0.02,
+        delayRiseMsPerS: -1.5,
+        rttMs: 23.4,
+        capacityBps: null,
+      },
+      {
+        type: 'reception',
+        receivedBps: 600_000,
+        loss: 0,
+        delayRiseMsPerS: 0,
+        rttMs: 0,
+        capacityBps: 1_500_000,
+      },
+    ]);
+    ws.receive({
+      type: 'layer',
+      layer: 'opus-128',
+      reason: '71.3 % of packets lost; 1.0 Mbit/s got through',
+    });
+    ws.receive({ type: 'layer', layer: 'opus-32', reason: 'x' });
+    ws.receive({ type: 'layer', layer: 'as-sent' });
+    expect(layers).toEqual([['opus-128', '71.3 % of packets lost; 1.0 Mbit/s got through']]);
+    expect(c.malformed).toBe(2);
+    c.close();
+  });
+
   it('still reconnects after a plain drop, and a refusal on that rejoin stops it', () => {
     const c = new SignalingClient('ws://x/ws', params, on);
     FakeSocket.all[0]!.open();

@@ -2,7 +2,7 @@
 // the uplink estimate from the pump's totals, and the advice.
 import { describe, expect, it } from 'vitest';
 import * as topo from '../../app/src/room/topology';
-import { topologyText } from '../../app/src/room/view';
+import { hubLayerText, topologyText } from '../../app/src/room/view';
 
 describe('mesh upload', () => {
   it('PCM16 stereo 128 frames at 48 kHz: 528-byte packets 375 times a second, plus overhead', () => {
@@ -117,6 +117,34 @@ describe('topology in the room view', () => {
     expect(topologyText({ ...t, mode: 'forward', hub: 'failed', hubRefused: true })).toMatch(
       /The server has no hub for this room now: trying again\.$/,
     );
+  });
+});
+
+describe('the hub layer in the room view', () => {
+  it('says what the hub sends us and why, in forward mode only', () => {
+    const t = { mode: 'forward' as const, hub: 'connected' as const, advice: null, hubRefused: false };
+    expect(hubLayerText(t)).toBe('');
+    expect(hubLayerText({ ...t, layer: null })).toBe('');
+    expect(
+      hubLayerText({
+        ...t,
+        layer: { layer: 'opus-128', reason: '71.3 % of packets lost; 1.0 Mbit/s got through' },
+      }),
+    ).toBe('From the hub: Opus 128 kbit/s — 71.3 % of packets lost; 1.0 Mbit/s got through.');
+    expect(hubLayerText({ ...t, layer: { layer: 'as-sent', reason: 'the path carries 12.0 Mbit/s' } })).toBe(
+      'From the hub: as sent — the path carries 12.0 Mbit/s.',
+    );
+    expect(hubLayerText({ ...t, layer: { layer: 'opus-64', reason: '  ' } })).toBe(
+      'From the hub: Opus 64 kbit/s.',
+    );
+    expect(hubLayerText({ ...t, layer: { layer: 'opus-64', reason: 'done.' } })).toBe(
+      'From the hub: Opus 64 kbit/s — done.',
+    );
+    expect(hubLayerText({ ...t, layer: { layer: 'opus-64', reason: 'x'.repeat(5000) } }).length).toBeLessThan(
+      300,
+    );
+    // A notice kept past a switch away from forward mode says nothing.
+    expect(hubLayerText({ ...t, mode: 'mix', layer: { layer: 'opus-64', reason: 'r' } })).toBe('');
   });
 });
 

@@ -24,6 +24,13 @@
 //   hub-mix   { master?, strips: [{ stream, gain, pan, mute, solo }] }
 //                                                     this member's personal mix on the hub (mix
 //                                                     mode; the hub keeps it across switches)
+//   reception { receivedBps, loss, delayRiseMsPerS, rttMs, capacityBps }
+//                                                     once a second in forward mode, what reached
+//                                                     us from the hub (room/reception.ts): bit/s
+//                                                     with the wire overhead (0..1e11), share of
+//                                                     packets lost (0..1), one-way delay's rise,
+//                                                     ms/s (±1e6), round trip ms (0..1e6), the
+//                                                     trains' capacity bit/s (1..1e11) or null
 // Server → client:
 //   welcome     { room, peer, peers: [{ peer, name, stream?, kind? }], cap, owner?, isOwner, locked,
 //                 protected, topology?, stream? }
@@ -40,6 +47,9 @@
 //                                                     with the reason when the server moved the
 //                                                     room to the hub on a member's uplink report
 //   hub-answer  { sdp }                              the hub's answer to this member's hub-offer
+//   layer       { layer, reason }                    forward mode: what the hub now sends this
+//                                                     member of the others ('as-sent', 'opus-128'
+//                                                     or 'opus-64'), and why, in a sentence
 // A field that is present but malformed (a stream id outside 1..=65534, an unknown topology or
 // kind) makes the whole message malformed: it is counted and dropped, never guessed at.
 // Close codes: 1000 replaced, 1001 shutdown, 1008 policy, 1009 too large, 1013 too slow,
@@ -56,6 +66,25 @@ export const CLOSE_REMOVED = 4001;
  * (forwarding every stream, or sending each member its own mix made on the server). */
 export type Topology = 'mesh' | 'forward' | 'mix';
 export const TOPOLOGIES: readonly Topology[] = ['mesh', 'forward', 'mix'];
+/** What the hub sends a forward-mode listener of the others: the packets as sent, or Opus at
+ * 128 or 64 kbit/s (server/src/hub/media/layers). */
+export type HubLayer = 'as-sent' | 'opus-128' | 'opus-64';
+export const HUB_LAYERS: readonly HubLayer[] = ['as-sent', 'opus-128', 'opus-64'];
+
+/** C→S `reception` without its type: what reached us from the hub over the last second. */
+export interface ReceptionReport {
+  /** Bits per second, the messages' wire overhead included. */
+  receivedBps: number;
+  /** Share of the hub's packets lost, 0..1. */
+  loss: number;
+  /** How fast their one-way delay rose, ms per second (negative: fell). */
+  delayRiseMsPerS: number;
+  /** The hub link's round trip, ms (0: unknown). */
+  rttMs: number;
+  /** The path's capacity measured by packet trains, bits per second; null before any. */
+  capacityBps: number | null;
+}
+
 /** Hub stream ids given to clients (0 is the hub's mix, 65535 unused). */
 export const MIN_STREAM = 1;
 export const MAX_STREAM = 65534;
@@ -117,6 +146,7 @@ export type ServerMessage =
   | ({ type: 'peer-joined' } & Member)
   | { type: 'topology'; mode: Topology; reason?: string }
   | { type: 'hub-answer'; sdp: string }
+  | { type: 'layer'; layer: HubLayer; reason: string }
   | { type: 'peer-left'; peer: string; reason: string }
   | { type: 'signal'; from: string; data: unknown }
   | { type: 'pong'; t?: number }
@@ -183,6 +213,10 @@ export function isStream(v: unknown): v is number {
 
 export function isTopology(v: unknown): v is Topology {
   return typeof v === 'string' && (TOPOLOGIES as readonly string[]).includes(v);
+}
+
+export function isLayer(v: unknown): v is HubLayer {
+  return typeof v === 'string' && (HUB_LAYERS as readonly string[]).includes(v);
 }
 
 /** A member as the server names it, its optional fields checked; null when malformed. */
@@ -255,6 +289,10 @@ export function parseServerMessage(text: string): ServerMessage | null {
         : { type: 'topology', mode: v.mode };
     case 'hub-answer':
       return typeof v.sdp === 'string' && v.sdp.length > 0 ? { type: 'hub-answer', sdp: v.sdp } : null;
+    case 'layer':
+      return isLayer(v.layer) && typeof v.reason === 'string'
+        ? { type: 'layer', layer: v.layer, reason: v.reason }
+        : null;
     case 'peer-left':
       return typeof v.peer === 'string'
         ? { type: 'peer-left', peer: v.peer, reason: String(v.reason ?? 'left') }
@@ -318,6 +356,25 @@ export function hubMixMessage(mix: HubMix): Record<string, unknown> {
   const msg: Record<string, unknown> = { type: 'hub-mix', strips };
   if (mix.master !== undefined && Number.isFinite(mix.master)) msg.master = Math.max(0, mix.master);
   return msg;
+}
+
+/**
+ * The reception message for `r`, its figures held to the ranges the server takes (a figure that
+ * is not a number goes as the range's low end, a capacity that is not one as null), rates in
+ * whole bits per second.
+ */
+export function receptionMessage(r: ReceptionReport): Record<string, unknown> {
+  const within = (x: number, lo: number, hi: number) =>
+    Number.isFinite(x) ? Math.min(hi, Math.max(lo, x)) : lo;
+  const cap = r.capacityBps;
+  return {
+    type: 'reception',
+    receivedBps: Math.round(within(r.receivedBps, 0, 1e11)),
+    loss: within(r.loss, 0, 1),
+    delayRiseMsPerS: within(r.delayRiseMsPerS, -1e6, 1e6),
+    rttMs: within(r.rttMs, 0, 1e6),
+    capacityBps: cap !== null && Number.isFinite(cap) ? Math.round(within(cap, 1, 1e11)) : null,
+  };
 }
 
 /** 32 lowercase hex chars from the platform's CSPRNG. */

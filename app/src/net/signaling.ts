@@ -20,6 +20,9 @@ import {
   type HubMix,
   type JoinFields,
   parseServerMessage,
+  receptionMessage,
+  type HubLayer,
+  type ReceptionReport,
   type Member,
   type PeerSignal,
   type RoomAccess,
@@ -47,6 +50,8 @@ export interface SignalingEvents {
   topology?(mode: Topology, reason?: string): void;
   /** The hub's answer to our last hub offer. */
   hubAnswer?(sdp: string): void;
+  /** Forward mode: what the hub now sends us of the others, and why. */
+  layer?(layer: HubLayer, reason: string): void;
   /** The owner locked or unlocked the room. */
   room(locked: boolean): void;
   joined(member: Member): void;
@@ -103,6 +108,12 @@ export class SignalingClient {
    * the room to the hub (every member then gets `topology` with the reason). */
   uplink(needBps: number, carriesBps: number): void {
     this.sendJson({ type: 'uplink', need: Math.round(needBps), carries: Math.round(carriesBps) });
+  }
+
+  /** Forward mode: what reached us from the hub over the last second (the hub picks from it
+   * what it sends us of the others). */
+  reception(report: ReceptionReport): void {
+    this.sendJson(receptionMessage(report));
   }
 
   /** Owner only: how the room's packets travel (every member then gets `topology`). */
@@ -216,6 +227,9 @@ export class SignalingClient {
         break;
       case 'hub-answer':
         this.on.hubAnswer?.(msg.sdp);
+        break;
+      case 'layer':
+        this.on.layer?.(msg.layer, msg.reason);
         break;
       case 'room':
         this.on.room(msg.locked);

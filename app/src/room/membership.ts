@@ -6,7 +6,7 @@
 // (the same peer id comes back with the same slot). What follows a participant in or out (engine
 // slot set up, transport link, recorder track) is the session's, through MembershipHooks.
 
-import type { HubMix, Member, RoomAccess, Topology } from '../net/protocol';
+import type { HubLayer, HubMix, Member, ReceptionReport, RoomAccess, Topology } from '../net/protocol';
 import { SignalingClient, type JoinParams, type SignalingStatus } from '../net/signaling';
 import type { JoinRequest, LinkState, MixMemory, StripSettings } from './types';
 
@@ -39,6 +39,8 @@ export interface RoomEvents {
   topology(mode: Topology, reason?: string): void;
   /** The hub's answer to our hub offer. */
   hubAnswer(sdp: string): void;
+  /** Forward mode: what the hub now sends us of the others, and why. */
+  layer(layer: HubLayer, reason: string): void;
   /** The owner locked or unlocked the room. */
   locked(locked: boolean): void;
   /** Someone came or went (after a welcome, a join or a leave). */
@@ -115,6 +117,7 @@ export class Membership {
       signal: (from, data) => on.signal(from, data),
       topology: (mode, reason) => on.topology(mode, reason),
       hubAnswer: (sdp) => on.hubAnswer(sdp),
+      layer: (layer, reason) => on.layer(layer, reason),
       error: (code, message, fatal, retryAfterMs) => on.error(code, message, fatal, retryAfterMs),
     });
   }
@@ -147,6 +150,11 @@ export class Membership {
   /** Tells the server the mesh asks more of our uplink than it carries (bits/s). */
   reportUplink(needBps: number, carriesBps: number): void {
     this.signaling?.uplink(needBps, carriesBps);
+  }
+
+  /** Tells the hub what reached us from it over the last second (forward mode). */
+  reportReception(report: ReceptionReport): void {
+    this.signaling?.reception(report);
   }
 
   /** Offers our link to the hub; with `echo` the hub sends our own packets back too. */

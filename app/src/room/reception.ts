@@ -22,6 +22,7 @@
 // - capacityBps: the median of the last CAPACITY_TRAINS train estimates; null before any.
 // Every figure is clamped to what the server takes (finite, in range).
 
+import type { ReceptionReport } from '../net/protocol';
 import { PACKET_OVERHEAD_BYTES } from './topology';
 
 /** One participant reached through the hub, at one sample. */
@@ -51,14 +52,7 @@ export interface ReceptionSample {
   trainBps: number;
 }
 
-/** C→S `reception`, without its type. */
-export interface ReceptionReport {
-  receivedBps: number;
-  loss: number;
-  delayRiseMsPerS: number;
-  rttMs: number;
-  capacityBps: number | null;
-}
+export type { ReceptionReport };
 
 /** A report is due once a window is this long, ms: a second, less half a refresh so that a
  * timer firing a little late does not stretch every window to 1.1 s. */

@@ -6,6 +6,8 @@
 //   room's topology says, and topology.ts says when the mesh no longer fits (the owner's client
 //   then moves the room to the hub);
 // - probe.ts: round-trip probes and the echo requests they rest on;
+// - reception.ts: in forward mode, what reaches us from the hub, reported once a second so that
+//   the hub picks what it sends us of the others (the layer it then names shows in the view);
 // - recording.ts: the recorder's tracks and state;
 // - view.ts and counters.ts: the view and the counters, built from the engine's stats block
 //   (audio/stats-reader.ts), which is read ten times a second.
@@ -15,13 +17,22 @@
 
 import { engineUnavailableReason } from '../audio/host';
 import { Mesh, type IcePolicy } from '../net/mesh';
-import { randomId, type HubStrip, type Topology } from '../net/protocol';
+import {
+  N_HUB_RX_BYTES,
+  N_HUB_RX_MESSAGES,
+  N_HUB_TRAIN_BPS,
+  N_HUB_TRAINS,
+  NP_STAMP_LAG_MS,
+  netPeerIndex,
+} from '../net/net-stats';
+import { randomId, type HubLayer, type HubStrip, type Topology } from '../net/protocol';
 import { forwardClockOffsets } from './clock-offsets';
 import { buildCounters, type SessionCounters } from './counters';
 import { EngineLink, HUB_MIX_SLOT, MAX_PEERS, SAMPLE_RATE, type OutputCapture } from './engine-link';
 import { noticeFor } from './errors';
 import { Membership, type Participant } from './membership';
 import { LOOPBACK_PEER, PROBE_CLICKS, PROBE_ECHO_MS, RoundTrips, type ProbeResult } from './probe';
+import { Reception, type ReceptionPeer } from './reception';
 import { Recording } from './recording';
 import { RoomLinks } from './links';
 import { participantRows } from './rows';
@@ -80,6 +91,9 @@ class Session implements RoomSession {
   private readonly recording: Recording;
   private transport: RoomLinks | null = null;
   private readonly meshFit = new MeshFitWatch();
+  /** What reaches us from the hub in forward mode; `receiving`: it has samples since its reset. */
+  private readonly reception = new Reception();
+  private receiving = false;
   private timer: ReturnType<typeof setInterval> | null = null;
   private ended = false;
   private refreshes = 0;
@@ -354,6 +368,8 @@ class Session implements RoomSession {
       welcome: (access, room) => {
         if (access.owner) this.req.owner?.set(access.owner);
         this.view = withWelcome(this.view, access);
+        // A hub that welcomes us again picks our layer afresh.
+        this.setLayer(null);
         this.ownStream = room.stream;
         this.applyTopology(room.topology);
         if (this.serverEcho) this.echoThroughServer(room.topology);
@@ -366,6 +382,12 @@ class Session implements RoomSession {
         if (this.serverEcho) this.echoThroughServer(mode);
       },
       hubAnswer: (sdp) => void this.transport?.hub?.answer(sdp),
+      layer: (layer, reason) => {
+        // Only forward mode has layers: a notice that crossed a switch away from it is stale.
+        if (this.transport?.mode !== 'forward') return;
+        this.setLayer({ layer, reason });
+        this.emit();
+      },
       locked: (locked) => {
         this.view = { ...this.view, access: { ...this.view.access, locked } };
         this.emit();
@@ -474,6 +496,8 @@ class Session implements RoomSession {
     for (const p of this.members.participants.values()) this.sendStrip(p);
     this.sendHubMix();
     this.view = { ...this.view, topology: { ...this.view.topology, mode } };
+    // The hub says our layer anew in forward mode; outside it there is none.
+    this.setLayer(null);
     this.refresh();
   }
 
@@ -529,6 +553,55 @@ class Session implements RoomSession {
     return fit.reason;
   }
 
+  /** The hub's last word on our layer, or null (see TopologyView.layer). */
+  private setLayer(layer: { layer: HubLayer; reason: string } | null): void {
+    if (layer === null && !this.view.topology.layer) return;
+    this.view = { ...this.view, topology: { ...this.view.topology, layer } };
+  }
+
+  /**
+   * One sample of what reaches us from the hub, while the room is in forward mode and the hub
+   * link is up; once a second the report goes to the hub (reception.ts). Otherwise the samples
+   * start afresh when it is next up, and what the hub said of our layer is forgotten.
+   */
+  private sampleReception(nowMs: number): void {
+    const hub = this.transport?.hub;
+    const net = this.link.pump?.stats;
+    if (this.transport?.mode !== 'forward' || !hub || hub.link.state !== 'connected' || !net) {
+      if (this.receiving) {
+        this.reception.reset();
+        // A hub link made anew starts on what the hub picks for it then: the old word is stale.
+        this.setLayer(null);
+      }
+      this.receiving = false;
+      return;
+    }
+    this.receiving = true;
+    const stats = this.link.stats;
+    const peers: ReceptionPeer[] = [];
+    for (const p of this.members.participants.values()) {
+      // Those reached through the hub: every participant with a hub stream.
+      if (p.member.stream === undefined) continue;
+      const e = stats.peer(p.slot);
+      peers.push({
+        key: p.slot,
+        received: e.received,
+        lost: e.lost,
+        lagMs: net[netPeerIndex(p.slot, NP_STAMP_LAG_MS)],
+      });
+    }
+    const report = this.reception.sample({
+      nowMs,
+      rxBytes: net[N_HUB_RX_BYTES],
+      rxMessages: net[N_HUB_RX_MESSAGES],
+      peers,
+      rttMs: hub.link.rttMs,
+      trains: net[N_HUB_TRAINS],
+      trainBps: net[N_HUB_TRAIN_BPS],
+    });
+    if (report) this.members.reportReception(report);
+  }
+
   private fail(code: string, message: string): void {
     const error: RoomError = { code, message };
     this.view = { ...this.view, error };
@@ -552,6 +625,7 @@ class Session implements RoomSession {
       );
     }
     this.link.forwardDeviceLatency();
+    this.sampleReception(performance.now());
     this.trips.follow(stats.probe());
     const participants = participantRows(this.members.participants, {
       engine: (slot) => stats.peer(slot),

@@ -3,6 +3,7 @@
 // snapshot, which the session replaces about ten times a second and whenever membership changes.
 
 import type { BufferSetting } from '../audio/buffer-policy';
+import type { HubLayer } from '../net/protocol';
 
 /** Levels in dBFS; -Infinity is silence. */
 export interface Levels {
@@ -103,6 +104,10 @@ export interface TopologyView {
   /** Why the server moved the room to the hub by itself (a player's uplink could not carry
    * the mesh); null once the topology changes again. */
   moved?: string | null;
+  /** Forward mode: what the hub sends us of the others, as it last said, and its reason (the
+   * server's sentence: untrusted text, render it as text only); null before it said anything
+   * and outside forward mode. */
+  layer?: { layer: HubLayer; reason: string } | null;
 }
 
 export interface RoomView {

@@ -4,6 +4,7 @@
 
 import { PEER_STAGES, type LatencySnapshot, type StageHistogram } from '../audio/latency';
 import type { EngineGlobals, EnginePeerStats, LinearLevels } from '../audio/stats-reader';
+import type { HubLayer } from '../net/protocol';
 import type {
   EchoView,
   JoinRequest,
@@ -266,6 +267,27 @@ export function latencyStagesOf(
     local: { capture: snap.capture },
     devices: { outputMs: snap.outputMs, inputMs: snap.inputMs },
   };
+}
+
+const LAYER_WORDS: Record<HubLayer, string> = {
+  'as-sent': 'as sent',
+  'opus-128': 'Opus 128 kbit/s',
+  'opus-64': 'Opus 64 kbit/s',
+};
+/** Longest reason shown, characters. */
+const LAYER_REASON_MAX = 200;
+
+/**
+ * What the hub sends us of the others and why, in forward mode ("From the hub: Opus 128 kbit/s —
+ * 71.3 % of packets lost; 1.0 Mbit/s got through."); '' when it has said nothing or the room is
+ * not in forward mode.
+ */
+export function hubLayerText(t: TopologyView): string {
+  const l = t.layer;
+  if (t.mode !== 'forward' || !l) return '';
+  const reason = l.reason.trim().slice(0, LAYER_REASON_MAX);
+  if (!reason) return `From the hub: ${LAYER_WORDS[l.layer]}.`;
+  return `From the hub: ${LAYER_WORDS[l.layer]} — ${reason}${/[.!?]$/.test(reason) ? '' : '.'}`;
 }
 
 /** What the room view says of how the room's packets travel (TopologyView). */
