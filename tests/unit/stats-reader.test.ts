@@ -47,7 +47,10 @@ describe('stats reader', () => {
       [0, 'active received lost late duplicates concealed underruns discarded malformed'],
       [9, 'bufferedFrames targetFrames driftPpm'],
       [16, 'blockFrames sampleRate channels bits jitterFrames resets'],
-      [35, 'clockOffsetUs lateUnderruns stallUnderruns senderGaps senderGapMs stretched oracleFrames'],
+      [
+        35,
+        'clockOffsetUs lateUnderruns stallUnderruns senderGaps senderGapMs stretched oracleFrames undecodable',
+      ],
     ]);
     expect(p.levels).toEqual({ peakL: 1012, peakR: 1013, rmsL: 1014, rmsR: 1015 });
     // The neighbours are empty.

@@ -87,6 +87,8 @@ export interface EnginePeerStats {
   stretched: number;
   /** The buffer's oracle depth over the last two minutes, frames. */
   oracleFrames: number;
+  /** Opus frames played that the decoder refused (concealed instead). */
+  undecodable: number;
 }
 
 export function readGlobals(block: Float64Array): EngineGlobals {
@@ -167,6 +169,7 @@ export function readPeer(block: Float64Array, slot: number): EnginePeerStats {
     senderGapMs: at(S.P_SENDER_GAP_MS),
     stretched: at(S.P_STRETCHED),
     oracleFrames: at(S.P_ORACLE_FRAMES),
+    undecodable: at(S.P_UNDECODABLE),
   };
 }
 

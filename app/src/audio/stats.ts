@@ -101,6 +101,9 @@ export const P_STRETCHED = 40;
 /** The oracle: the smallest fixed depth that would have played every packet that arrived in the
  * last two minutes, frames (a yardstick for P_TARGET_FRAMES). */
 export const P_ORACLE_FRAMES = 41;
+/** Compressed (Opus) frames played that their decoder refused: each concealed instead. Counted
+ * in P_RECEIVED, not in P_CONCEALED. */
+export const P_UNDECODABLE = 42;
 
 /** Index of value `field` of peer `slot`. */
 export function peerIndex(slot: number, field: number): number {

@@ -89,6 +89,7 @@ fn typescript_mirror_agrees() {
         ("P_SENDER_GAP_MS", P_SENDER_GAP_MS),
         ("P_STRETCHED", P_STRETCHED),
         ("P_ORACLE_FRAMES", P_ORACLE_FRAMES),
+        ("P_UNDECODABLE", P_UNDECODABLE),
     ];
     let found = crate::testing::ts_numeric_constants(ts);
     for (name, value) in &found {
@@ -108,7 +109,7 @@ fn typescript_mirror_agrees() {
 
 // Fields fit their rows; checked when the crate compiles.
 const _: () = assert!(
-    G_PROBE_RESULTS_AT + crate::probe::MAX_CLICKS <= GLOBAL_LEN && P_CLOCK_OFFSET_US < PEER_LEN
+    G_PROBE_RESULTS_AT + crate::probe::MAX_CLICKS <= GLOBAL_LEN && P_UNDECODABLE < PEER_LEN
 );
 
 #[test]
