@@ -5,6 +5,9 @@
 // and waits for the result (bounded). Prints a table, writes bench/results/latest.json and ends
 // stdout with ONE line of JSON:
 //   {"engine":[{"peers":N,"wasm_ns_per_peer_quantum":x,"js_ns_per_peer_quantum":y,"underruns":u,...},...],
+//    "codec":[{"codec":"pcm16","peers":16,"wasm_ns_per_peer_quantum":x,"over_pcm16":1,...},
+//             {"codec":"opus-128",...},{"codec":"opus-64",...}],
+//    "wasm_gzip_bytes":b,"wasm_gzip_parts":{"engine":e,"opus":o,"worklet_js":w},
 //    "max_peers_under_5pct":N,"net":[{"remote_peers":4,"us_per_packet":x,"bundled_us_per_block":b,...},...],
 //    "latency":{"median_ms":m,"p95_ms":p,"underruns":u,"seconds":s,"backend":"pulse-128","fixed8":{...},
 //               "fake_device":{"median_ms":m,...,"fixed8":{...}},...},"machine":{...},"date":"..."}
@@ -23,6 +26,11 @@
 // (server/examples/hub_load.rs) runs the real server's hub with 8 and 32 emulated WebRTC
 // clients in one room, in forward and in mix mode, and prints under "hub" the hub threads' CPU
 // per client-second and the share of blocks delivered.
+// The engine part also measures, at 16 peers, the WASM engine's cost per peer-quantum when the
+// peers send stereo Opus (240-sample frames at 128 and at 64 kbit/s, decoded by libopus in the
+// worklet) beside PCM16 in the same run ("codec"), and the gzip -9 size of what the engine
+// worklet loads from dist/assets: the engine's and the codec's WebAssembly and the worklet's
+// JavaScript ("wasm_gzip_bytes", the sum; goal 400 kB = 400 000 bytes).
 // Options: --quick (3 peer counts, 1 repetition, quarter work: a smoke run of ~20 s)
 //          --peers 1,8,64   --reps N   --work F   --timeout SECONDS (default 300)
 //          --loss P (default 0.01)   --jitter Q (largest delay in quanta, default 3)
@@ -37,9 +45,10 @@
 //            pulse-128, pulse-256 or fake)
 //          --latency-impaired-seconds S (the adaptive room through 10 ± 3 ms and 2 % loss, on
 //            pulse-128, in a network namespace of its own; default 60; 0 skips it; needs root)
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { AUDIO_BACKENDS, isAudioBackend, launchChromium } from '../tests/kit/chromium.mjs';
 import { printLatencyTable, runLatencyBench } from './runners/latency.mjs';
 import { printNetTable, runNetBench } from './runners/net.mjs';
@@ -49,6 +58,17 @@ import { serveStatic } from '../tests/kit/serve.mjs';
 
 const QUANTUM_NS = (128 / 48000) * 1e9;
 const BUDGET_NS = 0.05 * QUANTUM_NS;
+/** The goal for what the engine worklet loads, gzipped: 400 kB, in SI kilobytes. */
+const GZIP_GOAL_BYTES = 400_000;
+/**
+ * What the engine worklet loads, as vite names it in dist/assets (name-hash.ext): the engine's
+ * WebAssembly, the codec module (libopus) and the worklet's own JavaScript bundle.
+ */
+const WORKLET_PARTS = {
+  engine: /^tutti_wasm_bg-[\w-]+\.wasm$/,
+  opus: /^tutti_opus-[\w-]+\.wasm$/,
+  worklet_js: /^engine-worklet-[\w-]+\.js$/,
+};
 
 function option(name) {
   const i = process.argv.indexOf(`--${name}`);
@@ -149,9 +169,12 @@ try {
    *   jitter?: unknown,
    *   hub?: unknown,
    *   latency?: Awaited<ReturnType<typeof runLatencyBench>>['entry'],
+   *   wasm_gzip_bytes?: number,
+   *   wasm_gzip_parts?: Record<string, number>,
+   *   wasm_gzip_files?: Record<string, string>,
    * }}
    */
-  const result = runs('engine') ? await engineBench() : { machine: {} };
+  const result = runs('engine') ? { ...(await engineBench()), ...workletGzip() } : { machine: {} };
   if (runs('net')) {
     // The net part is bounded by its own waits; this is the backstop.
     const watchdog = setTimeout(() => {
@@ -319,6 +342,29 @@ async function engineBench() {
   return result;
 }
 
+/**
+ * The gzip -9 size (node's zlib) of each file the engine worklet loads from dist/assets, and
+ * their sum. Fails when a part is missing or ambiguous.
+ */
+function workletGzip() {
+  const dir = join(ROOT, 'dist', 'assets');
+  const files = readdirSync(dir);
+  /** @type {Record<string, number>} */
+  const parts = {};
+  /** @type {Record<string, string>} */
+  const names = {};
+  for (const [part, pattern] of Object.entries(WORKLET_PARTS)) {
+    const found = files.filter((f) => pattern.test(f));
+    if (found.length !== 1) {
+      throw new Error(`dist/assets: ${found.length} files match ${pattern} (the worklet's ${part})`);
+    }
+    names[part] = found[0];
+    parts[part] = gzipSync(readFileSync(join(dir, found[0])), { level: 9 }).length;
+  }
+  const total = Object.values(parts).reduce((a, b) => a + b, 0);
+  return { wasm_gzip_bytes: total, wasm_gzip_parts: parts, wasm_gzip_files: names };
+}
+
 /** The human-readable table, on stdout before the JSON line. */
 function printTable(result) {
   const rows = result.engine;
@@ -356,9 +402,51 @@ function printTable(result) {
     const pct = at256.wasm_quantum_fraction * 100;
     console.log(`target: 256 peers within 5% of the quantum: ${pct.toFixed(2)}%, ${verdict(pct < 5)}`);
   }
+  if (result.codec) printCodecTable(result.codec);
+  if (result.wasm_gzip_bytes !== undefined) {
+    const p = result.wasm_gzip_parts;
+    const kb = (n) => `${(n / 1000).toFixed(1)} kB`;
+    console.log(
+      `worklet download, gzip -9: ${kb(result.wasm_gzip_bytes)} (engine wasm ${kb(p.engine)}, opus wasm ${kb(p.opus)}, worklet JS ${kb(p.worklet_js)})`,
+    );
+    console.log(
+      `target: <= ${kb(GZIP_GOAL_BYTES)} gzipped: ${verdict(result.wasm_gzip_bytes <= GZIP_GOAL_BYTES)}`,
+    );
+  }
   const machine = result.machine;
   console.log(
     `machine: ${machine.cpu}, ${machine.cores} cores, ${machine.browser}, load ${machine.load_average_1m_at_end}`,
   );
+  console.log('');
+}
+
+/**
+ * The codec rows: the WASM engine at 16 peers per codec, beside PCM16.
+ * @param {import('./web/measure.ts').CodecRow[]} rows
+ */
+function printCodecTable(rows) {
+  const head = [
+    'codec',
+    'peers',
+    'WASM ns/peer-q',
+    'vs PCM16',
+    'WASM % of quantum',
+    'payload B',
+    'underruns',
+  ];
+  const body = rows.map((r) => [
+    r.codec,
+    String(r.peers),
+    r.wasm_ns_per_peer_quantum.toFixed(0),
+    `${r.over_pcm16.toFixed(1)}x`,
+    `${(r.wasm_quantum_fraction * 100).toFixed(2)}%`,
+    r.payload_bytes.toFixed(0),
+    String(r.underruns),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  const line = (cells) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  console.log(line(head));
+  for (const b of body) console.log(line(b));
   console.log('');
 }

@@ -11,7 +11,7 @@
 // When the run ends, `window.benchResult` holds the result and `document.body.dataset.bench` is
 // "done" (or "error", with `window.benchError`).
 
-import { engineModule, engineUnavailableReason } from '../../app/src/audio/host';
+import { engineModule, engineUnavailableReason, opusModule } from '../../app/src/audio/host';
 import {
   BUDGET_NS,
   DEFAULT_SETTINGS,
@@ -19,6 +19,7 @@ import {
   runBench,
   type BenchResult,
   type BenchSettings,
+  type CodecRow,
   type EngineRow,
 } from './measure';
 
@@ -97,6 +98,30 @@ function showRow(row: EngineRow): void {
   else body.append(tr);
 }
 
+/** Adds the row for `row.codec`, or replaces it (rows are refined after every repetition). */
+function showCodecRow(row: CodecRow): void {
+  const table = el<HTMLTableElement>('codecs');
+  table.hidden = false;
+  const tr = document.createElement('tr');
+  tr.dataset.codec = row.codec;
+  const cells = [
+    row.codec === 'pcm16' ? 'PCM16' : `Opus ${row.kbps} kbit/s`,
+    fmt(row.wasm_ns_per_peer_quantum),
+    `${fmt(row.over_pcm16, 1)}×`,
+    `${fmt(row.wasm_quantum_fraction * 100, 2)}%`,
+    String(row.underruns),
+  ];
+  for (const c of cells) {
+    const td = document.createElement('td');
+    td.textContent = c;
+    tr.append(td);
+  }
+  const body = table.tBodies[0];
+  const existing = body.querySelector(`tr[data-codec="${row.codec}"]`);
+  if (existing) existing.replaceWith(tr);
+  else body.append(tr);
+}
+
 function verdict(result: BenchResult): string {
   const rows = result.engine;
   const n = result.max_peers_under_5pct;
@@ -117,9 +142,10 @@ async function run(settings: BenchSettings): Promise<void> {
   progress.hidden = false;
   el('verdict').textContent = '';
   el<HTMLTableElement>('results').tBodies[0].replaceChildren();
+  el<HTMLTableElement>('codecs').tBodies[0].replaceChildren();
   document.body.dataset.bench = 'running';
   try {
-    const module = await engineModule();
+    const [module, opus] = await Promise.all([engineModule(), opusModule()]);
     const result = await runBench(
       module,
       settings,
@@ -128,10 +154,11 @@ async function run(settings: BenchSettings): Promise<void> {
         progress.value = p.done;
         phase.textContent =
           p.rep < 0
-            ? `${p.peers} players: preparing…`
-            : `Round ${p.rep + 1} of ${settings.reps}: ${p.peers} players, ${p.kind.toUpperCase()}…`;
+            ? `${p.peers} players${p.codec ? ` sending ${p.codec}` : ''}: preparing…`
+            : `Round ${p.rep + 1} of ${settings.reps}: ${p.peers} players${p.codec ? ` sending ${p.codec}` : ''}, ${p.kind.toUpperCase()}…`;
       },
       showRow,
+      { module: opus, onRow: showCodecRow },
     );
     progress.value = progress.max;
     phase.textContent = `Done in the browser ${navigator.userAgent.match(/Chrom\w+\/[\d.]+|Firefox\/[\d.]+|Version\/[\d.]+ Safari/)?.[0] ?? ''}.`;

@@ -6,8 +6,9 @@
 //   bench-wasm  feeder, then the WASM engine (WasmEngineCore) renders the quantum;
 //   bench-js    feeder, then the plain-JavaScript engine (JsEngineCore) renders the quantum.
 //
-// processorOptions: BenchOptions (messages.ts). `counters` receives the feeder's totals after
-// every quantum, so the page can check that the engine read every packet it was sent.
+// processorOptions: BenchOptions (messages.ts); with `opusPackets` the feeder sends Opus frames,
+// and bench-wasm links the engine to the codec module in `opus`. `counters` receives the feeder's
+// totals after every quantum, so the page can check that the engine read every packet it was sent.
 // The constructor posts { type: 'ready' } or { type: 'error', message } on the port.
 
 import { WasmEngineCore, type EngineCore } from '../../app/src/audio/engine-core';
@@ -37,6 +38,7 @@ class BenchProcessor extends AudioWorkletProcessor {
         seed: opts.seed,
         loss: opts.loss,
         maxDelay: opts.maxDelay,
+        opus: opts.opusPackets,
       });
       this.counters = new Float64Array(opts.counters);
       if (kind === 'net') {
@@ -45,7 +47,7 @@ class BenchProcessor extends AudioWorkletProcessor {
         const config = benchConfig(peers);
         if (kind === 'wasm') {
           if (!opts.module) throw new Error('bench-wasm needs the compiled engine module');
-          this.engine = new WasmEngineCore(opts.module, opts.buffers, config);
+          this.engine = new WasmEngineCore(opts.module, opts.buffers, config, opts.opus ?? null);
         } else {
           this.engine = new JsEngineCore(opts.buffers, config);
         }

@@ -2,6 +2,7 @@
 
 import { DEFAULT_BUFFER_POLICY } from '../../app/src/audio/buffer-policy';
 import type { EngineBuffers, EngineConfig } from '../../app/src/audio/engine-core';
+import type { OpusPackets } from './feeder';
 
 /** processorOptions of the bench-net, bench-wasm and bench-js processors. */
 export interface BenchOptions {
@@ -18,6 +19,13 @@ export interface BenchOptions {
   maxDelay: number;
   /** The compiled engine (bench-wasm only). */
   module?: WebAssembly.Module;
+  /**
+   * The compiled codec module (libopus), instantiated beside the engine as the app's worklet
+   * does (bench-wasm only; the codec rows pass it for PCM16 too).
+   */
+  opus?: WebAssembly.Module;
+  /** The peers send these Opus packets instead of PCM16 (opus-feed.ts). */
+  opusPackets?: OpusPackets;
 }
 
 /** Packets the feeder's senders produced. */
