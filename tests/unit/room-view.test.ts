@@ -154,6 +154,13 @@ describe('room view', () => {
     expect(v.participants[0].lossPct).toBe(0);
     expect(v.participants[0].format).toBe('');
     expect(formatOf({ ...readPeer(block(), 2), bits: 32, channels: 1 })).toBe('float32 mono 128');
+    // Opus frames (120, 240) are never a PCM block: the stream is named by them.
+    expect(formatOf({ ...readPeer(block(), 2), bits: 16, channels: 2, blockFrames: 120 })).toBe(
+      'Opus stereo 120',
+    );
+    expect(formatOf({ ...readPeer(block(), 2), bits: 16, channels: 1, blockFrames: 240 })).toBe(
+      'Opus mono 240',
+    );
   });
 
   it('between figure refreshes keeps the figures and moves only levels, names, links and strips', () => {

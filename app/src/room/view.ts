@@ -2,6 +2,7 @@
 // session knows of its participants, the next RoomView (types.ts) the UI renders. Pure: no
 // engine, no clock, no DOM, so the figures the user sees can be checked with known answers.
 
+import { OPUS_FRAMES } from '../audio/packet';
 import { PEER_STAGES, type LatencySnapshot, type StageHistogram } from '../audio/latency';
 import type { EngineGlobals, EnginePeerStats, LinearLevels } from '../audio/stats-reader';
 import type { HubLayer } from '../net/protocol';
@@ -143,10 +144,14 @@ export function restartsText(c: RestartCounts | undefined): { short: string; det
   return total > 0 ? { short: `restarted ${total}×`, detail: parts.join(', ') } : { short: '', detail: '' };
 }
 
-/** What the engine says of a peer's stream: "PCM16 stereo 128"; '' before any packet. */
+/**
+ * What the engine says of a peer's stream: "PCM16 stereo 128", "Opus stereo 120"; '' before any
+ * packet. An Opus stream is told by its frames (120 or 240: never a PCM block, see packet.ts).
+ */
 export function formatOf(s: EnginePeerStats): string {
   if (s.received <= 0) return '';
-  return `${s.bits === 32 ? 'float32' : `PCM${s.bits}`} ${s.channels === 1 ? 'mono' : 'stereo'} ${s.blockFrames}`;
+  const kind = OPUS_FRAMES.includes(s.blockFrames) ? 'Opus' : s.bits === 32 ? 'float32' : `PCM${s.bits}`;
+  return `${kind} ${s.channels === 1 ? 'mono' : 'stereo'} ${s.blockFrames}`;
 }
 
 /** A row's kind as a view field: present only for a JackTrip client. */
