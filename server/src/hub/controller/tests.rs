@@ -142,7 +142,7 @@ fn a_rising_delay_steps_down_before_anything_is_lost() {
     let r = Report {
         received_bps: 3_400_000.0,
         loss: 0.0,
-        delay_rise_ms_per_s: 12.0,
+        delay_rise_ms_per_s: 40.0,
         rtt_ms: 30.0,
         capacity_bps: None,
     };
@@ -152,7 +152,7 @@ fn a_rising_delay_steps_down_before_anything_is_lost() {
     assert!(d
         .reason
         .to_string()
-        .starts_with("delay rising 12.0 ms per second"));
+        .starts_with("delay rising 40.0 ms per second"));
 }
 
 #[test]
