@@ -25,7 +25,7 @@ import {
   NP_STAMP_LAG_MS,
   netPeerIndex,
 } from '../net/net-stats';
-import { randomId, type HubLayer, type HubStrip, type Topology } from '../net/protocol';
+import { randomId, type HubLayer, type HubStrip, type ReceptionReport, type Topology } from '../net/protocol';
 import { forwardClockOffsets } from './clock-offsets';
 import { buildCounters, type SessionCounters } from './counters';
 import { EngineLink, HUB_MIX_SLOT, MAX_PEERS, SAMPLE_RATE, type OutputCapture } from './engine-link';
@@ -599,7 +599,21 @@ class Session implements RoomSession {
       trains: net[N_HUB_TRAINS],
       trainBps: net[N_HUB_TRAIN_BPS],
     });
-    if (report) this.members.reportReception(report);
+    if (report) this.reportReception(report);
+  }
+
+  /** The reception reports this session sent the hub, the latest last (at most a minute's). */
+  readonly receptionSent: ReceptionReport[] = [];
+
+  /**
+   * Tells the hub what reaches us (forward mode): the session does so once a second by itself;
+   * this sends `report` now, as a page on a failing link would (its own layer alone depends on
+   * it). Kept in `receptionSent`.
+   */
+  reportReception(report: ReceptionReport): void {
+    this.receptionSent.push(report);
+    if (this.receptionSent.length > 60) this.receptionSent.shift();
+    this.members.reportReception(report);
   }
 
   private fail(code: string, message: string): void {
