@@ -71,55 +71,54 @@ function fmt(x: number, digits = 0): string {
   return x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 }
 
-/** Adds the row for `row.peers`, or replaces it (rows are refined after every repetition). */
-function showRow(row: EngineRow): void {
-  const table = el<HTMLTableElement>('results');
+/**
+ * Puts a row of `cells` in table `id` under the key `key` (the row's data-key), replacing the
+ * row of that key if there is one (rows are refined after every repetition).
+ */
+function putRow(id: string, key: string, cells: string[], className = ''): void {
+  const table = el<HTMLTableElement>(id);
   table.hidden = false;
   const tr = document.createElement('tr');
-  tr.dataset.peers = String(row.peers);
-  const wasmPerQuantum = row.wasm_quantum_fraction * QUANTUM_NS;
-  if (wasmPerQuantum >= BUDGET_NS) tr.className = 'over';
-  const cells = [
-    String(row.peers),
-    fmt(row.wasm_ns_per_peer_quantum),
-    fmt(row.js_ns_per_peer_quantum),
-    `${fmt(row.js_over_wasm, 1)}×`,
-    `${fmt(row.wasm_quantum_fraction * 100, 2)}%`,
-    String(row.underruns),
-  ];
+  tr.dataset.key = key;
+  tr.className = className;
   for (const c of cells) {
     const td = document.createElement('td');
     td.textContent = c;
     tr.append(td);
   }
   const body = table.tBodies[0];
-  const existing = body.querySelector(`tr[data-peers="${row.peers}"]`);
+  const existing = body.querySelector(`tr[data-key="${key}"]`);
   if (existing) existing.replaceWith(tr);
   else body.append(tr);
 }
 
-/** Adds the row for `row.codec`, or replaces it (rows are refined after every repetition). */
+/** The row for `row.peers`. */
+function showRow(row: EngineRow): void {
+  const wasmPerQuantum = row.wasm_quantum_fraction * QUANTUM_NS;
+  putRow(
+    'results',
+    String(row.peers),
+    [
+      String(row.peers),
+      fmt(row.wasm_ns_per_peer_quantum),
+      fmt(row.js_ns_per_peer_quantum),
+      `${fmt(row.js_over_wasm, 1)}×`,
+      `${fmt(row.wasm_quantum_fraction * 100, 2)}%`,
+      String(row.underruns),
+    ],
+    wasmPerQuantum >= BUDGET_NS ? 'over' : '',
+  );
+}
+
+/** The row for `row.codec`. */
 function showCodecRow(row: CodecRow): void {
-  const table = el<HTMLTableElement>('codecs');
-  table.hidden = false;
-  const tr = document.createElement('tr');
-  tr.dataset.codec = row.codec;
-  const cells = [
+  putRow('codecs', row.codec, [
     row.codec === 'pcm16' ? 'PCM16' : `Opus ${row.kbps} kbit/s`,
     fmt(row.wasm_ns_per_peer_quantum),
     `${fmt(row.over_pcm16, 1)}×`,
     `${fmt(row.wasm_quantum_fraction * 100, 2)}%`,
     String(row.underruns),
-  ];
-  for (const c of cells) {
-    const td = document.createElement('td');
-    td.textContent = c;
-    tr.append(td);
-  }
-  const body = table.tBodies[0];
-  const existing = body.querySelector(`tr[data-codec="${row.codec}"]`);
-  if (existing) existing.replaceWith(tr);
-  else body.append(tr);
+  ]);
 }
 
 function verdict(result: BenchResult): string {
