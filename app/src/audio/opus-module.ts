@@ -124,7 +124,11 @@ function checked(step: string, code: number): number {
 
 /** The import module name under which the engine (wasm/src/opus.rs) asks for the codec. */
 export const OPUS_IMPORT_MODULE = 'tutti_opus';
-/** libopus's OPUS_UNIMPLEMENTED: what the calls answer when there is no codec module. */
+/**
+ * libopus's OPUS_UNIMPLEMENTED: what the calls answer when there is no codec module (a host
+ * built without it, e.g. a benchmark of PCM alone). Deliberate: the engine then makes no
+ * decoder, and its peers' Opus packets are refused as an unsupported codec, counted.
+ */
 const REFUSED = -5;
 
 /**

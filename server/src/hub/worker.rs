@@ -569,14 +569,15 @@ impl Worker {
             let Some(c) = self.links[i].as_mut() else {
                 continue;
             };
+            // The cheap checks first: this runs at every wake of the worker.
+            if now < c.next_train || c.controller.layer() == Layer::AsSent || !c.link.open() {
+                continue;
+            }
             let forward = self
                 .rooms
                 .get(&c.room)
                 .is_some_and(|r| r.media.mode() == Mode::Forward);
-            if !forward || !c.link.open() || c.controller.layer() == Layer::AsSent {
-                continue;
-            }
-            if now < c.next_train {
+            if !forward {
                 continue;
             }
             c.next_train = now + TRAIN_EVERY;
