@@ -117,16 +117,31 @@ export function waitForRoomOf(pages, timeoutMs = 45000) {
   return waitFor(
     `room of ${pages.length}`,
     async () => {
-      const n = await Promise.all(
+      const seen = await Promise.all(
         pages.map((page) =>
-          page.evaluate(
-            () =>
-              window.tutti?.session?.view.participants.filter((p) => p.link === 'connected' && p.format)
-                .length ?? 0,
-          ),
+          page.evaluate(() => {
+            const v = window.tutti?.session?.view;
+            if (!v) return { n: 0, state: 'no session' };
+            const ps = v.participants;
+            return {
+              n: ps.filter((p) => p.link === 'connected' && p.format).length,
+              // What the page says of itself and each participant, for a room that does not form.
+              state: {
+                joined: v.joined,
+                error: v.error?.code ?? null,
+                signaling: v.signaling,
+                mode: v.topology.mode,
+                running: window.tutti.session.ctx?.state ?? null,
+                peers: ps.map(
+                  (p) => `${p.name}:${p.link}:${p.format || '-'}:${JSON.stringify(p.restarts ?? {})}`,
+                ),
+              },
+            };
+          }),
         ),
       );
-      return { ok: n.every((x) => x === pages.length - 1), n };
+      const n = seen.map((s) => s.n);
+      return { ok: n.every((x) => x === pages.length - 1), n, pages: seen.map((s) => s.state) };
     },
     timeoutMs,
   );

@@ -54,6 +54,9 @@ export interface EngineHandle {
   control(msg: Control): void;
 }
 
+/** How long the engine's processor may take to say it is ready before the start counts as failed. */
+export const ENGINE_READY_TIMEOUT_MS = 20_000;
+
 /** Creates the one engine node of this client in `ctx` (48 kHz expected). */
 export async function createEngine(
   ctx: BaseAudioContext,
@@ -76,9 +79,21 @@ export async function createEngine(
     processorOptions: { module, opus, buffers, config },
   });
   await new Promise<void>((resolve, reject) => {
+    // Bounded: a processor that never answers (its thread never ran it) is an error the view
+    // shows, not a join that waits for ever.
+    const timer = setTimeout(
+      () => reject(new Error(`the engine did not answer within ${ENGINE_READY_TIMEOUT_MS / 1000} s`)),
+      ENGINE_READY_TIMEOUT_MS,
+    );
+    const settle = (err: Error | null): void => {
+      clearTimeout(timer);
+      if (err) reject(err);
+      else resolve();
+    };
+    node.onprocessorerror = () => settle(new Error('the engine processor failed to start'));
     node.port.onmessage = (ev: MessageEvent<{ type: string; message?: string }>) => {
-      if (ev.data.type === 'ready') resolve();
-      else if (ev.data.type === 'error') reject(new Error(ev.data.message));
+      if (ev.data.type === 'ready') settle(null);
+      else if (ev.data.type === 'error') settle(new Error(ev.data.message));
     };
   });
   return { node, buffers, config, control: (msg) => node.port.postMessage(msg) };
