@@ -52,6 +52,14 @@ pub enum Step<'a> {
     Closed,
 }
 
+/// Bytes a listener's channel may hold unsent before further messages are dropped. SCTP holds
+/// messages back while its congestion window is closed (a narrow or lossy path); audio that
+/// waits there arrives late, and everything after it with it. 16 kB is 37 ms of two senders'
+/// packets as sent, 128 ms at 1 Mbit/s, and more than a round's bundle of 16 senders (8.6 kB);
+/// a message is written whatever its size when less is waiting. str0m's own bound (128 kB,
+/// a second at 1 Mbit/s) is for data, not audio.
+pub const MAX_QUEUED_BYTES: usize = 16 * 1024;
+
 /// One browser's link.
 pub struct Link {
     rtc: Rtc,
@@ -160,13 +168,20 @@ impl Link {
     }
 
     /// Writes one binary message on the hub channel. Returns false (and counts it) when the
-    /// channel is not open or its send buffer is full: audio that cannot go now is not queued.
+    /// channel is not open or already holds [`MAX_QUEUED_BYTES`]: audio that cannot go now is
+    /// not queued.
     pub fn send(&mut self, bytes: &[u8]) -> bool {
         let Some(id) = self.channel else {
             return false;
         };
         let written = match self.rtc.channel(id) {
-            Some(mut channel) => channel.write(true, bytes),
+            Some(mut channel) => {
+                if channel.buffered_amount() > MAX_QUEUED_BYTES {
+                    Ok(false)
+                } else {
+                    channel.write(true, bytes)
+                }
+            }
             None => Ok(false),
         };
         match written {
