@@ -8,6 +8,7 @@ use clap::Parser;
 use serde_json::Value;
 
 use crate::attempts::Policy;
+use crate::hub::controller::Policy as LayerPolicy;
 use crate::hub::HubConfig;
 use crate::turn::TurnRest;
 
@@ -186,6 +187,12 @@ pub struct Config {
     #[arg(long, env = "TUTTI_HUB_AUTO", default_value_t = true, action = clap::ArgAction::Set)]
     pub hub_auto: bool,
 
+    /// How the hub picks what each forward-mode listener takes of the others: `capacity` (the
+    /// richest format that fits the path's measured capacity) or `probe` (trial and error, one
+    /// format up after each quiet hold: the baseline it is measured against).
+    #[arg(long, env = "TUTTI_LAYER_POLICY", value_enum, default_value_t = LayerPolicy::Capacity)]
+    pub layer_policy: LayerPolicy,
+
     /// Hub worker threads (rooms are spread over them); 0 = one per core.
     #[arg(long, env = "TUTTI_HUB_THREADS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=256))]
     pub hub_threads: u32,
@@ -275,6 +282,7 @@ impl Config {
             advertise,
             port: self.hub_port,
             priority: self.hub_priority,
+            layer_policy: self.layer_policy,
         })
     }
 

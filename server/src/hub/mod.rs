@@ -62,6 +62,8 @@ pub struct HubConfig {
     pub port: u16,
     /// Real-time priority of the worker threads (0: normal scheduling); see [`priority`].
     pub priority: u8,
+    /// How each forward-mode listener's layer is picked.
+    pub layer_policy: controller::Policy,
 }
 
 /// Why the hub could not serve a request.
@@ -173,8 +175,7 @@ impl Hub {
             let spawned = worker::spawn(
                 i,
                 bind,
-                config.advertise,
-                config.priority,
+                config,
                 emptied.clone(),
                 shares.clone(),
                 events.clone(),

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -25,7 +25,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use tokio::sync::oneshot;
 
 use super::cascade::Shares;
-use super::controller::{layer_notice, Controller, Decision, Report};
+use super::controller::{self, layer_notice, Controller, Decision, Report};
 use super::media::layers::Layer;
 use super::media::{ClientCounters, ClientId, ClientKind, MediaRoom, Mode, CASCADE};
 use super::priority::{self, Scheduling};
@@ -240,14 +240,14 @@ pub(crate) struct Spawned {
 pub(crate) fn spawn(
     index: usize,
     bind: SocketAddr,
-    advertise: IpAddr,
-    priority: u8,
+    config: &super::HubConfig,
     emptied: Arc<Mutex<Vec<RoomId>>>,
     shares: Shares,
     events: Option<tokio::sync::mpsc::UnboundedSender<HubEvent>>,
 ) -> io::Result<Spawned> {
     let mut socket = bind_socket(bind)?;
-    let addr = SocketAddr::new(advertise, socket.local_addr()?.port());
+    let addr = SocketAddr::new(config.advertise, socket.local_addr()?.port());
+    let priority = config.priority;
     let poll = Poll::new()?;
     poll.registry()
         .register(&mut socket, SOCKET, Interest::READABLE)?;
@@ -256,6 +256,7 @@ pub(crate) fn spawn(
     let (tx, rx) = mpsc::channel();
     let mut worker = Worker {
         index,
+        layer_policy: config.layer_policy,
         shares,
         uplinks: Vec::new(),
         free_uplinks: Vec::new(),
@@ -322,6 +323,9 @@ struct Client {
     open_by: Instant,
     /// Already in the worker's list of links to drain after the rooms' poll.
     queued: bool,
+    /// Its messages and the others' packets in them at its last report: how well its bundles
+    /// gathered packets since then is what its controller figures needs with.
+    sent_at_report: (u64, u64),
 }
 
 /// Who a media client is on this worker.
@@ -367,6 +371,8 @@ impl HubRoom {
 
 struct Worker {
     index: usize,
+    /// How each listener's controller picks its layer.
+    layer_policy: controller::Policy,
     /// What this worker carries of each public room, for the cascade thread.
     shares: Shares,
     /// Links to home hubs, by index (their socket's token less [`FIRST_LINK`]).
@@ -754,11 +760,12 @@ impl Worker {
             room: room_id,
             member: member.clone(),
             media,
-            controller: Controller::new(senders, SENT_FRAMES, now_us),
+            controller: Controller::new(self.layer_policy, senders, SENT_FRAMES, now_us),
             next_train: now,
             train: 0,
             open_by: now + OPEN_DEADLINE,
             queued: false,
+            sent_at_report: (0, 0),
         };
         let i = match self.free.pop() {
             Some(i) => {
@@ -885,9 +892,23 @@ impl Worker {
             return;
         };
         let now_us = self.now_us(Instant::now());
-        let decision = self.links[i]
-            .as_mut()
-            .and_then(|c| c.controller.report(report, now_us));
+        let Some(c) = self.links[i].as_mut() else {
+            return;
+        };
+        let sent = self
+            .rooms
+            .get(room_id)
+            .and_then(|r| r.media.client_counters(c.media))
+            .map(|k| (k.sent, k.sent_entries));
+        if let Some((messages, packets)) = sent {
+            let (m0, p0) = c.sent_at_report;
+            let (dm, dp) = (messages.saturating_sub(m0), packets.saturating_sub(p0));
+            if dm > 0 && dp > 0 {
+                c.controller.packing(dp as f64 / dm as f64);
+            }
+            c.sent_at_report = (messages, packets);
+        }
+        let decision = c.controller.report(report, now_us);
         if let Some(d) = decision {
             self.apply_layer(i, d);
         }

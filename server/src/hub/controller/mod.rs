@@ -17,7 +17,9 @@
 //!
 //! - steps **down at once** on congestion (loss above [`LOSS_CONGESTED`], or the delay rising
 //!   faster than [`RISE_CONGESTED_MS_PER_S`]): to the richest layer that fits what did get
-//!   through (or the measured capacity, if lower), at least one step;
+//!   through (or the measured capacity, if lower), at least one step; congestion reported
+//!   within [`SETTLE_US`] of a step down is the old layer's (the path's queue still drains it)
+//!   and steps no further;
 //! - steps **up only after a hold** ([`HOLD_US`] since the last change and of clean reports), and
 //!   only to a layer that fits the *measured* capacity with a wider margin ([`MARGIN_UP`] against
 //!   [`MARGIN_DOWN`]): with no measurement it stays where it is;
@@ -28,14 +30,33 @@
 //! due, so a steady path gives at most one change each way. Every decision carries its reason
 //! ([`Reason`]), logged by the worker and shown to the listener.
 //!
+//! [`Policy::Probe`] is the trial-and-error baseline the paper measures against, kept for the
+//! comparison (`--layer-policy probe`): it steps up one layer after every hold of clean
+//! reports, whatever the path measured, and down one layer on congestion, as a plain bandwidth
+//! probe does. On a path narrower than the richer layer it overshoots at every hold and loses
+//! packets each time; the capacity policy does not try what its measurement says will not fit.
+//!
 //! Sans-IO: reports and the time come in, decisions come out.
 
 use std::fmt;
 
 use serde_json::{json, Map, Value};
 
+use tutti_core::bundle::MAX_BUNDLE_PACKETS;
+
 use super::media::layers::Layer;
 use crate::protocol::ProtocolError;
+
+/// How a controller picks its listener's layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Policy {
+    /// The richest layer that fits the measured capacity with a margin (the default).
+    #[default]
+    Capacity,
+    /// Trial and error: one layer up after each hold of clean reports, one down on congestion
+    /// (the baseline, for comparison).
+    Probe,
+}
 
 /// A listener's report of one window.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,6 +86,10 @@ pub const MARGIN_DOWN: f64 = 0.85;
 pub const MARGIN_UP: f64 = 0.6;
 /// Least time since the last change, and of clean reports, before a step up, µs.
 pub const HOLD_US: u64 = 4_000_000;
+/// After a step down, congestion reported this soon is the old layer's (the path's queue still
+/// drains what was sent before it, and the hub's SCTP association recovers from the loss), not
+/// the new one's: it steps down no further, µs. Two reports' worth.
+pub const SETTLE_US: u64 = 2_000_000;
 
 /// The layers from the poorest to the richest.
 const LADDER: [Layer; 3] = [Layer::Opus64, Layer::Opus128, Layer::AsSent];
@@ -75,12 +100,15 @@ const MESSAGE_OVERHEAD: f64 = 85.0;
 /// Bytes an entry costs in a bundle beyond its packet's payload: its length (2), the JackTrip
 /// header (16) and the trailer (8).
 const ENTRY_OVERHEAD: f64 = 26.0;
-/// Bundles a listener receives per second: one per round of 128-frame blocks.
-const BUNDLES_PER_S: f64 = 48_000.0 / 128.0;
 
 /// What a listener needs, bits per second, to take `layer` from `senders` senders each sending
-/// `sent_frames`-frame blocks of PCM16 stereo (the app's default: 128).
-pub fn need_bps(layer: Layer, senders: usize, sent_frames: usize) -> f64 {
+/// `sent_frames`-frame blocks of PCM16 stereo (the app's default: 128), when each message it
+/// gets carries `per_message` of the others' packets on average (at least 1): `senders` when
+/// every bundle gathers one packet of each, fewer when senders' packets arrive out of step,
+/// more when they arrive in twos (browsers often send two blocks at once). The hub measures it
+/// ([`Controller::packing`]): at 2.5 ms frames and 85 bytes a message, a 40-byte Opus frame
+/// costs three times its size when it travels alone.
+pub fn need_bps(layer: Layer, senders: usize, sent_frames: usize, per_message: f64) -> f64 {
     let s = senders as f64;
     let (frames_per_s, payload) = match layer.opus() {
         Some((bitrate, frame)) => {
@@ -92,7 +120,9 @@ pub fn need_bps(layer: Layer, senders: usize, sent_frames: usize) -> f64 {
             (48_000.0 / f, f * 2.0 * 2.0)
         }
     };
-    (s * frames_per_s * (payload + ENTRY_OVERHEAD) + BUNDLES_PER_S * MESSAGE_OVERHEAD) * 8.0
+    let entries_per_s = s * frames_per_s;
+    let messages_per_s = entries_per_s / per_message.clamp(1.0, MAX_BUNDLE_PACKETS as f64);
+    (entries_per_s * (payload + ENTRY_OVERHEAD) + messages_per_s * MESSAGE_OVERHEAD) * 8.0
 }
 
 /// Why a listener takes its layer.
@@ -109,6 +139,8 @@ pub enum Reason {
     Fits { capacity_bps: f64 },
     /// More senders: the layer no longer fits the measured capacity.
     MoreSenders { senders: usize, capacity_bps: f64 },
+    /// Trial and error ([`Policy::Probe`]): clean for the hold, so the next layer up is tried.
+    Probing,
 }
 
 impl fmt::Display for Reason {
@@ -139,6 +171,11 @@ impl fmt::Display for Reason {
                 "{senders} players need more than the path's {}",
                 mbit(capacity_bps)
             ),
+            Reason::Probing => write!(
+                f,
+                "no loss for {} s: trying the next layer up",
+                HOLD_US / 1_000_000
+            ),
         }
     }
 }
@@ -162,34 +199,55 @@ pub struct Decision {
 /// One listener's controller.
 #[derive(Clone, Debug)]
 pub struct Controller {
+    policy: Policy,
     layer: Layer,
     senders: usize,
     sent_frames: usize,
     /// When the layer last changed (or the controller started), µs.
     changed_us: u64,
+    /// Whether that change was a step down (whose effect takes [`SETTLE_US`] to show).
+    stepped_down: bool,
     /// Start of the current run of clean reports, µs.
     clean_since_us: Option<u64>,
     /// The latest measured capacity.
     capacity_bps: Option<f64>,
+    /// The others' packets per message the listener got lately (`None`: not measured yet).
+    per_message: Option<f64>,
 }
 
 impl Controller {
     /// A listener starting on the packets as sent, among `senders` senders of `sent_frames`
-    /// frames per block, at `now_us`.
-    pub fn new(senders: usize, sent_frames: usize, now_us: u64) -> Controller {
+    /// frames per block, at `now_us`, choosing by `policy`.
+    pub fn new(policy: Policy, senders: usize, sent_frames: usize, now_us: u64) -> Controller {
         Controller {
+            policy,
             layer: Layer::AsSent,
             senders,
             sent_frames,
             changed_us: now_us,
+            stepped_down: false,
             clean_since_us: None,
             capacity_bps: None,
+            per_message: None,
         }
     }
 
     /// The layer in force.
     pub fn layer(&self) -> Layer {
         self.layer
+    }
+
+    /// The others' packets per message its bundles carried lately, as the hub counted them: the
+    /// needs are figured with it. Values below 1 or not finite are ignored.
+    pub fn packing(&mut self, per_message: f64) {
+        if per_message.is_finite() && per_message >= 1.0 {
+            self.per_message = Some(per_message);
+        }
+    }
+
+    fn need(&self, layer: Layer, senders: usize) -> f64 {
+        let per_message = self.per_message.unwrap_or(senders as f64);
+        need_bps(layer, senders, self.sent_frames, per_message)
     }
 
     fn rung(layer: Layer) -> usize {
@@ -202,7 +260,7 @@ impl Controller {
             .iter()
             .rev()
             .copied()
-            .find(|&l| need_bps(l, self.senders, self.sent_frames) <= budget_bps)
+            .find(|&l| self.need(l, self.senders) <= budget_bps)
             .unwrap_or(LADDER[0])
     }
 
@@ -210,6 +268,7 @@ impl Controller {
         if layer == self.layer {
             return None;
         }
+        self.stepped_down = Self::rung(layer) < Self::rung(self.layer);
         self.layer = layer;
         self.changed_us = now_us;
         self.clean_since_us = None;
@@ -219,8 +278,12 @@ impl Controller {
     /// The room's senders (other than the listener) changed.
     pub fn senders(&mut self, senders: usize, now_us: u64) -> Option<Decision> {
         self.senders = senders;
+        if self.policy == Policy::Probe {
+            // Trial and error learns from loss alone.
+            return None;
+        }
         let capacity = self.capacity_bps?;
-        if need_bps(self.layer, senders, self.sent_frames) <= capacity * MARGIN_DOWN {
+        if self.need(self.layer, senders) <= capacity * MARGIN_DOWN {
             return None;
         }
         let layer = self.richest_within(capacity * MARGIN_DOWN);
@@ -252,6 +315,9 @@ impl Controller {
         let rising = r.delay_rise_ms_per_s > RISE_CONGESTED_MS_PER_S;
         if lossy || rising {
             self.clean_since_us = None;
+            if self.stepped_down && now_us.saturating_sub(self.changed_us) < SETTLE_US {
+                return None;
+            }
             // What got through is what the path carries now; a measured capacity below it
             // counts too.
             let carried = match r.capacity_bps {
@@ -260,11 +326,13 @@ impl Controller {
             };
             let fits = self.richest_within(carried * MARGIN_DOWN);
             let one_down = LADDER[Self::rung(self.layer).saturating_sub(1)];
-            let layer = if Self::rung(fits) < Self::rung(one_down) {
-                fits
-            } else {
-                one_down
-            };
+            // Trial and error knows no capacity: one step at a time.
+            let layer =
+                if self.policy == Policy::Capacity && Self::rung(fits) < Self::rung(one_down) {
+                    fits
+                } else {
+                    one_down
+                };
             let reason = if lossy {
                 Reason::Congested {
                     loss: r.loss,
@@ -281,6 +349,14 @@ impl Controller {
         let clean_since = *self.clean_since_us.get_or_insert(now_us);
         let held = now_us.saturating_sub(self.changed_us) >= HOLD_US
             && now_us.saturating_sub(clean_since) >= HOLD_US;
+        if self.policy == Policy::Probe {
+            let one_up = LADDER[(Self::rung(self.layer) + 1).min(LADDER.len() - 1)];
+            return if held {
+                self.change(one_up, Reason::Probing, now_us)
+            } else {
+                None
+            };
+        }
         let capacity = self.capacity_bps?;
         if !held {
             return None;

@@ -124,9 +124,10 @@ impl Pending {
     }
 
     /// Sends the staged packets as bundles built in `scratch` (at least [`MAX_BUNDLE_LEN`] bytes),
-    /// calling `send` with each, and empties the staging. Returns (messages, bytes) sent.
-    pub fn flush(&mut self, scratch: &mut [u8], send: &mut dyn FnMut(&[u8])) -> (u64, u64) {
-        let (mut messages, mut bytes) = (0, 0);
+    /// calling `send` with each, and empties the staging. Returns (messages, packets, bytes)
+    /// sent.
+    pub fn flush(&mut self, scratch: &mut [u8], send: &mut dyn FnMut(&[u8])) -> (u64, u64, u64) {
+        let (mut messages, mut packets, mut bytes) = (0, 0, 0);
         let mut at = 0;
         while at < self.len {
             let Ok(mut writer) = BundleWriter::new(scratch) else {
@@ -138,6 +139,7 @@ impl Pending {
                 if writer.push(packet).is_err() {
                     break;
                 }
+                packets += 1;
                 at += ENTRY_LEN_BYTES + len;
             }
             let Ok(n) = writer.finish() else {
@@ -148,7 +150,7 @@ impl Pending {
             bytes += n as u64;
         }
         self.clear();
-        (messages, bytes)
+        (messages, packets, bytes)
     }
 
     /// Forgets everything staged.

@@ -88,6 +88,9 @@ pub struct ClientCounters {
     pub overflow: u64,
     /// Messages sent to this client.
     pub sent: u64,
+    /// Others' packets sent to this client inside those messages (forward mode): with `sent`,
+    /// how well its bundles gather them.
+    pub sent_entries: u64,
     /// Bytes sent to this client.
     pub sent_bytes: u64,
     /// This client's packets that reached the mix's jitter buffer after their slot (mix mode).

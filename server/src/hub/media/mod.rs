@@ -545,8 +545,9 @@ impl MediaRoom {
                 continue;
             }
             let id = c.id;
-            let (messages, bytes) = p.flush(scratch, &mut |b| send(id, b));
+            let (messages, packets, bytes) = p.flush(scratch, &mut |b| send(id, b));
             c.ingest.counters.sent += messages;
+            c.ingest.counters.sent_entries += packets;
             c.ingest.counters.sent_bytes += bytes;
             self.counters.bundles += messages;
         }
