@@ -145,6 +145,7 @@ export async function buildImpairer(opts = {}) {
  * @property {boolean} [realtime]  SCHED_FIFO, so a busy machine does not make verdicts late
  *   (default true)
  * @property {number} [queue]  NFQUEUE number (default 0)
+ * @property {number} [dport]  only UDP packets to this port (one listener's path); default all
  * @property {number} [readyTimeoutMs]  until bound, the build not counted (default 10 s)
  * @property {number} [stopTimeoutMs]  (default 5 s)
  */
@@ -197,6 +198,9 @@ export async function startImpairer(opts) {
   }
   if (!(Number.isInteger(queue) && queue >= 0 && queue <= 65535))
     throw new Error(`startImpairer: bad queue ${queue}`);
+  const { dport } = opts;
+  if (dport !== undefined && !(Number.isInteger(dport) && dport > 0 && dport <= 65535))
+    throw new Error(`startImpairer: bad dport ${dport}`);
   const { ROOT } = await import('../../scripts/lib/run.mjs');
   await buildImpairer();
 
@@ -219,7 +223,11 @@ export async function startImpairer(opts) {
   if (opts.realtime ?? true) args.push('--realtime');
 
   // The rule that hands loopback UDP to the queue: appended once ready, deleted by stop().
-  const toQueue = ['-o', 'lo', '-p', 'udp', '-j', 'NFQUEUE', '--queue-num', String(queue), '--queue-bypass'];
+  const toQueue = [
+    ...['-o', 'lo', '-p', 'udp'],
+    ...(dport === undefined ? [] : ['--dport', String(dport)]),
+    ...['-j', 'NFQUEUE', '--queue-num', String(queue), '--queue-bypass'],
+  ];
 
   const child = spawn(join(ROOT, BIN), args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';

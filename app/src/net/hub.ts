@@ -18,7 +18,7 @@
 import type { PumpHost } from './net-host';
 import { MIX_STREAM } from './pump-hub';
 import { CONNECT_TIMEOUT_MS } from './mesh';
-import { candidateAllowed, selectedPairRttMs, type IcePolicy } from './rtc';
+import { candidateAllowed, selectedPair, selectedPairRttMs, type IcePolicy } from './rtc';
 import type { LinkState } from '../room/types';
 import type { Transport } from '../room/transport';
 
@@ -114,6 +114,15 @@ export class HubTransport implements Transport {
   /** The hub's link state and round trip, whoever it serves. */
   get link(): { state: LinkState; rttMs: number | null } {
     return { state: this.linkState, rttMs: this.rtt };
+  }
+
+  /**
+   * The local UDP port the hub's packets arrive at, while connected (null otherwise): for the
+   * tests that impair this listener's path alone.
+   */
+  async localPort(): Promise<number | null> {
+    if (!this.pc || this.linkState !== 'connected') return null;
+    return (await selectedPair(this.pc))?.localPort ?? null;
   }
 
   handleSignal(): Promise<void> {
