@@ -24,16 +24,13 @@ if (ROOT_OK && !(await reexecInNetns(process.argv, { timeoutMs: 330_000 })))
   process.exit(process.exitCode ?? 1);
 
 const { startImpairer } = await import('../kit/netns.mjs');
-const { measureOutputTones } = await import('../kit/audio.mjs');
+const { checkHearsOthers } = await import('../kit/audio.mjs');
 const { DIST } = await import('../kit/browser.mjs');
 const { startServer } = await import('../kit/server.mjs');
 const { joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor, waitForHub, waitForRoomOf } =
   await import('../kit/harness.mjs');
 
 const TONES = [330, 440, 550];
-/** A remote tone arrives at 0.1 × the centre pan gain (constant power: cos(π/4)). */
-const EXPECTED_DB = 20 * Math.log10(0.1 * Math.SQRT1_2);
-const LEVEL_TOL_DB = 1.5;
 /** The issue's figures: the limit, how soon a fitting format, the loss after it. */
 const RATE_KBIT = 1000;
 const SWITCH_WITHIN_MS = 2000;
@@ -126,23 +123,6 @@ const lossBetween = (a, b) => {
   return lost + got > 0 ? lost / (lost + got) : 0;
 };
 
-/** Page `i` hears the other tones at their level and not its own. */
-async function checkTones(pages, i, label) {
-  const r = await measureOutputTones(pages[i], 2, TONES);
-  console.log(
-    `${label}: page ${i} hears ${TONES.map((f) => `${f} Hz ${r.tones[f].db.toFixed(1)}`).join(', ')} dBFS`,
-  );
-  TONES.forEach((f, j) => {
-    const db = r.tones[f].db;
-    if (j === i) assert.ok(db < EXPECTED_DB - 30, `${label}: page ${i} hears itself at ${db.toFixed(1)}`);
-    else
-      assert.ok(
-        Math.abs(db - EXPECTED_DB) <= LEVEL_TOL_DB,
-        `${label}: page ${i} hears ${f} Hz at ${db.toFixed(1)} dBFS, expected ${EXPECTED_DB.toFixed(1)} ± ${LEVEL_TOL_DB}`,
-      );
-  });
-}
-
 /** What the other pages take: their layer and whether any participant arrives as Opus. */
 const othersState = (pages) =>
   Promise.all(
@@ -190,7 +170,7 @@ test(
       assert.notEqual(first.layer, 'as-sent');
       await sleep(Math.max(0, first.at + SETTLE_MS - Date.now()));
       const settled = await received(pages[1]);
-      await checkTones(pages, 1, `page 1 on ${first.layer}, limited`);
+      await checkHearsOthers(pages, 1, TONES, `page 1 on ${first.layer}, limited`);
       const others = await othersState(pages);
       assert.deepEqual(
         others,
@@ -233,7 +213,7 @@ test(
       const all = (await changes(pages[1])).filter((c) => c.at - t0 <= WINDOW_MS);
       console.log(`changes in ${WINDOW_MS / 1000} s: ${JSON.stringify(all)}`);
       assert.ok(all.length <= 2, `no oscillation: ${all.length} changes`);
-      await checkTones(pages, 1, 'page 1 back as sent');
+      await checkHearsOthers(pages, 1, TONES, 'page 1 back as sent');
       figures.capacity = { switchMs, upMs, lossAfter, lossLimited, changes: all.length };
       for (const p of pages) await p.context().close();
 

@@ -19,7 +19,7 @@
 // Nothing is built here: `npm test` builds dist/ and the server first.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { measureOutputTones } from '../kit/audio.mjs';
+import { checkHearsOthers } from '../kit/audio.mjs';
 import {
   ROOM_FLAGS,
   joinRoom,
@@ -30,9 +30,6 @@ import {
 } from '../kit/harness.mjs';
 
 const TONES = [330, 440, 550];
-/** A remote tone arrives at 0.1 × the centre pan gain (constant power: cos(π/4)). */
-const EXPECTED_DB = 20 * Math.log10(0.1 * Math.SQRT1_2);
-const LEVEL_TOL_DB = 1.5;
 const WARMUP_MS = 4000;
 const ROOM = 'e2e-layers';
 
@@ -42,22 +39,6 @@ const logs = [];
 
 /** The server's log lines of layer decisions, so far. */
 const layerLog = () => h.server.logs.filter((l) => l.includes('hub layer'));
-
-/** Page `i` hears the other tones at their level and not its own. */
-async function checkTones(pages, i, label) {
-  const r = await measureOutputTones(pages[i], 2, TONES);
-  const line = TONES.map((f) => `${f} Hz ${r.tones[f].db.toFixed(1)}`).join(', ');
-  console.log(`${label}: page ${i} hears ${line} dBFS`);
-  TONES.forEach((f, j) => {
-    const db = r.tones[f].db;
-    if (j === i) assert.ok(db < EXPECTED_DB - 30, `${label}: page ${i} hears itself at ${db.toFixed(1)}`);
-    else
-      assert.ok(
-        Math.abs(db - EXPECTED_DB) <= LEVEL_TOL_DB,
-        `${label}: page ${i} hears ${f} Hz at ${db.toFixed(1)} dBFS, expected ${EXPECTED_DB.toFixed(1)} ± ${LEVEL_TOL_DB}`,
-      );
-  });
-}
 
 /** What page `page` takes from the hub, as its view says, and its receive figures per sender. */
 function layerState(page) {
@@ -85,7 +66,7 @@ test(
     await pages[0].evaluate(() => window.tutti.session.setTopology('forward'));
     await waitForHub(pages, 'forward');
     await new Promise((r) => setTimeout(r, WARMUP_MS));
-    for (let i = 0; i < pages.length; i++) await checkTones(pages, i, 'as sent');
+    for (let i = 0; i < pages.length; i++) await checkHearsOthers(pages, i, TONES, 'as sent');
     // Clean loopback links: no page's own reports moved it.
     assert.deepEqual(layerLog(), [], 'no layer change before the congested report');
 
@@ -117,7 +98,7 @@ test(
     assert.match(down.bar ?? '', /Opus 64 kbit\/s/);
     const before = await layerState(pages[1]);
     await new Promise((r) => setTimeout(r, 1500));
-    await checkTones(pages, 1, 'page 1 on opus-64');
+    await checkHearsOthers(pages, 1, TONES, 'page 1 on opus-64');
     const after = await layerState(pages[1]);
     for (const p of after.peers) {
       const was = before.peers.find((q) => q.name === p.name);
@@ -131,7 +112,7 @@ test(
       2,
       `page 1 decodes Opus from both others: ${JSON.stringify(after.peers)}`,
     );
-    for (const i of [0, 2]) await checkTones(pages, i, 'others as sent');
+    for (const i of [0, 2]) await checkHearsOthers(pages, i, TONES, 'others as sent');
     await pages[1].evaluate(() => clearInterval(/** @type {any} */ (window).__congested));
     const sentBefore = await pages[1].evaluate(() => window.tutti.session.receptionSent.length);
     const stopped = Date.now();
@@ -158,7 +139,7 @@ test(
     // Only a measured capacity steps up: page 1's packet trains measured one.
     assert.match(up.layer.reason, /^the path carries \d+(\.\d)? Mbit\/s$/);
     await new Promise((r) => setTimeout(r, 1500));
-    await checkTones(pages, 1, 'page 1 back as sent');
+    await checkHearsOthers(pages, 1, TONES, 'page 1 back as sent');
     const back = await layerState(pages[1]);
     assert.ok(
       back.peers.every((p) => !/opus/i.test(p.format ?? '')),

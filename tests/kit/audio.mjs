@@ -1,5 +1,6 @@
 // Audio helpers of the browser tests: a tone as the page's microphone, and the level of known
 // tones in what a page plays.
+import assert from 'node:assert/strict';
 
 /**
  * Replaces getUserMedia with a sine of `freq` Hz at `amplitude`. The oscillator plays in the
@@ -64,6 +65,34 @@ export function pulseMicrophone({ label }) {
 export async function measureOutputTones(page, seconds, tones) {
   const cap = await captureOutput(page, seconds);
   return measureTones(cap.left, cap.rate, tones);
+}
+
+/** A remote tone arrives at the microphone's amplitude (0.1) × the centre pan gain, dBFS. */
+export const REMOTE_TONE_DB = 20 * Math.log10(0.1 * Math.SQRT1_2);
+
+/**
+ * Page `i` of a room whose page k plays `tones[k]` hears every other page's tone at
+ * REMOTE_TONE_DB ± `tolDb` and not its own (at least 30 dB below): measured over 2 s of its
+ * output, printed with `label`, asserted.
+ * @param {import('playwright-core').Page[]} pages
+ * @param {number} i
+ * @param {number[]} tones
+ * @param {string} label
+ */
+export async function checkHearsOthers(pages, i, tones, label, tolDb = 1.5) {
+  const r = await measureOutputTones(pages[i], 2, tones);
+  console.log(
+    `${label}: page ${i} hears ${tones.map((f) => `${f} Hz ${r.tones[f].db.toFixed(1)}`).join(', ')} dBFS`,
+  );
+  tones.forEach((f, j) => {
+    const db = r.tones[f].db;
+    if (j === i) assert.ok(db < REMOTE_TONE_DB - 30, `${label}: page ${i} hears itself at ${db.toFixed(1)}`);
+    else
+      assert.ok(
+        Math.abs(db - REMOTE_TONE_DB) <= tolDb,
+        `${label}: page ${i} hears ${f} Hz at ${db.toFixed(1)} dBFS, expected ${REMOTE_TONE_DB.toFixed(1)} ± ${tolDb}`,
+      );
+  });
 }
 
 /**
