@@ -33,7 +33,7 @@
 //!                +3  1  codec              0 = PCM exactly as the header says; 1 = Opus;
 //!                                          others reserved
 //!                +4  2  stream id          u16 LE (hub stream; 0 when unused)
-//!                +6  2  reserved           u16, must be 0
+//!                +6  2  reserved           u16, must be 0 (Opus: the redundant bytes, below)
 //! ```
 //!
 //! A PCM packet is exactly `16 + A` bytes (no trailer) or `16 + A + 8` bytes (trailer); anything
@@ -51,10 +51,17 @@
 //!                                          channel of the Opus frame); rate code 3 (48000 Hz);
 //!                                          bit resolution 16; channels by the byte-15 rule, 1-2
 //!     16     P  Opus bytes                 one Opus packet, 1 ≤ P ≤ N × C × 2
-//!   16+P     8  trailer (mandatory)        'T' 'U' 1, codec 1, stream id, reserved 0
+//!   16+P     R  redundant Opus bytes       the previous frame's Opus packet (sequence number
+//!                                          one less), 0 ≤ R ≤ N × C × 2; R = 0: none
+//! 16+P+R     8  trailer (mandatory)        'T' 'U' 1, codec 1, stream id, R (u16 LE, in the
+//!                                          reserved field)
 //! ```
 //!
-//! `P = len - 16 - 8`. Nothing reads the bit resolution of an Opus packet; it is fixed at 16 so
+//! `P = len - 16 - R - 8`. The redundant copy is the sender's own loss protection: libopus's
+//! in-band FEC exists only in its SILK modes, and the low-delay frames of 2.5 and 5 ms are CELT
+//! only. A receiver that lost frame `n` and gets frame `n + 1` in time plays the copy: the very
+//! bytes of frame `n`, decoded in order, so nothing is concealed. It costs the Opus bytes once
+//! more, not the per-message overhead. Nothing reads the bit resolution of an Opus packet; it is fixed at 16 so
 //! the header stays a valid JackTrip header. The bound on `P` is the PCM16 block of the same
 //! frames, so Opus never costs more than PCM16: libopus's highest rate, 510 kbit/s, is 160 bytes
 //! per 2.5 ms and 319 per 5 ms, under the mono bounds of 240 and 480 (an encoder given the bound
@@ -284,6 +291,9 @@ pub struct Packet<'a> {
     /// Audio bytes only (no header, no trailer): PCM, `frames × channels × format.bytes()`;
     /// Opus, the Opus packet (1 to `frames × channels × 2` bytes).
     pub payload: &'a [u8],
+    /// Opus only: the previous frame's Opus packet, carried again (empty when none; always
+    /// empty for PCM).
+    pub redundant: &'a [u8],
 }
 
 /// Why bytes are not a packet Tutti accepts, or why a packet could not be encoded.
@@ -503,7 +513,7 @@ pub fn parse(bytes: &[u8]) -> Result<Packet<'_>, PacketError> {
     let ext = if tail.is_empty() {
         None
     } else if let Ok(t) = <&[u8; EXT_LEN]>::try_from(tail) {
-        Some(parse_trailer(t, CODEC_PCM)?)
+        Some(parse_trailer(t, CODEC_PCM)?.0)
     } else {
         return Err(PacketError::TrailingBytes { len, expected: end });
     };
@@ -512,6 +522,7 @@ pub fn parse(bytes: &[u8]) -> Result<Packet<'_>, PacketError> {
         channels,
         ext,
         payload,
+        redundant: &[],
     })
 }
 
@@ -531,7 +542,7 @@ fn parse_opus(bytes: &[u8], header: Header, channels: u8) -> Result<Packet<'_>, 
             needed: OPUS_MIN_LEN,
         }); // unreachable: len ≥ OPUS_MIN_LEN > EXT_LEN
     };
-    let ext = parse_trailer(t, CODEC_OPUS).map_err(|e| match e {
+    let (ext, redundant_len) = parse_trailer(t, CODEC_OPUS).map_err(|e| match e {
         // A PCM trailer: PCM has no block of 120 or 240 frames.
         PacketError::UnsupportedCodec(CODEC_PCM) => PacketError::BadFrames(header.frames),
         e => e,
@@ -542,8 +553,15 @@ fn parse_opus(bytes: &[u8], header: Header, channels: u8) -> Result<Packet<'_>, 
     if header.format != SampleFormat::Pcm16 {
         return Err(PacketError::BadBits(header.format.bits()));
     }
-    let payload = &head[HEADER_LEN..];
-    if payload.len() > opus_max_payload(header.frames, channels) {
+    let opus = &head[HEADER_LEN..];
+    let max = opus_max_payload(header.frames, channels);
+    let redundant_len = usize::from(redundant_len);
+    // The copy leaves at least one byte of the frame itself, and both are within the bound.
+    if redundant_len > max || redundant_len >= opus.len() {
+        return Err(PacketError::BadOpusPayload { len: redundant_len });
+    }
+    let (payload, redundant) = opus.split_at(opus.len() - redundant_len);
+    if payload.len() > max {
         return Err(PacketError::BadOpusPayload { len: payload.len() });
     }
     Ok(Packet {
@@ -551,12 +569,13 @@ fn parse_opus(bytes: &[u8], header: Header, channels: u8) -> Result<Packet<'_>, 
         channels,
         ext: Some(ext),
         payload,
+        redundant,
     })
 }
 
 /// The trailer's fields, checked in this order: magic, version, codec (must be `codec`),
-/// reserved.
-fn parse_trailer(t: &[u8; EXT_LEN], codec: u8) -> Result<Extension, PacketError> {
+/// reserved (0 for PCM; for Opus the redundant bytes' length, returned beside the trailer).
+fn parse_trailer(t: &[u8; EXT_LEN], codec: u8) -> Result<(Extension, u16), PacketError> {
     if [t[0], t[1]] != EXT_MAGIC {
         return Err(PacketError::BadExtension);
     }
@@ -566,13 +585,15 @@ fn parse_trailer(t: &[u8; EXT_LEN], codec: u8) -> Result<Extension, PacketError>
     if t[3] != codec {
         return Err(PacketError::UnsupportedCodec(t[3]));
     }
-    if t[6] != 0 || t[7] != 0 {
+    let reserved = u16::from_le_bytes([t[6], t[7]]);
+    if codec != CODEC_OPUS && reserved != 0 {
         return Err(PacketError::BadExtension);
     }
-    Ok(Extension {
+    let ext = Extension {
         stream_id: u16::from_le_bytes([t[4], t[5]]),
         codec: t[3],
-    })
+    };
+    Ok((ext, reserved))
 }
 
 /// Encodes one block into `out` and returns the packet's length. Real-time safe.
@@ -660,6 +681,20 @@ pub fn encode_opus(
     payload_len: usize,
     out: &mut [u8],
 ) -> Result<usize, PacketError> {
+    encode_opus_redundant(header, stream_id, payload_len, 0, out)
+}
+
+/// [`encode_opus`] for a packet that carries the previous frame again: the caller has written
+/// the frame's `payload_len` Opus bytes at `out[16..]` and the previous frame's `redundant_len`
+/// right after them. The packet is `16 + payload_len + redundant_len + 8` bytes. The same checks,
+/// and `redundant_len` at most `frames × channels × 2` ([`PacketError::BadOpusPayload`]).
+pub fn encode_opus_redundant(
+    header: &Header,
+    stream_id: u16,
+    payload_len: usize,
+    redundant_len: usize,
+    out: &mut [u8],
+) -> Result<usize, PacketError> {
     if !is_opus_frames(header.frames) {
         return Err(PacketError::BadFrames(header.frames));
     }
@@ -673,10 +708,15 @@ pub fn encode_opus(
     if !valid_channels(channels) {
         return Err(PacketError::BadChannels(channels));
     }
-    if payload_len == 0 || payload_len > opus_max_payload(header.frames, channels) {
+    let max = opus_max_payload(header.frames, channels);
+    if payload_len == 0 || payload_len > max {
         return Err(PacketError::BadOpusPayload { len: payload_len });
     }
-    let total = HEADER_LEN + payload_len + EXT_LEN;
+    if redundant_len > max {
+        return Err(PacketError::BadOpusPayload { len: redundant_len });
+    }
+    let opus_len = payload_len + redundant_len;
+    let total = HEADER_LEN + opus_len + EXT_LEN;
     if out.len() < total {
         return Err(PacketError::BufferTooSmall {
             needed: total,
@@ -690,7 +730,9 @@ pub fn encode_opus(
         stream_id,
         codec: CODEC_OPUS,
     };
-    write_trailer(&ext, &mut rest[payload_len..]);
+    let trailer = &mut rest[opus_len..];
+    write_trailer(&ext, trailer);
+    trailer[6..8].copy_from_slice(&(redundant_len as u16).to_le_bytes());
     Ok(total)
 }
 

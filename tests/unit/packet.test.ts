@@ -45,6 +45,8 @@ interface ValidVector {
   samples: number[][] | null;
   /** Opus vectors only: the Opus bytes, hex. */
   opus_payload?: string;
+  /** Opus vectors with a redundant copy of the previous frame: its bytes, hex. */
+  opus_redundant?: string;
 }
 interface InvalidVector {
   name: string;
@@ -131,10 +133,13 @@ function opusOracle(b: Uint8Array, frames: number, ch: number): string {
   if (b[t + 2] !== 1) return 'UnsupportedVersion';
   if (b[t + 3] === 0) return 'BadFrames';
   if (b[t + 3] !== 1) return 'UnsupportedCodec';
-  if (b[t + 6] !== 0 || b[t + 7] !== 0) return 'BadExtension';
   if (b[12] !== 3) return 'BadRate';
   if (b[13] !== 16) return 'BadBits';
-  if (n - 24 > frames * ch * 2) return 'BadOpusPayload';
+  // The reserved field is the redundant copy's length: it leaves at least one byte of the
+  // frame, and both parts are within the PCM16 bound.
+  const redundant = b[t + 6] | (b[t + 7] << 8);
+  const max = frames * ch * 2;
+  if (redundant > max || redundant >= n - 24 || n - 24 - redundant > max) return 'BadOpusPayload';
   return 'Ok';
 }
 
@@ -213,6 +218,10 @@ describe('golden vectors (shared with the Rust tests)', () => {
             expect(toHex(big.subarray(info.payloadOffset, info.payloadOffset + info.payloadLength))).toBe(
               v.opus_payload,
             );
+            const redundantAt = info.payloadOffset + info.payloadLength;
+            expect(toHex(big.subarray(redundantAt, redundantAt + info.redundantLength))).toBe(
+              v.opus_redundant ?? '',
+            );
             expect(decoded).toBe(0);
             expect(l.every(Number.isNaN) && r.every(Number.isNaN)).toBe(true);
             continue;
@@ -229,12 +238,14 @@ describe('golden vectors (shared with the Rust tests)', () => {
       }
       if (v.opus_payload !== undefined) {
         const opus = fromHex(v.opus_payload);
+        const redundant = fromHex(v.opus_redundant ?? '');
         expect(v.ext?.codec).toBe(CODEC_OPUS);
         const streamId = v.ext?.stream_id ?? 0;
         for (const shift of [0, 5]) {
           const out = new Uint8Array(MAX_PACKET_LEN + 8).fill(0xee);
           out.set(opus, shift + HEADER_LEN);
-          const len = encodeOpusPacket(headerOf(v), streamId, opus.length, out, shift);
+          out.set(redundant, shift + HEADER_LEN + opus.length);
+          const len = encodeOpusPacket(headerOf(v), streamId, opus.length, out, shift, redundant.length);
           expect(len).toBe(v.len);
           expect(toHex(out.subarray(shift, shift + len))).toBe(v.hex);
           expect(out.subarray(shift + len).every((x) => x === 0xee)).toBe(true);
@@ -624,15 +635,17 @@ describe('Opus packets (codec 1)', () => {
           const b = base.slice();
           b[t + pos] = val;
           const want =
-            val === base[t + pos] || pos === 4 || pos === 5
+            val === base[t + pos] || pos === 4 || pos === 5 || (pos === 6 && val < 30) // a copy of up to 29 of the 30 bytes
               ? 0
-              : pos === 2
-                ? PacketError.UnsupportedVersion
-                : pos === 3
-                  ? val === 0
-                    ? PacketError.BadFrames
-                    : PacketError.UnsupportedCodec
-                  : PacketError.BadExtension;
+              : pos === 6 || pos === 7
+                ? PacketError.BadOpusPayload
+                : pos === 2
+                  ? PacketError.UnsupportedVersion
+                  : pos === 3
+                    ? val === 0
+                      ? PacketError.BadFrames
+                      : PacketError.UnsupportedCodec
+                    : PacketError.BadExtension;
           expect(parse(b).code, `trailer ${pos}=${val}`).toBe(want);
         }
       }

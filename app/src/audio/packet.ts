@@ -5,8 +5,10 @@
 // Layout (little-endian): 16-byte JackTrip header | planar audio (channel 0's N samples, then
 // channel 1's) | optional 8-byte trailer 'T' 'U' version=1 codec=0 streamId:u16 reserved:u16=0.
 // An Opus packet (codec 1) is: header with frames 120 or 240, rate code 3 (48 kHz), bits 16 |
-// 1 to frames × channels × 2 Opus bytes | mandatory trailer with codec 1. Frames 120/240 are
-// never PCM block sizes, so the frames field tells the two kinds apart.
+// 1 to frames × channels × 2 Opus bytes | the previous frame's Opus bytes again (0 to
+// frames × channels × 2) | mandatory trailer with codec 1, whose reserved field is that copy's
+// length. Frames 120/240 are never PCM block sizes, so the frames field tells the two kinds
+// apart.
 //
 // Nothing here throws on bad input: parsePacket returns an error code, encodePacket and
 // encodeOpusPacket a negative one. parsePacket, decodeStereo, encodePacket and encodeOpusPacket
@@ -91,6 +93,8 @@ export interface PacketInfo {
   /** Index of the first audio (or Opus) byte in the array given to parsePacket. */
   payloadOffset: number;
   payloadLength: number;
+  /** Opus only: the previous frame's Opus bytes, right after the payload (0: none). */
+  redundantLength: number;
   /** Whole packet length (header + audio + trailer). */
   length: number;
 }
@@ -113,6 +117,7 @@ export function newPacketInfo(): PacketInfo {
     codec: 0,
     payloadOffset: 0,
     payloadLength: 0,
+    redundantLength: 0,
     length: 0,
   };
 }
@@ -169,8 +174,9 @@ function bytesForBits(bits: number): number {
  * Oversized, Truncated (< 16), BadRate (unknown code), BadBits (not 16/24/32), BadChannels, then
  * frames. PCM frames: Truncated, then the exact length and the trailer (magic, version, codec 0,
  * reserved). Opus frames (120/240): Truncated (< 25), the last 8 bytes a trailer (magic, version,
- * codec: 0 is BadFrames, 2+ UnsupportedCodec; reserved), BadRate (not 48 kHz), BadBits (not
- * 16), BadOpusPayload (more than frames × channels × 2 bytes).
+ * codec: 0 is BadFrames, 2+ UnsupportedCodec), BadRate (not 48 kHz), BadBits (not 16),
+ * BadOpusPayload (the frame or its redundant copy longer than frames × channels × 2 bytes, or
+ * a copy that leaves no byte of the frame).
  */
 export function parsePacket(
   src: Uint8Array | DataView,
@@ -225,6 +231,7 @@ export function parsePacket(
   if (length < end) return PacketError.Truncated;
   out.payloadOffset = offset + HEADER_LEN;
   out.payloadLength = audio;
+  out.redundantLength = 0;
   out.length = length;
   out.hasExt = false;
   out.streamId = 0;
@@ -251,13 +258,16 @@ function parseOpus(b: Uint8Array, at: number, offset: number, length: number, ou
   // A PCM trailer: PCM has no block of 120 or 240 frames.
   if (b[t + 3] === CODEC_PCM) return PacketError.BadFrames;
   if (b[t + 3] !== CODEC_OPUS) return PacketError.UnsupportedCodec;
-  if (b[t + 6] !== 0 || b[t + 7] !== 0) return PacketError.BadExtension;
   if (out.rateCode !== 3) return PacketError.BadRate;
   if (out.bits !== 16) return PacketError.BadBits;
-  const payload = length - HEADER_LEN - EXT_LEN;
-  if (payload > out.frames * out.channels * 2) return PacketError.BadOpusPayload;
+  // The reserved field is the redundant copy's length (the previous frame, after this one's).
+  const redundant = b[t + 6] | (b[t + 7] << 8);
+  const opus = length - HEADER_LEN - EXT_LEN;
+  const max = out.frames * out.channels * 2;
+  if (redundant > max || redundant >= opus || opus - redundant > max) return PacketError.BadOpusPayload;
   out.payloadOffset = offset + HEADER_LEN;
-  out.payloadLength = payload;
+  out.payloadLength = opus - redundant;
+  out.redundantLength = redundant;
   out.length = length;
   out.hasExt = true;
   out.streamId = b[t + 4] | (b[t + 5] << 8);
@@ -423,10 +433,13 @@ export function encodePacket(
 /**
  * Frames an Opus packet whose `payloadLen` Opus bytes the caller has already written at
  * `out[offset + 16 .. offset + 16 + payloadLen]`: writes the header before them and the trailer
- * (codec CODEC_OPUS, `streamId`) after them. Returns the packet length, 16 + payloadLen + 8, or
- * minus a PacketError code, checked in this order: BadFrames (not 120/240), BadRate (not code
- * 3, 48 kHz), BadBits (not 16), BadChannels, BadOpusPayload (not 1 to frames × channels × 2),
- * BufferTooSmall. On error `out` is untouched. Same checks as `encode_opus` in Rust.
+ * (codec CODEC_OPUS, `streamId`) after them. With `redundantLen`, the previous frame's Opus
+ * bytes follow the payload (written by the caller too) and the trailer says their length.
+ * Returns the packet length, 16 + payloadLen + redundantLen + 8, or minus a PacketError code,
+ * checked in this order: BadFrames (not 120/240), BadRate (not code 3, 48 kHz), BadBits (not
+ * 16), BadChannels, BadOpusPayload (not 1 to frames × channels × 2, or a copy longer than
+ * that), BufferTooSmall. On error `out` is untouched. Same checks as `encode_opus_redundant` in
+ * Rust.
  */
 export function encodeOpusPacket(
   h: HeaderFields,
@@ -434,6 +447,7 @@ export function encodeOpusPacket(
   payloadLen: number,
   out: Uint8Array,
   offset = 0,
+  redundantLen = 0,
 ): number {
   if (!isOpusFrames(h.frames)) return -PacketError.BadFrames;
   if (h.rateCode !== 3) return -PacketError.BadRate;
@@ -443,12 +457,18 @@ export function encodeOpusPacket(
   if (!(Number.isInteger(payloadLen) && payloadLen >= 1 && payloadLen <= h.frames * channels * 2)) {
     return -PacketError.BadOpusPayload;
   }
-  const total = HEADER_LEN + payloadLen + EXT_LEN;
+  if (!(Number.isInteger(redundantLen) && redundantLen >= 0 && redundantLen <= h.frames * channels * 2)) {
+    return -PacketError.BadOpusPayload;
+  }
+  const total = HEADER_LEN + payloadLen + redundantLen + EXT_LEN;
   if (offset < 0 || out.length - offset < total) return -PacketError.BufferTooSmall;
   const at = absolute(out, offset);
   const b = viewU8;
   writeHeader(h, b, at);
-  writeTrailer(CODEC_OPUS, streamId, b, at + HEADER_LEN + payloadLen);
+  const t = at + HEADER_LEN + payloadLen + redundantLen;
+  writeTrailer(CODEC_OPUS, streamId, b, t);
+  b[t + 6] = redundantLen & 0xff;
+  b[t + 7] = redundantLen >> 8;
   return total;
 }
 

@@ -6,7 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use tutti_core::packet::{
-    encode, encode_opus, parse, SampleFormat, EXT_LEN, HEADER_LEN, MAX_FRAMES, MAX_PACKET_LEN,
+    encode, encode_opus_redundant, parse, SampleFormat, EXT_LEN, HEADER_LEN, MAX_FRAMES,
+    MAX_PACKET_LEN,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -20,9 +21,11 @@ fuzz_target!(|data: &[u8]| {
     if p.is_opus() {
         assert_eq!(p.decode_stereo(&mut left, &mut right), 0);
         let mut out = [0u8; MAX_PACKET_LEN];
-        out[HEADER_LEN..data.len() - EXT_LEN].copy_from_slice(p.payload);
+        let (frame, copy) = (p.payload.len(), p.redundant.len());
+        out[HEADER_LEN..][..frame].copy_from_slice(p.payload);
+        out[HEADER_LEN + frame..data.len() - EXT_LEN].copy_from_slice(p.redundant);
         let ext = p.ext.expect("an Opus packet has a trailer");
-        let len = encode_opus(&p.header, ext.stream_id, p.payload.len(), &mut out)
+        let len = encode_opus_redundant(&p.header, ext.stream_id, frame, copy, &mut out)
             .expect("accepted Opus packets re-frame");
         assert_eq!(&out[..len], data);
         return;

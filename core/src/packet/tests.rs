@@ -199,7 +199,10 @@ fn golden_vectors_parse_decode_and_encode() {
         );
         assert_eq!(p.ext, vector_ext(v), "{name}: ext");
         if let Some(opus) = v.opt("opus_payload") {
-            check_opus_vector(name, &bytes, &p, &unhex(opus.str()));
+            let redundant = v
+                .opt("opus_redundant")
+                .map_or(Vec::new(), |r| unhex(r.str()));
+            check_opus_vector(name, &bytes, &p, &unhex(opus.str()), &redundant);
             opus_count += 1;
             continue;
         }
@@ -230,9 +233,10 @@ fn golden_vectors_parse_decode_and_encode() {
 
 /// An Opus golden vector: its payload is exactly the Opus bytes, PCM decode writes nothing, and
 /// framing the Opus bytes written in place gives the packet back.
-fn check_opus_vector(name: &str, bytes: &[u8], p: &Packet<'_>, opus: &[u8]) {
+fn check_opus_vector(name: &str, bytes: &[u8], p: &Packet<'_>, opus: &[u8], redundant: &[u8]) {
     assert!(p.is_opus(), "{name}: is_opus");
     assert_eq!(p.payload, opus, "{name}: Opus bytes");
+    assert_eq!(p.redundant, redundant, "{name}: redundant bytes");
     assert_eq!(p.header.format, SampleFormat::Pcm16, "{name}: format");
     assert_eq!(
         p.ext.map(|e| e.codec),
@@ -248,8 +252,9 @@ fn check_opus_vector(name: &str, bytes: &[u8], p: &Packet<'_>, opus: &[u8]) {
     );
     let mut out = [0xEEu8; MAX_PACKET_LEN];
     out[HEADER_LEN..HEADER_LEN + opus.len()].copy_from_slice(opus);
+    out[HEADER_LEN + opus.len()..][..redundant.len()].copy_from_slice(redundant);
     let stream = p.ext.map_or(0, |e| e.stream_id);
-    let n = encode_opus(&p.header, stream, opus.len(), &mut out)
+    let n = encode_opus_redundant(&p.header, stream, opus.len(), redundant.len(), &mut out)
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_eq!(&out[..n], bytes, "{name}: framed bytes");
     assert!(out[n..].iter().all(|&b| b == 0xEE), "{name}: nothing past");
@@ -770,16 +775,20 @@ fn opus_oracle(b: &[u8], frames: usize, ch: usize) -> Result<(), &'static str> {
         Err("BadFrames")
     } else if t[3] != 1 {
         Err("UnsupportedCodec")
-    } else if t[6] != 0 || t[7] != 0 {
-        Err("BadExtension")
     } else if b[12] != 3 {
         Err("BadRate")
     } else if b[13] != 16 {
         Err("BadBits")
-    } else if n - 24 > frames * ch * 2 {
-        Err("BadOpusPayload")
     } else {
-        Ok(())
+        // The reserved field is the redundant copy's length: it leaves at least one byte of the
+        // frame, and both parts are within the PCM16 bound.
+        let redundant = usize::from(u16::from_le_bytes([t[6], t[7]]));
+        let max = frames * ch * 2;
+        if redundant > max || redundant >= n - 24 || n - 24 - redundant > max {
+            Err("BadOpusPayload")
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -872,9 +881,11 @@ fn random_bytes_never_panic() {
         assert_eq!(oracle(&buf[..len]), Ok(()));
         if p.is_opus() {
             assert_eq!(p.decode_stereo(&mut left, &mut right), 0);
-            out[HEADER_LEN..len - EXT_LEN].copy_from_slice(p.payload);
+            let (frame, copy) = (p.payload.len(), p.redundant.len());
+            out[HEADER_LEN..][..frame].copy_from_slice(p.payload);
+            out[HEADER_LEN + frame..len - EXT_LEN].copy_from_slice(p.redundant);
             let ext = p.ext.expect("an Opus packet has a trailer");
-            let n = encode_opus(&p.header, ext.stream_id, p.payload.len(), &mut out);
+            let n = encode_opus_redundant(&p.header, ext.stream_id, frame, copy, &mut out);
             assert_eq!(n.map(|n| &out[..n]), Ok(&buf[..len]));
             continue;
         }
@@ -1267,7 +1278,15 @@ fn opus_every_trailer_byte() {
                     3 if val == CODEC_PCM => Err(PacketError::BadFrames(frames)),
                     3 => Err(PacketError::UnsupportedCodec(val)),
                     4 | 5 => Ok(()),
-                    _ => Err(PacketError::BadExtension),
+                    // The redundant copy's length: up to 29 of the 30 Opus bytes.
+                    6 if val < 30 => Ok(()),
+                    _ => Err(PacketError::BadOpusPayload {
+                        len: usize::from(u16::from_le_bytes(if pos == 6 {
+                            [val, 0]
+                        } else {
+                            [0, val]
+                        })),
+                    }),
                 };
                 assert_eq!(parse(&b).map(|_| ()), want, "trailer byte {pos} = {val}");
             }
