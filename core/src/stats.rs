@@ -200,6 +200,9 @@ pub const P_ORACLE_FRAMES: usize = 41;
 /// Compressed frames played that their decoder refused (or that had no decoder): each was
 /// concealed instead. Counted in [`P_RECEIVED`], not in [`P_CONCEALED`].
 pub const P_UNDECODABLE: usize = 42;
+/// Compressed frames lost on the way but played from the copy the next packet carried:
+/// counted in [`P_LOST`], not in [`P_CONCEALED`].
+pub const P_RECOVERED: usize = 43;
 
 /// Index of value `field` of peer `slot`.
 pub const fn peer_index(slot: usize, field: usize) -> usize {
@@ -262,6 +265,7 @@ impl Engine {
             row[P_STRETCHED] = j.stretched as f64;
             row[P_ORACLE_FRAMES] = f64::from(peer.jitter.oracle_frames(peer.drift.offset_ppm()));
             row[P_UNDECODABLE] = j.undecodable as f64;
+            row[P_RECOVERED] = j.recovered as f64;
         }
         out[G_CAPTURE_P50_MS..=G_CAPTURE_COUNT]
             .copy_from_slice(&self.capture_interval.summary_ms());

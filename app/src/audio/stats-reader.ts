@@ -89,6 +89,8 @@ export interface EnginePeerStats {
   oracleFrames: number;
   /** Opus frames played that the decoder refused (concealed instead). */
   undecodable: number;
+  /** Compressed frames lost but played from the next packet's copy (not concealed). */
+  recovered: number;
 }
 
 export function readGlobals(block: Float64Array): EngineGlobals {
@@ -170,6 +172,7 @@ export function readPeer(block: Float64Array, slot: number): EnginePeerStats {
     stretched: at(S.P_STRETCHED),
     oracleFrames: at(S.P_ORACLE_FRAMES),
     undecodable: at(S.P_UNDECODABLE),
+    recovered: at(S.P_RECOVERED),
   };
 }
 

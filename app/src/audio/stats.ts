@@ -104,6 +104,9 @@ export const P_ORACLE_FRAMES = 41;
 /** Compressed (Opus) frames played that their decoder refused: each concealed instead. Counted
  * in P_RECEIVED, not in P_CONCEALED. */
 export const P_UNDECODABLE = 42;
+/** Compressed frames lost on the way but played from the copy the next packet carried: counted
+ * in P_LOST, not in P_CONCEALED. */
+export const P_RECOVERED = 43;
 
 /** Index of value `field` of peer `slot`. */
 export function peerIndex(slot: number, field: number): number {

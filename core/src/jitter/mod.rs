@@ -328,6 +328,10 @@ pub struct JitterCounters {
     pub played: u64,
     /// Compressed packets (counted in `played`) that their decoder refused: concealed instead.
     pub undecodable: u64,
+    /// Compressed frames that were lost (counted in `lost`) but played from the redundant copy
+    /// the next packet carried (see `packet`'s Opus section): not concealed. So
+    /// concealed + recovered = lost + late.
+    pub recovered: u64,
     /// Blocks synthesized without passing a sequence number, each adding one block of delay:
     /// pops during underruns (at most 200 ms worth per underrun) and pops that raise the delay
     /// to a target that grew.

@@ -122,6 +122,9 @@ impl JitterBuffer {
             Stored::Pcm(pkt.header.format)
         };
         self.store(ext, pkt.payload, kind, now);
+        if !pkt.redundant.is_empty() {
+            self.recover(ext, pkt.redundant, now);
+        }
         self.delay = self.elapsed(now) - self.nominal(self.play);
         if self.state == StreamState::Playing {
             self.check_depth(now);
@@ -197,6 +200,22 @@ impl JitterBuffer {
             self.close_segment();
             self.new_segment(ext);
         }
+    }
+
+    /// Packet `ext` carries the previous frame's copy: it is stored in that frame's place when
+    /// the frame has not arrived and playout has not reached it yet. It plays as the frame
+    /// itself (the same bytes, decoded in order); the frame stays counted as lost (the network
+    /// lost it) and is counted recovered instead of concealed.
+    fn recover(&mut self, ext: u64, copy: &[u8], now: u64) {
+        let Some(prev) = ext.checked_sub(1) else {
+            return;
+        };
+        if prev < self.play || prev < self.seg_lowest || self.is_seen(prev) {
+            return;
+        }
+        self.mark_seen(prev);
+        self.counters.recovered += 1;
+        self.store(prev, copy, Stored::Opus(copy.len() as u16), now);
     }
 
     /// Copies a payload into the slot of `ext`.

@@ -211,6 +211,7 @@ impl Store {
             channels: self.channels,
             ext: None,
             payload,
+            redundant: &[],
         };
         view.decode_stereo(left, right);
     }

@@ -293,6 +293,7 @@ fn counters_equal_the_injected_schedule() {
             resets: 0,
             played: inj.sent - inj.dropped - inj.delayed,
             undecodable: 0,
+            recovered: 0,
             stretched: c.stretched,
         };
         assert_eq!(c, expect, "seed {seed}: {inj:?}");
@@ -976,6 +977,7 @@ fn late_duplicates_and_rejects() {
         channels: 2,
         ext: None,
         payload: &payload,
+        redundant: &[],
     };
     assert_eq!(jb.push(&bad, q * 128), PushOutcome::Rejected);
     assert_eq!(jb.counters().discarded, c.discarded + 1);

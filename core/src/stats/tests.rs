@@ -90,6 +90,7 @@ fn typescript_mirror_agrees() {
         ("P_STRETCHED", P_STRETCHED),
         ("P_ORACLE_FRAMES", P_ORACLE_FRAMES),
         ("P_UNDECODABLE", P_UNDECODABLE),
+        ("P_RECOVERED", P_RECOVERED),
     ];
     let found = crate::testing::ts_numeric_constants(ts);
     for (name, value) in &found {
@@ -108,9 +109,8 @@ fn typescript_mirror_agrees() {
 }
 
 // Fields fit their rows; checked when the crate compiles.
-const _: () = assert!(
-    G_PROBE_RESULTS_AT + crate::probe::MAX_CLICKS <= GLOBAL_LEN && P_UNDECODABLE < PEER_LEN
-);
+const _: () =
+    assert!(G_PROBE_RESULTS_AT + crate::probe::MAX_CLICKS <= GLOBAL_LEN && P_RECOVERED < PEER_LEN);
 
 #[test]
 fn last_peer_row_ends_the_block() {
