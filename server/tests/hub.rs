@@ -327,14 +327,14 @@ async fn a_listener_that_reports_loss_takes_opus_gets_trains_and_steps_back_up()
     .await
     .expect("opened");
 
-    // B hears 30 % loss with 600 kbit/s getting through: one sender's as-sent stream needs
-    // 1.87 Mbit/s, opus-128 466 kbit/s (within 85 % of 600).
-    let lossy = json!({"type": "reception", "receivedBps": 600000, "loss": 0.3,
+    // B hears 30 % loss with 900 kbit/s getting through: one sender's as-sent stream needs
+    // 1.87 Mbit/s, opus-128 611 kbit/s with its frames' copies (within 70 % of 900).
+    let lossy = json!({"type": "reception", "receivedBps": 900000, "loss": 0.3,
                        "delayRiseMsPerS": 20, "rttMs": 5, "capacityBps": null});
     m[1].0.send(lossy).await;
     let (layer, reason) = layer_notice(&mut m[1].0).await;
     assert_eq!(layer, "opus-128");
-    assert_eq!(reason, "30.0 % of packets lost; 600 kbit/s got through");
+    assert_eq!(reason, "30.0 % of packets lost; 900 kbit/s got through");
     clients[1].received.clear();
     clients = tokio::task::spawn_blocking(move || play(clients, &[0.25, 0.5], 600))
         .await

@@ -5,7 +5,7 @@
 // 1. Every page hears the two others at their level, as sent (PCM).
 // 2. Page 1 reports congested seconds (what a page on a failing link would measure: 30 % lost,
 //    600 kbit/s through): the hub's controller moves it at once to the richest layer that fits
-//    (two senders: Opus at 64 kbit/s; Opus 128 needs more than 85 % of 600 kbit/s) and says why; page 1's
+//    (two senders: Opus at 64 kbit/s; Opus 128 needs more than 70 % of 600 kbit/s) and says why; page 1's
 //    topology bar shows it; page 1's engine now receives Opus frames of 240 samples, decodes
 //    them in its worklet, and hears both others at their level; pages 0 and 2 still get PCM.
 // 3. Page 1's own reports go on, clean, with the capacity its packet trains measure on loopback:

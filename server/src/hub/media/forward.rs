@@ -3,7 +3,7 @@
 //! A browser pays per data-channel message, so the room gathers what it forwards to one listener
 //! and sends it as one bundle (`tutti_core::bundle`). Each accepted packet of sender S is staged,
 //! its trailer's stream id set to S's own (a PCM trailer is added when the packet has none; a
-//! trailer's codec, e.g. Opus, is kept), for every other browser listener. A listener's staged packets leave, as bundles built with
+//! trailer's codec, e.g. Opus, and its redundant copy's length are kept), for every other browser listener. A listener's staged packets leave, as bundles built with
 //! [`BundleWriter`], when [`Pending::due`] says so: they hold one packet from every other client
 //! that is currently sending, or the first of them has waited [`BUNDLE_WAIT_US`], or the staging
 //! holds a bundle's worth ([`MAX_BUNDLE_PACKETS`]) or cannot be sure to take one more packet.
@@ -70,11 +70,14 @@ impl Pending {
         self.buf[self.len..start].copy_from_slice(&(entry as u16).to_le_bytes());
         self.buf[start..start + body].copy_from_slice(&packet[..body]);
         let [s0, s1] = stream.to_le_bytes();
-        // The sender's codec when it wrote a trailer (an Opus packet always does), else PCM.
-        let codec = if has_ext {
-            packet.get(body + 3).copied().unwrap_or(CODEC_PCM)
+        // The sender's codec and its last field (an Opus packet's redundant copy length) when
+        // it wrote a trailer (an Opus packet always does; the ingest checked it), else PCM's.
+        let (codec, r0, r1) = if has_ext {
+            let t = packet.get(body..).unwrap_or(&[]);
+            let at = |i: usize| t.get(i).copied().unwrap_or(0);
+            (t.get(3).copied().unwrap_or(CODEC_PCM), at(6), at(7))
         } else {
-            CODEC_PCM
+            (CODEC_PCM, 0, 0)
         };
         self.buf[start + body..end].copy_from_slice(&[
             EXT_MAGIC[0],
@@ -83,8 +86,8 @@ impl Pending {
             codec,
             s0,
             s1,
-            0,
-            0,
+            r0,
+            r1,
         ]);
         if self.count == 0 {
             self.first_us = now_us;

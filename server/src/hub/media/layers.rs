@@ -13,12 +13,18 @@
 //! playing silence; a packet older than one already taken is not re-encoded (its listeners on
 //! that layer lose nothing they would still play).
 //!
+//! Each Opus packet also carries the previous frame's bytes (the packet format's redundant copy):
+//! a listener that lost a frame plays it from the next packet instead of concealing it, for the
+//! cost of the Opus bytes once more (libopus's own FEC does nothing for these CELT-only frames).
+//! After a gap, or when a layer is taken again, the first frame carries none.
+//!
 //! Encoders are stereo (a mono sender is sent as two equal channels) and made when a layer is
 //! first taken ([`SenderLayers::ensure`], on the control path); feeding a block allocates nothing.
 
 use tutti_core::codec::Encoder as _;
 use tutti_core::packet::{
-    encode_opus, Header, Packet, SampleFormat, SampleRate, HEADER_LEN, MAX_FRAMES,
+    encode_opus_redundant, Header, Packet, SampleFormat, SampleRate, EXT_LEN, HEADER_LEN,
+    MAX_FRAMES,
 };
 
 use crate::hub::opus::OpusError;
@@ -72,6 +78,10 @@ impl Layer {
 
 /// Gathered stereo samples: a frame of the longest layer plus the longest block.
 const FIFO: usize = 240 + MAX_FRAMES;
+/// Room for one frame's Opus bytes: the packet format's bound for a stereo 5 ms frame.
+const FRAME_BYTES: usize = 240 * 2 * 2;
+/// An encoded packet: header, frame, the previous frame's copy, trailer.
+const PACKET_BYTES: usize = HEADER_LEN + 2 * FRAME_BYTES + EXT_LEN;
 
 /// One Opus layer of one sender.
 struct OpusLayer {
@@ -86,6 +96,9 @@ struct OpusLayer {
     first_us: u64,
     /// Frames encoded (once each, whatever the number of listeners).
     encoded: u64,
+    /// The previous frame's Opus bytes (`prev_len` 0: none to carry).
+    prev: [u8; FRAME_BYTES],
+    prev_len: usize,
 }
 
 /// What one sender's layers counted.
@@ -110,7 +123,7 @@ pub struct SenderLayers {
     block_l: [f32; MAX_FRAMES],
     block_r: [f32; MAX_FRAMES],
     /// The packet of the frame just encoded.
-    out: [u8; 1500],
+    out: [u8; PACKET_BYTES],
     pub counters: LayerCounters,
 }
 
@@ -122,7 +135,7 @@ impl SenderLayers {
             next: None,
             block_l: [0.0; MAX_FRAMES],
             block_r: [0.0; MAX_FRAMES],
-            out: [0; 1500],
+            out: [0; PACKET_BYTES],
             counters: LayerCounters::default(),
         })
     }
@@ -142,6 +155,8 @@ impl SenderLayers {
                 filled: 0,
                 first_us: 0,
                 encoded: 0,
+                prev: [0; FRAME_BYTES],
+                prev_len: 0,
             }));
         }
         Ok(())
@@ -176,6 +191,7 @@ impl SenderLayers {
             };
             if !taken[i] {
                 layer.filled = 0;
+                layer.prev_len = 0;
                 continue;
             }
             if gap > 0 {
@@ -186,6 +202,7 @@ impl SenderLayers {
                 layer.seq = layer.seq.wrapping_add(skip);
                 self.counters.skipped += u64::from(skip);
                 layer.filled = 0;
+                layer.prev_len = 0;
             }
             if layer.filled == 0 {
                 layer.first_us = stamp;
@@ -200,7 +217,7 @@ impl SenderLayers {
                 let written = layer.encoder.encode(
                     &layer.left[..f],
                     Some(&layer.right[..f]),
-                    &mut self.out[HEADER_LEN..],
+                    &mut self.out[HEADER_LEN..HEADER_LEN + FRAME_BYTES],
                 );
                 let header = Header {
                     timestamp: layer.first_us,
@@ -212,13 +229,26 @@ impl SenderLayers {
                     channels_out: 2,
                 };
                 layer.seq = layer.seq.wrapping_add(1);
-                match written.map(|len| encode_opus(&header, 0, len, &mut self.out)) {
+                let framed = written.map(|len| {
+                    // The previous frame's copy after this one's bytes, then this frame kept
+                    // for the next packet.
+                    let copy = layer.prev_len;
+                    let at = HEADER_LEN + len;
+                    self.out[at..at + copy].copy_from_slice(&layer.prev[..copy]);
+                    layer.prev[..len].copy_from_slice(&self.out[HEADER_LEN..at]);
+                    layer.prev_len = len;
+                    encode_opus_redundant(&header, 0, len, copy, &mut self.out)
+                });
+                match framed {
                     Ok(Ok(len)) => {
                         layer.encoded += 1;
                         self.counters.encoded += 1;
                         emit(OPUS_LAYERS[i], &self.out[..len]);
                     }
-                    _ => self.counters.failed += 1,
+                    _ => {
+                        self.counters.failed += 1;
+                        layer.prev_len = 0;
+                    }
                 }
                 layer.left.copy_within(f..layer.filled, 0);
                 layer.right.copy_within(f..layer.filled, 0);

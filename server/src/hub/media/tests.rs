@@ -952,8 +952,17 @@ fn a_gap_in_the_sender_skips_the_layers_numbers_and_a_late_packet_is_not_reencod
     assert_eq!(seqs[21], 24, "{seqs:?}");
     assert!(seqs.windows(2).skip(21).all(|w| w[1] == w[0] + 1));
     assert_eq!((c.skipped, c.late), (3, 1), "{c:?}");
-    // What playout makes of it: the numbers skipped are lost and concealed, nothing else.
+    // Each packet carries the previous frame's bytes, except the first and the first after the
+    // gap (its previous frame was never made).
     let ps = packets_of(&sent[&b], 41);
+    let parsed: Vec<_> = ps.iter().map(|p| packet::parse(p).unwrap()).collect();
+    assert!(parsed[0].redundant.is_empty() && parsed[21].redundant.is_empty());
+    for (k, w) in parsed.windows(2).enumerate() {
+        if k + 1 != 21 {
+            assert_eq!(w[1].redundant, w[0].payload, "packet {}", k + 1);
+        }
+    }
+    // What playout makes of it: the numbers skipped are lost and concealed, nothing else.
     let mut peer = Peer::new(&EngineConfig::default());
     peer.set_decoder(Box::new(
         crate::hub::opus_stream::StreamDecoder::new().unwrap(),
