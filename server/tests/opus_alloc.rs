@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tutti_core::alloc_watch::{calls, watched, Counting};
-use tutti_core::codec::{self, CodecError, Encoder as _};
+use tutti_core::codec::Encoder as _;
 use tutti_core::engine::{EngineConfig, Peer, QUANTUM};
 use tutti_core::packet::{encode_opus, parse, Header, SampleFormat, SampleRate, HEADER_LEN};
-use tutti_server::hub::opus_stream::{StreamDecoder, StreamEncoder};
+use tutti_server::hub::opus_stream::{Call, StreamDecoder, StreamEncoder, Watched};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -32,35 +32,6 @@ struct Asked {
     concealed: AtomicU64,
     refused: AtomicU64,
     resets: AtomicU64,
-}
-
-/// The native decoder, its calls counted (the counts are made before the watched region).
-struct Counted {
-    dec: StreamDecoder,
-    asked: Arc<Asked>,
-}
-
-impl codec::Decoder for Counted {
-    fn decode(
-        &mut self,
-        packet: Option<&[u8]>,
-        left: &mut [f32],
-        right: &mut [f32],
-    ) -> Result<(), CodecError> {
-        let r = self.dec.decode(packet, left, right);
-        let which = match (packet, &r) {
-            (_, Err(_)) => &self.asked.refused,
-            (Some(_), Ok(())) => &self.asked.decoded,
-            (None, Ok(())) => &self.asked.concealed,
-        };
-        which.fetch_add(1, Ordering::Relaxed);
-        r
-    }
-
-    fn reset(&mut self) {
-        self.asked.resets.fetch_add(1, Ordering::Relaxed);
-        self.dec.reset();
-    }
 }
 
 /// A sender of a 440 Hz sine as Opus frames of `FRAMES` samples, `channels` 1 or 2, framed as
@@ -140,9 +111,21 @@ fn play<const FRAMES: usize>(channels: u8, warm: f64, seconds: f64) -> u64 {
     };
     let asked = Arc::new(Asked::default());
     let mut peer = Peer::new(&EngineConfig::default());
-    peer.set_decoder(Box::new(Counted {
+    // The decoder's calls counted (the counts are made before the watched region).
+    let counts = Arc::clone(&asked);
+    peer.set_decoder(Box::new(Watched {
         dec: StreamDecoder::new().unwrap(),
-        asked: Arc::clone(&asked),
+        watch: move |call: Call<'_>| {
+            let which = match call {
+                Call::Reset => &counts.resets,
+                Call::Decode { result: Err(_), .. } => &counts.refused,
+                Call::Decode {
+                    packet: Some(_), ..
+                } => &counts.decoded,
+                Call::Decode { packet: None, .. } => &counts.concealed,
+            };
+            which.fetch_add(1, Ordering::Relaxed);
+        },
     }));
     let frames = FRAMES as u64;
     let per_second = RATE as u64 / frames;

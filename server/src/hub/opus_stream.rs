@@ -53,6 +53,48 @@ impl codec::Decoder for StreamDecoder {
     }
 }
 
+/// What a [`Watched`] decoder was asked.
+pub enum Call<'a> {
+    /// A frame decoded (`packet`) or concealed (`None`), what the decoder answered, and the
+    /// left channel it put out.
+    Decode {
+        packet: Option<&'a [u8]>,
+        result: Result<(), CodecError>,
+        left: &'a [f32],
+    },
+    /// The stream started anew.
+    Reset,
+}
+
+/// A [`StreamDecoder`] whose every call is shown to `watch` (tests follow what a jitter buffer
+/// asks of its decoder with it). Whatever `watch` does is on the caller's thread and path.
+pub struct Watched<W: FnMut(Call<'_>) + Send> {
+    pub dec: StreamDecoder,
+    pub watch: W,
+}
+
+impl<W: FnMut(Call<'_>) + Send> codec::Decoder for Watched<W> {
+    fn decode(
+        &mut self,
+        packet: Option<&[u8]>,
+        left: &mut [f32],
+        right: &mut [f32],
+    ) -> Result<(), CodecError> {
+        let result = self.dec.decode(packet, left, right);
+        (self.watch)(Call::Decode {
+            packet,
+            result,
+            left,
+        });
+        result
+    }
+
+    fn reset(&mut self) {
+        (self.watch)(Call::Reset);
+        self.dec.reset();
+    }
+}
+
 /// One sent stream's encoder, as the core's capture takes it ([`tutti_core::codec::Encoder`]).
 /// Encoding allocates nothing.
 pub struct StreamEncoder {
@@ -152,29 +194,6 @@ mod tests {
         play_as(frames, seconds, false, decoder, lose)
     }
 
-    /// The native decoder, every frame it puts out (left channel) kept in order.
-    struct Recorded {
-        dec: StreamDecoder,
-        frames: std::sync::Arc<std::sync::Mutex<Vec<f32>>>,
-    }
-
-    impl codec::Decoder for Recorded {
-        fn decode(
-            &mut self,
-            packet: Option<&[u8]>,
-            left: &mut [f32],
-            right: &mut [f32],
-        ) -> Result<(), CodecError> {
-            let r = self.dec.decode(packet, left, right);
-            self.frames.lock().unwrap().extend_from_slice(left);
-            r
-        }
-
-        fn reset(&mut self) {
-            self.dec.reset();
-        }
-    }
-
     /// [`play`] with `decoder`, each packet carrying the previous frame's copy when `copies`.
     fn play_as(
         frames: usize,
@@ -266,10 +285,16 @@ mod tests {
         // differs for those frames.
         for frames in [120usize, 240] {
             let run = |copies: bool, lose: fn(u64) -> bool| {
+                // Every frame the decoder puts out (left channel), in order.
                 let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-                let decoder = Box::new(Recorded {
+                let frames_out = out.clone();
+                let decoder = Box::new(Watched {
                     dec: StreamDecoder::new().unwrap(),
-                    frames: out.clone(),
+                    watch: move |call: Call<'_>| {
+                        if let Call::Decode { left, .. } = call {
+                            frames_out.lock().unwrap().extend_from_slice(left);
+                        }
+                    },
                 });
                 let (_, peer) = play_as(frames, 3.0, copies, decoder, lose);
                 let decoded = out.lock().unwrap().clone();
