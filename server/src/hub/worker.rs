@@ -567,7 +567,8 @@ impl Worker {
 
     /// Sends a packet train ([`tutti_core::train`]) to each forward-mode listener that takes
     /// less than the richest layer and is due one: what it measures of them tells its
-    /// controller whether a richer layer fits, without trying one.
+    /// controller whether a richer layer fits, without trying one. On the way, each link's send
+    /// bound follows its rate ([`super::rtc::Link::rebound`]).
     fn send_trains(&mut self) {
         let now = Instant::now();
         let mut message = [0u8; train::TRAIN_BYTES];
@@ -576,6 +577,7 @@ impl Worker {
                 continue;
             };
             // The cheap checks first: this runs at every wake of the worker.
+            c.link.rebound(now);
             if now < c.next_train || c.controller.layer() == Layer::AsSent || !c.link.open() {
                 continue;
             }
