@@ -64,7 +64,7 @@
 //!   is `bad-message` (leave instead); a `P2` not in the room is `unknown-peer`.
 //! - `hub-offer`, `topology` and `hub-mix`: the hub's messages, described in
 //!   [`crate::hub::signal`]; `uplink`, a member's report that the mesh no longer fits its
-//!   uplink, in [`crate::hub::uplink`]; `reception`, a forward-mode listener's report of what
+//!   uplink, in [`crate::hub::uplink`]; `reception`, a hub listener's report of what
 //!   reaches it, and S→C `layer`, the format it then takes, in [`crate::hub::controller`].
 //! - `{"type":"ping","t":number?}` → `{"type":"pong","t":same}` (`t` omitted if it was absent),
 //!   answered whether joined or not.

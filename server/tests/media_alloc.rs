@@ -2,7 +2,7 @@
 //! `poll` over thousands of blocks in forward mode and in mix mode (a JackTrip listener present,
 //! personal strips set, hostile messages among the good ones, a live mode switch, a link to a
 //! home hub sending the room's sum and bringing the home's mix, listeners taking Opus layers so
-//! that every block is re-encoded). Clients, layers and the link are set up before the watched
+//! that every block is re-encoded in forward mode and their own mixes are Opus in mix mode). Clients, layers and the link are set up before the watched
 //! region, as the worker does off the hot path.
 
 use tutti_core::alloc_watch::{calls, watched, Counting};
@@ -120,6 +120,12 @@ fn receive_and_poll_never_allocate() {
         // switch): 399 blocks of 128 are 425 frames of 120 and 212 of 240.
         let layers = room.layer_counters(ids[0]).unwrap();
         assert!(layers.encoded >= 425 + 212, "{mode:?}: {layers:?}");
+        // And the two listeners' own mixes were Opus while mixing (the other half).
+        for (id, frames) in [(ids[3], 425), (ids[4], 212)] {
+            let mix = room.mix_opus_counters(id).unwrap();
+            assert!(mix.encoded >= frames, "{mode:?}: {mix:?}");
+            assert_eq!(mix.failed, 0);
+        }
         assert!(messages > 800 * 9, "{mode:?}: {messages} messages");
         assert!(bytes > 0);
         assert!(

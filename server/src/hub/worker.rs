@@ -91,7 +91,7 @@ pub(crate) enum Command {
         member: String,
         mix: PersonalMix,
     },
-    /// A browser listener's report of what reaches it (forward mode).
+    /// A browser listener's report of what reaches it from the hub.
     Reception {
         room: RoomId,
         member: String,
@@ -313,7 +313,8 @@ struct Client {
     room: RoomId,
     member: String,
     media: ClientId,
-    /// Which layer it takes of the others, from its reports (forward mode).
+    /// Which layer it takes (of the others in forward mode, of its mix in mix mode), from its
+    /// reports.
     controller: Controller,
     /// When its next packet train is due (sent while it takes less than the richest layer),
     /// and that train's number.
@@ -565,8 +566,9 @@ impl Worker {
         }
     }
 
-    /// Sends a packet train ([`tutti_core::train`]) to each forward-mode listener that takes
-    /// less than the richest layer and is due one: what it measures of them tells its
+    /// Sends a packet train ([`tutti_core::train`]) to each listener that takes less than the
+    /// richest layer (of the others' streams in forward mode, of its mix in mix mode) and is
+    /// due one: what it measures of them tells its
     /// controller whether a richer layer fits, without trying one. On the way, each link's send
     /// bound follows its rate ([`super::rtc::Link::rebound`]).
     fn send_trains(&mut self) {
@@ -579,13 +581,6 @@ impl Worker {
             // The cheap checks first: this runs at every wake of the worker.
             c.link.rebound(now);
             if now < c.next_train || c.controller.layer() == Layer::AsSent || !c.link.open() {
-                continue;
-            }
-            let forward = self
-                .rooms
-                .get(&c.room)
-                .is_some_and(|r| r.media.mode() == Mode::Forward);
-            if !forward {
                 continue;
             }
             c.next_train = now + TRAIN_EVERY;
@@ -699,6 +694,9 @@ impl Worker {
                         self.unlink(&room, "not-mixed");
                     }
                     self.report(&room);
+                    // A listener's layer holds across the switch; what it takes is not the same
+                    // number of streams.
+                    self.senders_changed(&room);
                 }
                 Command::Mix { room, member, mix } => self.mix(&room, &member, &mix),
                 Command::Reception {
@@ -756,7 +754,7 @@ impl Worker {
                 )));
             }
         };
-        let senders = room.media.clients().saturating_sub(1);
+        let senders = streams_taken(&room.media);
         let client = Client {
             link,
             room: room_id,
@@ -916,12 +914,13 @@ impl Worker {
         }
     }
 
-    /// The number of senders in room `id` changed: every listener's controller re-checks.
+    /// The number of streams each listener in room `id` takes changed (a sender came or went,
+    /// or the mode changed): every listener's controller re-checks.
     fn senders_changed(&mut self, room_id: &RoomId) {
         let Some(room) = self.rooms.get(room_id) else {
             return;
         };
-        let others = room.media.clients().saturating_sub(1);
+        let others = streams_taken(&room.media);
         let links: Vec<usize> = room.by_member.values().copied().collect();
         let now_us = self.now_us(Instant::now());
         for i in links {
@@ -983,6 +982,15 @@ impl Worker {
         self.stats
             .rooms
             .store(self.rooms.len() as u64, Ordering::Relaxed);
+    }
+}
+
+/// The streams each browser listener of `media` takes, whose needs its controller adds up:
+/// every other client's in forward mode, its own mix alone in mix mode.
+fn streams_taken(media: &MediaRoom) -> usize {
+    match media.mode() {
+        Mode::Forward => media.clients().saturating_sub(1),
+        Mode::Mix => 1,
     }
 }
 

@@ -1,5 +1,6 @@
-//! Which layer each forward-mode listener takes: the richest whose rate fits the capacity of the
-//! listener's path, from what the listener measures and reports, never from trial and error.
+//! Which layer each hub listener takes (of the others' streams in forward mode, of its own mix
+//! in mix mode): the richest whose rate fits the capacity of the listener's path, from what the
+//! listener measures and reports, never from trial and error.
 //!
 //! seeds/003 (layered simulcast in a forwarding bridge) picks per receiver the layers that fit
 //! below the path's measured capacity (its Algorithm 1) instead of stepping up until loss, which
@@ -403,7 +404,7 @@ fn field(
 }
 
 /// C→S `{"type":"reception","receivedBps":R,"loss":L,"delayRiseMsPerS":D,"rttMs":T,
-/// "capacityBps":C|null}`: a forward-mode listener's report of the last second.
+/// "capacityBps":C|null}`: a hub listener's report of the last second.
 pub fn parse_report(obj: &Map<String, Value>) -> Result<Report, ProtocolError> {
     let capacity_bps = match obj.get("capacityBps") {
         None | Some(Value::Null) => None,

@@ -18,17 +18,14 @@
 //! cost of the Opus bytes once more (libopus's own FEC does nothing for these CELT-only frames).
 //! After a gap, or when a layer is taken again, the first frame carries none.
 //!
-//! Encoders are stereo (a mono sender is sent as two equal channels) and made when a layer is
-//! first taken ([`SenderLayers::ensure`], on the control path); feeding a block allocates nothing.
+//! Each layer is an [`OpusFramer`] (stereo: a mono sender is sent as two equal channels), made
+//! when the layer is first taken ([`SenderLayers::ensure`], on the control path); feeding a block
+//! allocates nothing.
 
-use tutti_core::codec::Encoder as _;
-use tutti_core::packet::{
-    encode_opus_redundant, Header, Packet, SampleFormat, SampleRate, EXT_LEN, HEADER_LEN,
-    MAX_FRAMES,
-};
+use tutti_core::packet::{Packet, MAX_FRAMES};
 
+use super::framer::OpusFramer;
 use crate::hub::opus::OpusError;
-use crate::hub::opus_stream::StreamEncoder;
 
 /// What a listener takes of every other sender.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -74,31 +71,12 @@ impl Layer {
             .into_iter()
             .find(|l| l.name() == name)
     }
-}
 
-/// Gathered stereo samples: a frame of the longest layer plus the longest block.
-const FIFO: usize = 240 + MAX_FRAMES;
-/// Room for one frame's Opus bytes: the packet format's bound for a stereo 5 ms frame.
-const FRAME_BYTES: usize = 240 * 2 * 2;
-/// An encoded packet: header, frame, the previous frame's copy, trailer.
-const PACKET_BYTES: usize = HEADER_LEN + 2 * FRAME_BYTES + EXT_LEN;
-
-/// One Opus layer of one sender.
-struct OpusLayer {
-    encoder: StreamEncoder,
-    frame: usize,
-    /// The next number this layer gives a frame.
-    seq: u16,
-    /// Frames gathered, and the sender's timestamp (µs) of the first of them.
-    left: [f32; FIFO],
-    right: [f32; FIFO],
-    filled: usize,
-    first_us: u64,
-    /// Frames encoded (once each, whatever the number of listeners).
-    encoded: u64,
-    /// The previous frame's Opus bytes (`prev_len` 0: none to carry).
-    prev: [u8; FRAME_BYTES],
-    prev_len: usize,
+    /// A new Opus stream in this layer's format (`None` for [`Layer::AsSent`]). Allocates.
+    pub fn framer(self) -> Option<Result<Box<OpusFramer>, OpusError>> {
+        self.opus()
+            .map(|(bitrate, frame)| OpusFramer::new(bitrate, frame))
+    }
 }
 
 /// What one sender's layers counted.
@@ -116,14 +94,12 @@ pub struct LayerCounters {
 
 /// One sender's Opus layers.
 pub struct SenderLayers {
-    layers: [Option<Box<OpusLayer>>; 2],
+    layers: [Option<Box<OpusFramer>>; 2],
     /// The sender's next expected sequence number, once one packet was taken.
     next: Option<u16>,
     /// One decoded block of the sender's.
     block_l: [f32; MAX_FRAMES],
     block_r: [f32; MAX_FRAMES],
-    /// The packet of the frame just encoded.
-    out: [u8; PACKET_BYTES],
     pub counters: LayerCounters,
 }
 
@@ -135,29 +111,19 @@ impl SenderLayers {
             next: None,
             block_l: [0.0; MAX_FRAMES],
             block_r: [0.0; MAX_FRAMES],
-            out: [0; PACKET_BYTES],
             counters: LayerCounters::default(),
         })
     }
 
     /// Makes `layer`'s encoder if it has none. Allocates (libopus's state): the control path.
     pub fn ensure(&mut self, layer: Layer) -> Result<(), OpusError> {
-        let (Some(i), Some((bitrate, frame))) = (layer.index(), layer.opus()) else {
+        let Some(i) = layer.index() else {
             return Ok(());
         };
         if self.layers[i].is_none() {
-            self.layers[i] = Some(Box::new(OpusLayer {
-                encoder: StreamEncoder::new(2, bitrate)?,
-                frame,
-                seq: 0,
-                left: [0.0; FIFO],
-                right: [0.0; FIFO],
-                filled: 0,
-                first_us: 0,
-                encoded: 0,
-                prev: [0; FRAME_BYTES],
-                prev_len: 0,
-            }));
+            if let Some(framer) = layer.framer() {
+                self.layers[i] = Some(framer?);
+            }
         }
         Ok(())
     }
@@ -184,77 +150,31 @@ impl SenderLayers {
         let n = pkt.decode_stereo(&mut self.block_l[..frames], &mut self.block_r[..frames]);
         // The sender's clock for the block's first sample, µs (its header's stamp).
         let stamp = pkt.header.timestamp;
-        let rate = u64::from(pkt.header.rate.hz().max(1));
+        let rate = u64::from(pkt.header.rate.hz());
         for (i, slot) in self.layers.iter_mut().enumerate() {
-            let Some(layer) = slot.as_deref_mut() else {
+            let Some(framer) = slot.as_deref_mut() else {
                 continue;
             };
             if !taken[i] {
-                layer.filled = 0;
-                layer.prev_len = 0;
+                framer.reset();
                 continue;
             }
             if gap > 0 {
-                // Lost blocks: what was gathered cannot make a whole frame any more. Skip the
-                // numbers of the frames the gap spans (and of the one under way).
-                let missing = usize::from(gap as u16) * frames + layer.filled;
-                let skip = missing.div_ceil(layer.frame) as u16;
-                layer.seq = layer.seq.wrapping_add(skip);
-                self.counters.skipped += u64::from(skip);
-                layer.filled = 0;
-                layer.prev_len = 0;
+                // Lost blocks: skip the layer's numbers of the frames they span.
+                let skipped = framer.gap(usize::from(gap as u16) * frames);
+                self.counters.skipped += u64::from(skipped);
             }
-            if layer.filled == 0 {
-                layer.first_us = stamp;
-            }
-            let at = layer.filled;
-            let take = n.min(FIFO - at);
-            layer.left[at..at + take].copy_from_slice(&self.block_l[..take]);
-            layer.right[at..at + take].copy_from_slice(&self.block_r[..take]);
-            layer.filled += take;
-            while layer.filled >= layer.frame {
-                let f = layer.frame;
-                let written = layer.encoder.encode(
-                    &layer.left[..f],
-                    Some(&layer.right[..f]),
-                    &mut self.out[HEADER_LEN..HEADER_LEN + FRAME_BYTES],
-                );
-                let header = Header {
-                    timestamp: layer.first_us,
-                    seq: layer.seq,
-                    frames: f as u16,
-                    rate: SampleRate::Hz48000,
-                    format: SampleFormat::Pcm16,
-                    channels_in: 2,
-                    channels_out: 2,
-                };
-                layer.seq = layer.seq.wrapping_add(1);
-                let framed = written.map(|len| {
-                    // The previous frame's copy after this one's bytes, then this frame kept
-                    // for the next packet.
-                    let copy = layer.prev_len;
-                    let at = HEADER_LEN + len;
-                    self.out[at..at + copy].copy_from_slice(&layer.prev[..copy]);
-                    layer.prev[..len].copy_from_slice(&self.out[HEADER_LEN..at]);
-                    layer.prev_len = len;
-                    encode_opus_redundant(&header, 0, len, copy, &mut self.out)
-                });
-                match framed {
-                    Ok(Ok(len)) => {
-                        layer.encoded += 1;
-                        self.counters.encoded += 1;
-                        emit(OPUS_LAYERS[i], &self.out[..len]);
-                    }
-                    _ => {
-                        self.counters.failed += 1;
-                        layer.prev_len = 0;
-                    }
-                }
-                layer.left.copy_within(f..layer.filled, 0);
-                layer.right.copy_within(f..layer.filled, 0);
-                layer.filled -= f;
-                layer.first_us = layer.first_us.saturating_add(f as u64 * 1_000_000 / rate);
-            }
+            let layer = OPUS_LAYERS[i];
+            let pushed = framer.push(
+                &self.block_l[..n],
+                &self.block_r[..n],
+                stamp,
+                rate,
+                0,
+                &mut |packet| emit(layer, packet),
+            );
+            self.counters.encoded += pushed.encoded;
+            self.counters.failed += pushed.failed;
         }
     }
 }

@@ -7,6 +7,10 @@
 //! correction), [`MixMinus`] sums the room once and renders each listener's mix minus its own
 //! voice through that listener's strips and limiter, and each listener's block is encoded for it:
 //! - a browser gets a bundle of one packet: 128 frames, PCM16 stereo, stream id [`MIX_STREAM`];
+//!   or, when its layer is Opus (its path is narrow: the controller's choice, as in forward
+//!   mode), its mix as an Opus stream ([`OpusFramer`]: 120- or 240-sample frames, each with the
+//!   previous frame's copy), a bundle of the frames each tick completes (none, one or two). A
+//!   mix is personal, so it is encoded once per listener who takes Opus, and only for them;
 //! - a JackTrip client gets plain JackTrip packets in its own format: its block size (64 frames:
 //!   two packets a tick; 256: one every second tick), its bit depth, its channel count (mono is
 //!   `(L + R) / 2`), its own sequence numbers.
@@ -15,16 +19,19 @@
 //! at most [`MAX_TICKS_PER_POLL`] ticks run in one poll and the rest of the overdue ticks are
 //! skipped (counted), so a stalled worker catches up without sending a burst.
 //!
-//! Nothing here allocates after [`Mixer::new`] and [`Output::new`].
+//! Nothing here allocates after [`Mixer::new`], [`Output::new`] and [`Output::set_layer`].
 
-use tutti_core::bundle::{BundleWriter, MAX_BUNDLE_LEN};
+use tutti_core::bundle::{BundleWriter, BUNDLE_HEADER_LEN, ENTRY_LEN_BYTES};
 use tutti_core::engine::QUANTUM;
 use tutti_core::mix::{MixMinus, Sources};
 use tutti_core::packet::{
     encode, Extension, Header, SampleFormat, SampleRate, CODEC_PCM, MAX_FRAMES, MAX_PACKET_LEN,
 };
 
+use super::framer::{OpusFramer, Pushed};
+use super::layers::Layer;
 use super::{ClientKind, RoomCounters, MAX_CLIENTS, MAX_STRIPS, MIX_STREAM};
+use crate::hub::opus::OpusError;
 
 /// Most ticks one poll runs; overdue ticks beyond them are skipped.
 pub const MAX_TICKS_PER_POLL: u64 = 2;
@@ -105,7 +112,9 @@ impl Mixer {
             out_l: [0.0; QUANTUM],
             out_r: [0.0; QUANTUM],
             packet: vec![0; MAX_PACKET_LEN].into_boxed_slice(),
-            bundle: vec![0; MAX_BUNDLE_LEN.min(4 + 2 + MAX_PACKET_LEN)].into_boxed_slice(),
+            // Two packets: the most Opus frames one tick completes.
+            bundle: vec![0; BUNDLE_HEADER_LEN + 2 * (ENTRY_LEN_BYTES + MAX_PACKET_LEN)]
+                .into_boxed_slice(),
         }
     }
 
@@ -169,7 +178,7 @@ impl Mixer {
 
     /// Renders listener `slot`'s mix of this tick (after [`MixMinus::sum`]), with `extra` (the
     /// home hub's mix, when the room spans hubs) added at unit gain, and encodes it for `kind`
-    /// into `out`, calling `send` with each message. Returns (messages, bytes).
+    /// into `out`, calling `send` with each message. Returns (messages, packets, bytes).
     pub fn render_for(
         &mut self,
         slot: usize,
@@ -178,15 +187,46 @@ impl Mixer {
         now_us: u64,
         extra: Option<(&[f32; QUANTUM], &[f32; QUANTUM])>,
         send: &mut dyn FnMut(&[u8]),
-    ) -> (u64, u64) {
+    ) -> (u64, u64, u64) {
         if self
             .minus
             .render_plus(slot, &self.blocks, extra, &mut self.out_l, &mut self.out_r)
             .is_err()
         {
-            return (0, 0);
+            return (0, 0, 0);
         }
         match kind {
+            ClientKind::Browser if out.opus.is_some() => {
+                let Some(framer) = out.opus.as_deref_mut() else {
+                    return (0, 0, 0);
+                };
+                let Ok(mut writer) = BundleWriter::new(&mut self.bundle) else {
+                    return (0, 0, 0);
+                };
+                let mut packets = 0;
+                let pushed = framer.push(
+                    &self.out_l,
+                    &self.out_r,
+                    now_us,
+                    48_000,
+                    MIX_STREAM,
+                    &mut |packet| {
+                        if writer.push(packet).is_ok() {
+                            packets += 1;
+                        }
+                    },
+                );
+                out.opus_frames.encoded += pushed.encoded;
+                out.opus_frames.failed += pushed.failed;
+                if packets == 0 {
+                    return (0, 0, 0);
+                }
+                let Ok(len) = writer.finish() else {
+                    return (0, 0, 0);
+                };
+                send(&self.bundle[..len]);
+                (1, packets, len as u64)
+            }
             ClientKind::Browser => {
                 let header = Header {
                     timestamp: now_us,
@@ -203,20 +243,20 @@ impl Mixer {
                 };
                 let planar: [&[f32]; 2] = [&self.out_l, &self.out_r];
                 let Ok(n) = encode(&header, Some(&ext), &planar, &mut self.packet) else {
-                    return (0, 0);
+                    return (0, 0, 0);
                 };
                 out.seq = out.seq.wrapping_add(1);
                 let Ok(mut writer) = BundleWriter::new(&mut self.bundle) else {
-                    return (0, 0);
+                    return (0, 0, 0);
                 };
                 if writer.push(&self.packet[..n]).is_err() {
-                    return (0, 0);
+                    return (0, 0, 0);
                 }
                 let Ok(len) = writer.finish() else {
-                    return (0, 0);
+                    return (0, 0, 0);
                 };
                 send(&self.bundle[..len]);
-                (1, len as u64)
+                (1, 1, len as u64)
             }
             ClientKind::JackTrip(f) => {
                 let frames = usize::from(f.frames);
@@ -263,16 +303,20 @@ impl Mixer {
                 out.acc_l.copy_within(start..out.filled, 0);
                 out.acc_r.copy_within(start..out.filled, 0);
                 out.filled -= start;
-                (messages, bytes)
+                (messages, messages, bytes)
             }
         }
     }
 }
 
-/// One listener's outgoing mix state: its sequence numbers and, for a JackTrip client whose
-/// block is not 128 frames, the frames not yet sent.
+/// One listener's outgoing mix state: its sequence numbers; for a JackTrip client whose block
+/// is not 128 frames, the frames not yet sent; for a browser that takes Opus, its stream.
 pub struct Output {
     seq: u16,
+    layer: Layer,
+    opus: Option<Box<OpusFramer>>,
+    /// Its mix's Opus frames: encoded, and refused by the encoder (never expected).
+    pub opus_frames: Pushed,
     acc_l: [f32; MAX_FRAMES + QUANTUM],
     acc_r: [f32; MAX_FRAMES + QUANTUM],
     mono: [f32; MAX_FRAMES],
@@ -284,10 +328,33 @@ impl Output {
     pub fn new() -> Output {
         Output {
             seq: 0,
+            layer: Layer::AsSent,
+            opus: None,
+            opus_frames: Pushed::default(),
             acc_l: [0.0; MAX_FRAMES + QUANTUM],
             acc_r: [0.0; MAX_FRAMES + QUANTUM],
             mono: [0.0; MAX_FRAMES],
             filled: 0,
+        }
+    }
+}
+
+impl Output {
+    /// The format of this browser listener's mix: PCM16 ([`Layer::AsSent`]: the mix as the
+    /// hub makes it) or an Opus layer, whose stream is made here. Allocates when it changes:
+    /// the control path.
+    pub fn set_layer(&mut self, layer: Layer) -> Result<(), OpusError> {
+        if layer != self.layer {
+            self.opus = layer.framer().transpose()?;
+            self.layer = layer;
+        }
+        Ok(())
+    }
+
+    /// The mix starts afresh (the room went back to mix mode): nothing gathered is kept.
+    pub fn restart(&mut self) {
+        if let Some(f) = self.opus.as_deref_mut() {
+            f.reset();
         }
     }
 }

@@ -12,7 +12,8 @@
 //!   with their senders' stream ids, bundled into one message per block.
 //! - `mix` (mix mode, and for JackTrip listeners in forward mode too): the room ticks every 128
 //!   frames; every source goes through the core's jitter buffer, concealment and drift correction,
-//!   and each listener gets its personal mix minus its own voice. In mix mode every
+//!   and each listener gets its personal mix minus its own voice, in PCM16 or, for a browser
+//!   whose layer is Opus, as an Opus stream of its own (`framer`). In mix mode every
 //!   [`METER_TICKS`] ticks each browser listener also gets one meters message
 //!   ([`tutti_core::meters`]): every player's level as it arrives, which its mixer shows.
 //!
@@ -25,6 +26,7 @@
 
 mod cascade;
 mod forward;
+pub mod framer;
 mod ingest;
 pub mod layers;
 mod mix;
@@ -233,14 +235,15 @@ impl MediaRoom {
 
     /// Switches the mode. Packets staged for forwarding are dropped when the mix takes over.
     pub fn set_mode(&mut self, mode: Mode, now_us: u64) {
-        self.mode = mode;
-        if mode == Mode::Mix {
+        if mode == Mode::Mix && self.mode != Mode::Mix {
             for c in self.clients.iter_mut().flatten() {
                 if let Some(p) = c.pending.as_mut() {
                     p.clear();
                 }
+                c.output.restart();
             }
         }
+        self.mode = mode;
         self.update_running(now_us);
     }
 
@@ -379,10 +382,12 @@ impl MediaRoom {
         }
     }
 
-    /// What browser `listener` takes of the other senders in forward mode: their packets as
-    /// sent, or an Opus layer (each sender's stream encoded once for all who take it). Makes the
-    /// layer's encoders for every sender that lacks one: allocates, so it belongs to the control
-    /// path. A JackTrip client takes its own format from the mix and has no layer.
+    /// What browser `listener` takes: in forward mode, the other senders' packets as sent or an
+    /// Opus layer (each sender's stream encoded once for all who take it); in mix mode, its mix
+    /// in PCM16 or as Opus at that layer's rate (encoded for it alone: the mix is its own). The
+    /// choice holds across a switch of mode. Makes the layer's encoders for every sender that
+    /// lacks one and the listener's own: allocates, so it belongs to the control path. A
+    /// JackTrip client takes its own format from the mix and has no layer.
     pub fn set_layer(&mut self, listener: ClientId, layer: Layer) -> Result<(), MediaError> {
         let slot = self.slot_of(listener).ok_or(MediaError::NoSuchClient)?;
         match self.clients[slot].as_ref() {
@@ -398,6 +403,7 @@ impl MediaRoom {
         let Some(c) = self.clients[slot].as_mut() else {
             return Err(MediaError::NoSuchClient);
         };
+        c.output.set_layer(layer).map_err(|_| MediaError::Codec)?;
         if let Some(i) = c.layer.index() {
             self.takers[i] -= 1;
         }
@@ -421,6 +427,13 @@ impl MediaRoom {
             .and_then(|s| self.clients[s].as_ref())
             .and_then(|c| c.layers.as_ref())
             .map(|l| l.counters)
+    }
+
+    /// The Opus frames of the client's own mix (mix mode, an Opus layer): encoded and refused.
+    pub fn mix_opus_counters(&self, id: ClientId) -> Option<framer::Pushed> {
+        self.slot_of(id)
+            .and_then(|s| self.clients[s].as_ref())
+            .map(|c| c.output.opus_frames)
     }
 
     /// Listener `listener`'s strip for the client whose stream id is `source_stream`: its gain
@@ -587,12 +600,13 @@ impl MediaRoom {
                 continue;
             }
             let id = c.id;
-            let (messages, bytes) =
+            let (messages, packets, bytes) =
                 self.mixer
                     .render_for(slot, c.kind, &mut c.output, stamp, extra, &mut |b| {
                         send(id, b)
                     });
             c.ingest.counters.sent += messages;
+            c.ingest.counters.sent_entries += packets;
             c.ingest.counters.sent_bytes += bytes;
         }
         if mix_mode && self.counters.ticks % METER_TICKS == 0 {

@@ -1011,3 +1011,82 @@ fn a_jacktrip_client_takes_no_layer_and_a_departed_listener_frees_its_layer() {
     assert_eq!(Layer::from_name("opus-128"), Some(Layer::Opus128));
     assert_eq!(Layer::from_name("flac"), None);
 }
+
+/// The bundles of a listener's messages (its meters passed over).
+fn bundles_of(messages: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    messages
+        .iter()
+        .filter(|m| meters::parse(m).is_err())
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_mix_listener_on_an_opus_layer_gets_its_own_mix_as_opus_and_the_others_keep_pcm() {
+    // Listeners 1 and 2 take Opus 128 and Opus 64; 0 and 3 keep the PCM16 mix.
+    let mut run = MixRun::new(Mode::Mix);
+    run.room.set_layer(run.ids[1], Layer::Opus128).unwrap();
+    run.room.set_layer(run.ids[2], Layer::Opus64).unwrap();
+    // 600 ticks are 640 frames of 120 and 320 of 240, none left over; listener 1 goes back to
+    // PCM after them, for ten ticks more.
+    let ticks = 600u64;
+    let back = run.ids[1];
+    run.run(ticks + 10, |room, k, _| {
+        if k == ticks - 1 {
+            room.set_layer(back, Layer::AsSent).unwrap();
+        }
+    });
+
+    // The PCM listeners: one 128-frame packet a tick, every other tone at its level.
+    for i in [0usize, 3] {
+        let (l, _) = decode_mix(&run.sent[&run.ids[i]]);
+        assert_eq!(l.len(), (ticks + 10) as usize * 128);
+        let l = &l[100 * 128..];
+        for j in (0..4).filter(|&j| j != i) {
+            let got = db(amplitude(l, HZ[j]) / (AMP[j] * FRAC_1_SQRT_2));
+            assert!(got.abs() < 0.5, "PCM listener {i} hears {j} at {got:.2} dB");
+        }
+    }
+    // The Opus listeners: every frame of the ticks' samples, numbered without a gap, each after
+    // the first carrying the previous one's copy; at most two a bundle, none empty.
+    for (i, frames) in [(1usize, 120usize), (2, 240)] {
+        let mut bundles = bundles_of(&run.sent[&run.ids[i]]);
+        if i == 1 {
+            // Back to PCM: the last ten ticks are PCM16 blocks again.
+            let pcm = bundles.split_off(bundles.len() - 10);
+            assert_eq!(decode_mix(&pcm).0.len(), 10 * 128);
+        }
+        let mut counts = [0usize; 3];
+        for b in &bundles {
+            counts[bundle::parse(b).unwrap().len()] += 1;
+        }
+        assert_eq!(counts[0], 0);
+        let ps = packets_of(&bundles, MIX_STREAM);
+        let opus_ticks = if i == 1 { ticks } else { ticks + 10 };
+        assert_eq!(ps.len(), opus_ticks as usize * 128 / frames, "listener {i}");
+        assert_eq!(counts[1] + 2 * counts[2], ps.len());
+        for (n, p) in ps.iter().enumerate() {
+            let p = packet::parse(p).unwrap();
+            assert!(p.is_opus());
+            assert_eq!(
+                (usize::from(p.header.frames), usize::from(p.header.seq)),
+                (frames, n)
+            );
+            assert_eq!(p.redundant.is_empty(), n == 0, "frame {n}");
+        }
+        let c = run.room.mix_opus_counters(run.ids[i]).unwrap();
+        assert_eq!((c.encoded, c.failed), (ps.len() as u64, 0));
+        // Decoded as the browser's engine would: the others at their levels, not itself.
+        let out = play_opus(&ps);
+        let steady = &out[out.len() - 48_000..];
+        for j in 0..4 {
+            let got = db(amplitude(steady, HZ[j]) / (AMP[j] * FRAC_1_SQRT_2));
+            println!("Opus {frames} listener {i} hears {j} at {got:+.2} dB");
+            if i == j {
+                assert!(got < -30.0, "listener {i} hears itself at {got:.2} dB");
+            } else {
+                assert!(got.abs() < 1.0, "listener {i} hears {j} at {got:.2} dB");
+            }
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! One Opus stream made from PCM blocks of any length: the samples are gathered into Opus frames
+//! (120 or 240 samples), each frame is encoded once, numbered, and sent as a packet that also
+//! carries the previous frame's bytes (the packet format's redundant copy).
+//!
+//! Forward mode's layers keep one per sender and layer ([`super::layers`]); mix mode keeps one
+//! per listener who takes its mix as Opus ([`super::mix`]). A frame leaves as soon as its last
+//! sample arrived, so the reframing adds less than one frame of delay. A gap in the input
+//! ([`OpusFramer::gap`]) drops what was gathered and skips the numbers of the frames it spans,
+//! so the listener's decoder conceals them instead of playing silence; the first frame after a
+//! gap or a [`OpusFramer::reset`] carries no copy.
+//!
+//! The encoder is stereo and made in [`OpusFramer::new`] (allocates: the control path);
+//! [`OpusFramer::push`] allocates nothing.
+
+use tutti_core::codec::Encoder as _;
+use tutti_core::packet::{
+    encode_opus_redundant, Header, SampleFormat, SampleRate, EXT_LEN, HEADER_LEN, MAX_FRAMES,
+};
+
+use crate::hub::opus::OpusError;
+use crate::hub::opus_stream::StreamEncoder;
+
+/// Gathered stereo samples: the longest frame plus the longest block.
+const FIFO: usize = 240 + MAX_FRAMES;
+/// Room for one frame's Opus bytes: the packet format's bound for a stereo 5 ms frame.
+const FRAME_BYTES: usize = 240 * 2 * 2;
+/// An encoded packet: header, frame, the previous frame's copy, trailer.
+const PACKET_BYTES: usize = HEADER_LEN + 2 * FRAME_BYTES + EXT_LEN;
+
+/// What one push encoded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pushed {
+    /// Frames encoded and emitted.
+    pub encoded: u64,
+    /// Frames the encoder or the packet format refused (never expected; counted).
+    pub failed: u64,
+}
+
+/// One stereo Opus stream. See the module docs.
+pub struct OpusFramer {
+    encoder: StreamEncoder,
+    frame: usize,
+    /// The next number a frame gets.
+    seq: u16,
+    left: [f32; FIFO],
+    right: [f32; FIFO],
+    filled: usize,
+    /// The input's time of the first gathered sample, µs.
+    first_us: u64,
+    /// The previous frame's Opus bytes (`prev_len` 0: none to carry).
+    prev: [u8; FRAME_BYTES],
+    prev_len: usize,
+    out: [u8; PACKET_BYTES],
+}
+
+impl OpusFramer {
+    /// A stream at `bitrate` bits per second in `frame`-sample frames (120 or 240), numbered
+    /// from 0. Allocates (libopus's state).
+    pub fn new(bitrate: i32, frame: usize) -> Result<Box<OpusFramer>, OpusError> {
+        Ok(Box::new(OpusFramer {
+            encoder: StreamEncoder::new(2, bitrate)?,
+            frame: frame.clamp(1, 240),
+            seq: 0,
+            left: [0.0; FIFO],
+            right: [0.0; FIFO],
+            filled: 0,
+            first_us: 0,
+            prev: [0; FRAME_BYTES],
+            prev_len: 0,
+            out: [0; PACKET_BYTES],
+        }))
+    }
+
+    /// Forgets what was gathered and the copy: the input starts afresh (a listener that takes
+    /// the stream again). The numbers go on.
+    pub fn reset(&mut self) {
+        self.filled = 0;
+        self.prev_len = 0;
+    }
+
+    /// `missing` input samples were lost: what was gathered cannot make a whole frame any more.
+    /// Skips the numbers of the frames the gap spans (and of the one under way); returns how
+    /// many.
+    pub fn gap(&mut self, missing: usize) -> u16 {
+        let skip = (missing + self.filled).div_ceil(self.frame) as u16;
+        self.seq = self.seq.wrapping_add(skip);
+        self.reset();
+        skip
+    }
+
+    /// Adds a block (`left` and `right` alike long, at most [`MAX_FRAMES`]; its first sample at
+    /// `stamp_us` on the input's clock of `rate_hz`) and calls `emit` with the packet of every
+    /// frame it completes, stamped `stream` (0 where the forwarding stamps it). No allocation.
+    pub fn push(
+        &mut self,
+        left: &[f32],
+        right: &[f32],
+        stamp_us: u64,
+        rate_hz: u64,
+        stream: u16,
+        emit: &mut dyn FnMut(&[u8]),
+    ) -> Pushed {
+        let mut pushed = Pushed::default();
+        if self.filled == 0 {
+            self.first_us = stamp_us;
+        }
+        let at = self.filled;
+        let take = left.len().min(right.len()).min(FIFO - at);
+        self.left[at..at + take].copy_from_slice(&left[..take]);
+        self.right[at..at + take].copy_from_slice(&right[..take]);
+        self.filled += take;
+        while self.filled >= self.frame {
+            let f = self.frame;
+            let written = self.encoder.encode(
+                &self.left[..f],
+                Some(&self.right[..f]),
+                &mut self.out[HEADER_LEN..HEADER_LEN + FRAME_BYTES],
+            );
+            let header = Header {
+                timestamp: self.first_us,
+                seq: self.seq,
+                frames: f as u16,
+                rate: SampleRate::Hz48000,
+                format: SampleFormat::Pcm16,
+                channels_in: 2,
+                channels_out: 2,
+            };
+            self.seq = self.seq.wrapping_add(1);
+            let framed = written.map(|len| {
+                // The previous frame's copy after this one's bytes, then this frame kept for
+                // the next packet.
+                let copy = self.prev_len;
+                let at = HEADER_LEN + len;
+                self.out[at..at + copy].copy_from_slice(&self.prev[..copy]);
+                self.prev[..len].copy_from_slice(&self.out[HEADER_LEN..at]);
+                self.prev_len = len;
+                encode_opus_redundant(&header, stream, len, copy, &mut self.out)
+            });
+            match framed {
+                Ok(Ok(len)) => {
+                    pushed.encoded += 1;
+                    emit(&self.out[..len]);
+                }
+                _ => {
+                    pushed.failed += 1;
+                    self.prev_len = 0;
+                }
+            }
+            self.left.copy_within(f..self.filled, 0);
+            self.right.copy_within(f..self.filled, 0);
+            self.filled -= f;
+            self.first_us = self
+                .first_us
+                .saturating_add(f as u64 * 1_000_000 / rate_hz.max(1));
+        }
+        pushed
+    }
+}
