@@ -15,7 +15,10 @@ import {
   NP_HUB_METER_MS,
   NP_HUB_PEAK_L,
   NP_HUB_RX_PACKETS,
+  NP_OFFSET_US,
+  NP_RTT_MS,
   NP_RX_PACKETS,
+  NP_STAMP_LAG_MS,
   NP_TX_PACKETS,
   HUB_METER_FRESH_MS,
   hubMeter,
@@ -24,6 +27,8 @@ import {
   netPeerIndex,
 } from '../../app/src/net/pump';
 import { FakeChannel, pumpWithRings } from './fake-channel';
+import { createPumpHost } from '../../app/src/net/net-host';
+import { createRing, MIN_CAPACITY } from '../../app/src/audio/ring';
 import { MIX_STREAM, StreamSlots, trailerStream } from '../../app/src/net/pump-hub';
 import { filterCandidates, restartDelayMs, RESTART_BACKOFF_MS } from '../../app/src/net/hub';
 import vectorFile from '../vectors/bundles.json';
@@ -307,6 +312,40 @@ describe('packet pump, hub path', () => {
     const mix = packet(5, 1234, MIX_STREAM);
     t.hub.deliver(bundle([mix]));
     expect(t.drain()).toEqual([[63, [...mix]]]);
+  });
+
+  it('starts every slot of a new pump host with no stamp lag, round trip or clock offset yet', () => {
+    const host = createPumpHost(createRing(MIN_CAPACITY), createRing(MIN_CAPACITY), 64, 'main');
+    try {
+      for (const slot of [0, 17, 63]) {
+        for (const f of [NP_STAMP_LAG_MS, NP_RTT_MS, NP_OFFSET_US])
+          expect(host.stats[netPeerIndex(slot, f)]).toBeNaN();
+        expect(host.stats[netPeerIndex(slot, NP_RX_PACKETS)]).toBe(0);
+      }
+    } finally {
+      host.stop();
+    }
+  });
+
+  it("starts a slot's stamp lag afresh when a stream is newly mapped to it", () => {
+    const t = setup(64);
+    const lag = () => t.stats[netPeerIndex(63, NP_STAMP_LAG_MS)];
+    // A block left at 0 for a slot no link ever used (the host fills it with NaN): a delay
+    // trend from there to the first packet's lag (another clock) would be a step of hours.
+    expect(lag()).toBe(0);
+    t.pump.mapStream(MIX_STREAM, 63);
+    expect(lag()).toBeNaN();
+    t.hub.deliver(bundle([packet(5, 1234, MIX_STREAM)]));
+    t.drain();
+    const first = lag();
+    expect(Number.isFinite(first)).toBe(true);
+    // Mapped again as it was: the lag goes on.
+    t.pump.mapStream(MIX_STREAM, 63);
+    expect(lag()).toBe(first);
+    // Another stream in that slot: afresh.
+    t.pump.mapStream(MIX_STREAM, -1);
+    t.pump.mapStream(7, 63);
+    expect(lag()).toBeNaN();
   });
 
   it('counts and drops unknown streams, and bad bundles whole', () => {

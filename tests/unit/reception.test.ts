@@ -129,6 +129,30 @@ describe('reception reports', () => {
     for (const { report } of reports) expect(report.delayRiseMsPerS).toBeCloseTo(-4, 9);
   });
 
+  it('takes no trend from samples a millisecond apart, and one once they span half a second', () => {
+    // A participant new to the window (the hub's mix after a switch to mix mode) sampled in a
+    // burst at its end: 2 ms of jitter over 2 ms would read as a queue filling at 1000 ms per
+    // second.
+    const lag = [5_000_000, 5_000_001, 5_000_002];
+    const at = (nowMs: number, k: number | null) => ({
+      ...quiet,
+      nowMs,
+      peers: k === null ? [] : [{ key: 63, received: 0, lost: 0, lagMs: lag[k % lag.length] }],
+    });
+    const r = new Reception();
+    expect(r.sample(at(10_000, null))).toBeNull();
+    expect(r.sample(at(10_948, 0))).toBeNull();
+    expect(r.sample(at(10_949, 1))).toBeNull();
+    const burst = r.sample(at(10_950, 2))!;
+    expect(burst).not.toBeNull();
+    expect(burst.delayRiseMsPerS).toBe(0);
+    // Samples over the next second: the span is there, and the jitter is no trend.
+    let next = null;
+    for (let k = 1; k <= 10 && !next; k++) next = r.sample(at(10_950 + 100 * k, k));
+    expect(next).not.toBeNull();
+    expect(Math.abs(next!.delayRiseMsPerS)).toBeLessThan(2);
+  });
+
   it('takes the median of the last three train estimates; none before the first', () => {
     const r = new Reception();
     const at = (nowMs: number, trains: number, trainBps: number) =>

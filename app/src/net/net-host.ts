@@ -2,7 +2,7 @@
 // transfer an RTCDataChannel to a worker (Chromium and Safari can), else on the main thread.
 
 import { LoopbackChannel } from './loopback';
-import { PacketPump, netStatsBytes, type EchoEvent } from './pump';
+import { PacketPump, netStatsBytes, resetNetPeer, type EchoEvent } from './pump';
 import type { NetWorkerMessage } from './net-worker';
 import NetWorker from './net-worker.ts?worker';
 
@@ -68,6 +68,9 @@ export function createPumpHost(
 ): PumpHost {
   const netStats = new SharedArrayBuffer(netStatsBytes(maxPeers));
   const stats = new Float64Array(netStats);
+  // Every slot as for a peer with nothing yet, before anyone reads: a slot that never had a link
+  // (the hub's mix) would read 0 for its stamp lag until its first packet otherwise.
+  for (let slot = 0; slot < maxPeers; slot++) resetNetPeer(stats, slot);
   if (prefer === 'worker' && canTransferDataChannels()) {
     const worker = new NetWorker({ name: 'tutti-net' });
     const post = (msg: NetWorkerMessage, transfer: Transferable[] = []) => worker.postMessage(msg, transfer);

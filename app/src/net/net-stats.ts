@@ -103,6 +103,17 @@ export function netPeerIndex(slot: number, field: number): number {
   return NET_GLOBAL_LEN + slot * NET_PEER_LEN + field;
 }
 
+/** Sets slot `slot`'s figures as for a peer with nothing yet: counters 0, and NaN where a
+ * figure is "none yet" (the round trips, the clock offset, the stamp lag). */
+export function resetNetPeer(s: Float64Array, slot: number): void {
+  const base = netPeerIndex(slot, 0);
+  for (let f = 0; f < NET_PEER_LEN; f++) s[base + f] = 0;
+  s[base + NP_RTT_MS] = NaN;
+  s[base + NP_RTT_MIN_MS] = NaN;
+  s[base + NP_OFFSET_US] = NaN;
+  s[base + NP_STAMP_LAG_MS] = NaN;
+}
+
 /**
  * Counts one packet's arrival for the peer whose figures start at `base`: packets, bytes, the
  * stamp lag (from the header's send time), the gaps between arrivals. `bytes[offset..+length]` is

@@ -52,7 +52,6 @@ import {
   N_OUT_UNROUTED,
   N_THREAD,
   N_WAKEUPS,
-  NET_PEER_LEN,
   NP_BUFFERED,
   NP_OFFSET_US,
   NP_RTT_MIN_MS,
@@ -65,6 +64,7 @@ import {
   NP_TX_SKIPPED,
   netPeerIndex,
   noteArrival,
+  resetNetPeer,
 } from './net-stats';
 import { ControlChannels, type EchoEvent, type Link } from './pump-control';
 import { HubPath } from './pump-hub';
@@ -168,11 +168,7 @@ export class PacketPump {
     };
     this.links[slot] = link;
     const s = this.stats;
-    for (let f = 0; f < NET_PEER_LEN; f++) s[link.base + f] = 0;
-    s[link.base + NP_RTT_MS] = NaN;
-    s[link.base + NP_RTT_MIN_MS] = NaN;
-    s[link.base + NP_OFFSET_US] = NaN;
-    s[link.base + NP_STAMP_LAG_MS] = NaN;
+    resetNetPeer(s, slot);
     s[link.base + NP_STATE] = channel.readyState === 'open' ? ChannelState.Open : ChannelState.Connecting;
     channel.binaryType = 'arraybuffer';
     const writer = this.writer;
@@ -210,6 +206,11 @@ export class PacketPump {
 
   /** Plays the hub's packets of `stream` in engine slot `slot` (-1: drops them). */
   mapStream(stream: number, slot: number): void {
+    if (slot >= 0 && this.hub.streams.slotOf(stream) !== slot) {
+      // The slot's stamp lag was on another clock (another stream, or none yet: 0): the next
+      // packet starts it afresh, so a delay trend never spans two clocks.
+      this.stats[netPeerIndex(slot, NP_STAMP_LAG_MS)] = NaN;
+    }
     this.hub.streams.set(stream, slot);
   }
 

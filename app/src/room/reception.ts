@@ -1,8 +1,9 @@
 // What reaches us from the hub, as the hub's layer controller wants to hear it once a second
 // (server/src/hub/controller: C→S reception): the rate that got through, the share of the hub's
 // packets lost, the trend of their one-way delay, the hub link's round trip, and the path's
-// capacity as packet trains measured it. The hub picks from these which layer of the others'
-// streams we take (as sent, or Opus at 128 or 64 kbit/s).
+// capacity as packet trains measured it. The hub picks from these which layer we take (as sent,
+// or Opus at 128 or 64 kbit/s) of the others' streams in forward mode, of our own mix in mix
+// mode (its one stream, the mix slot, is then the only participant reported).
 //
 // Pure: the session hands in a sample of the counters at each refresh (the pump's hub figures,
 // the engine's per-participant received and lost, the stamp lag of each participant's last
@@ -16,9 +17,11 @@
 //   nothing was expected.
 // - delayRiseMsPerS: the least-squares slope of each participant's stamp lag over the last
 //   RISE_WINDOW_MS (the lag is the one-way delay plus a constant clock offset, so its slope is
-//   the delay's), averaged over the participants with at least RISE_MIN_POINTS samples in that
-//   time: with every participant at every sample, the slope of their mean lag. A sample missing
-//   (NaN) only leaves out that point.
+//   the delay's), averaged over the participants with at least RISE_MIN_POINTS samples spanning
+//   at least RISE_MIN_SPAN_MS in that time: with every participant at every sample, the slope of
+//   their mean lag. A sample missing (NaN) only leaves out that point. The span matters when a
+//   participant is new (the hub's mix after a switch to mix mode): refreshes come in bursts
+//   then, and a millisecond of jitter over samples a millisecond apart is no trend.
 // - capacityBps: the median of the last CAPACITY_TRAINS train estimates; null before any.
 // Every figure is clamped to what the server takes (finite, in range).
 
@@ -61,6 +64,8 @@ export const REPORT_WINDOW_MS = 950;
 export const RISE_WINDOW_MS = 2000;
 /** Fewest samples of a participant's lag that give a slope. */
 export const RISE_MIN_POINTS = 3;
+/** Least time a participant's lag samples must span to give a slope, ms. */
+export const RISE_MIN_SPAN_MS = 500;
 /** Train estimates the capacity is the median of. */
 export const CAPACITY_TRAINS = 3;
 /** The ranges the server enforces (server/src/hub/controller parse_report). */
@@ -154,8 +159,8 @@ export class Reception {
     };
   }
 
-  /** Forgets everything: the next sample starts a window afresh (leaving forward mode, or a
-   * hub link that went down). */
+  /** Forgets everything: the next sample starts a window afresh (leaving the hub's modes, or
+   * a hub link that went down). */
   reset(): void {
     this.start = null;
     this.lags = [];
@@ -200,7 +205,7 @@ export class Reception {
     let sum = 0;
     let n = 0;
     for (const { ts, ys } of series.values()) {
-      if (ts.length < RISE_MIN_POINTS) continue;
+      if (ts.length < RISE_MIN_POINTS || (ts[ts.length - 1] - ts[0]) * 1000 < RISE_MIN_SPAN_MS) continue;
       const k = slope(ts, ys);
       if (Number.isFinite(k)) {
         sum += k;
