@@ -121,7 +121,7 @@ describe('topology in the room view', () => {
 });
 
 describe('the hub layer in the room view', () => {
-  it('says what the hub sends us and why, in forward mode only', () => {
+  it('says what the hub sends us and why, through the hub only', () => {
     const t = { mode: 'forward' as const, hub: 'connected' as const, advice: null, hubRefused: false };
     expect(hubLayerText(t)).toBe('');
     expect(hubLayerText({ ...t, layer: null })).toBe('');
@@ -143,8 +143,15 @@ describe('the hub layer in the room view', () => {
     expect(hubLayerText({ ...t, layer: { layer: 'opus-64', reason: 'x'.repeat(5000) } }).length).toBeLessThan(
       300,
     );
-    // A notice kept past a switch away from forward mode says nothing.
-    expect(hubLayerText({ ...t, mode: 'mix', layer: { layer: 'opus-64', reason: 'r' } })).toBe('');
+    // In mix mode it is our own mix's format.
+    expect(hubLayerText({ ...t, mode: 'mix', layer: { layer: 'opus-64', reason: 'r' } })).toBe(
+      'Your mix from the hub: Opus 64 kbit/s — r.',
+    );
+    expect(
+      hubLayerText({ ...t, mode: 'mix', layer: { layer: 'as-sent', reason: 'the path carries 9 Mbit/s' } }),
+    ).toBe('Your mix from the hub: PCM16, as mixed — the path carries 9 Mbit/s.');
+    // A notice kept past a switch to the mesh says nothing.
+    expect(hubLayerText({ ...t, mode: 'mesh', layer: { layer: 'opus-64', reason: 'r' } })).toBe('');
   });
 });
 

@@ -6,8 +6,9 @@
 //   room's topology says, and topology.ts says when the mesh no longer fits (the owner's client
 //   then moves the room to the hub);
 // - probe.ts: round-trip probes and the echo requests they rest on;
-// - reception.ts: in forward mode, what reaches us from the hub, reported once a second so that
-//   the hub picks what it sends us of the others (the layer it then names shows in the view);
+// - reception.ts: what reaches us from the hub, reported once a second so that the hub picks
+//   the format it sends us (of the others' streams in forward mode, of our mix in mix mode; the
+//   layer it then names shows in the view);
 // - recording.ts: the recorder's tracks and state;
 // - view.ts and counters.ts: the view and the counters, built from the engine's stats block
 //   (audio/stats-reader.ts), which is read ten times a second.
@@ -42,6 +43,7 @@ import type { JoinRequest, RoomError, RoomSession, RoomView, StripSettings } fro
 import {
   buildView,
   dbToGain,
+  formatOf,
   initialView,
   latencyStagesOf,
   withError,
@@ -91,7 +93,7 @@ class Session implements RoomSession {
   private readonly recording: Recording;
   private transport: RoomLinks | null = null;
   private readonly meshFit = new MeshFitWatch();
-  /** What reaches us from the hub in forward mode; `receiving`: it has samples since its reset. */
+  /** What reaches us from the hub; `receiving`: it has samples since its reset. */
   private readonly reception = new Reception();
   private receiving = false;
   private timer: ReturnType<typeof setInterval> | null = null;
@@ -232,6 +234,16 @@ class Session implements RoomSession {
   }
 
   /** Counters of the engine and the packet pump, by peer (diagnostics and tests). */
+  /**
+   * What the engine receives of the hub's mix in mix mode, its format as the stats view says it
+   * ("Opus stereo 240" when the hub sends our mix as Opus); null in the other modes.
+   */
+  hubMix(): { format: string; received: number; lost: number } | null {
+    if (this.transport?.mode !== 'mix') return null;
+    const s = this.link.stats.peer(HUB_MIX_SLOT);
+    return { format: formatOf(s), received: s.received, lost: s.lost };
+  }
+
   counters(): SessionCounters {
     const stats = this.link.stats;
     const rows = [...this.members.participants].map(([peer, p]) => ({
@@ -383,8 +395,8 @@ class Session implements RoomSession {
       },
       hubAnswer: (sdp) => void this.transport?.hub?.answer(sdp),
       layer: (layer, reason) => {
-        // Only forward mode has layers: a notice that crossed a switch away from it is stale.
-        if (this.transport?.mode !== 'forward') return;
+        // Only the hub's modes have layers: a notice that crossed a switch to the mesh is stale.
+        if (!this.throughHub()) return;
         this.setLayer({ layer, reason });
         this.emit();
       },
@@ -496,8 +508,9 @@ class Session implements RoomSession {
     for (const p of this.members.participants.values()) this.sendStrip(p);
     this.sendHubMix();
     this.view = { ...this.view, topology: { ...this.view.topology, mode } };
-    // The hub says our layer anew in forward mode; outside it there is none.
-    this.setLayer(null);
+    // Our layer holds across a switch between the hub's modes (the hub keeps it: the others'
+    // streams in forward mode, our mix in mix mode); outside them there is none.
+    if (!this.throughHub()) this.setLayer(null);
     this.refresh();
   }
 
@@ -559,15 +572,21 @@ class Session implements RoomSession {
     this.view = { ...this.view, topology: { ...this.view.topology, layer } };
   }
 
+  /** Whether the room's audio goes through the hub (forward or mix mode). */
+  private throughHub(): boolean {
+    const mode = this.transport?.mode;
+    return mode === 'forward' || mode === 'mix';
+  }
+
   /**
-   * One sample of what reaches us from the hub, while the room is in forward mode and the hub
+   * One sample of what reaches us from the hub, while the room goes through it and the hub
    * link is up; once a second the report goes to the hub (reception.ts). Otherwise the samples
    * start afresh when it is next up, and what the hub said of our layer is forgotten.
    */
   private sampleReception(nowMs: number): void {
     const hub = this.transport?.hub;
     const net = this.link.pump?.stats;
-    if (this.transport?.mode !== 'forward' || !hub || hub.link.state !== 'connected' || !net) {
+    if (!this.throughHub() || !hub || hub.link.state !== 'connected' || !net) {
       if (this.receiving) {
         this.reception.reset();
         // A hub link made anew starts on what the hub picks for it then: the old word is stale.
@@ -579,16 +598,21 @@ class Session implements RoomSession {
     this.receiving = true;
     const stats = this.link.stats;
     const peers: ReceptionPeer[] = [];
-    for (const p of this.members.participants.values()) {
-      // Those reached through the hub: every participant with a hub stream.
-      if (p.member.stream === undefined) continue;
-      const e = stats.peer(p.slot);
+    const peer = (slot: number): void => {
+      const e = stats.peer(slot);
       peers.push({
-        key: p.slot,
+        key: slot,
         received: e.received,
         lost: e.lost,
-        lagMs: net[netPeerIndex(p.slot, NP_STAMP_LAG_MS)],
+        lagMs: net[netPeerIndex(slot, NP_STAMP_LAG_MS)],
       });
+    };
+    if (this.transport?.mode === 'mix') {
+      // The hub sends us one stream: our mix.
+      peer(HUB_MIX_SLOT);
+    } else {
+      // Those reached through the hub: every participant with a hub stream.
+      for (const p of this.members.participants.values()) if (p.member.stream !== undefined) peer(p.slot);
     }
     const report = this.reception.sample({
       nowMs,
@@ -606,7 +630,7 @@ class Session implements RoomSession {
   readonly receptionSent: ReceptionReport[] = [];
 
   /**
-   * Tells the hub what reaches us (forward mode): the session does so once a second by itself;
+   * Tells the hub what reaches us (forward or mix mode): the session does so once a second by itself;
    * this sends `report` now, as a page on a failing link would (its own layer alone depends on
    * it). Kept in `receptionSent`.
    */

@@ -104,9 +104,9 @@ export interface TopologyView {
   /** Why the server moved the room to the hub by itself (a player's uplink could not carry
    * the mesh); null once the topology changes again. */
   moved?: string | null;
-  /** Forward mode: what the hub sends us of the others, as it last said, and its reason (the
-   * server's sentence: untrusted text, render it as text only); null before it said anything
-   * and outside forward mode. */
+  /** Through the hub: what it sends us (of the others in forward mode, our mix in mix mode), as
+   * it last said, and its reason (the server's sentence: untrusted text, render it as text
+   * only); null before it said anything and in the mesh. */
   layer?: { layer: HubLayer; reason: string } | null;
 }
 

@@ -283,16 +283,20 @@ const LAYER_WORDS: Record<HubLayer, string> = {
 const LAYER_REASON_MAX = 200;
 
 /**
- * What the hub sends us of the others and why, in forward mode ("From the hub: Opus 128 kbit/s —
- * 71.3 % of packets lost; 1.0 Mbit/s got through."); '' when it has said nothing or the room is
- * not in forward mode.
+ * What the hub sends us and why: the others' streams in forward mode ("From the hub: Opus 128
+ * kbit/s — 71.3 % of packets lost; 1.0 Mbit/s got through."), our own mix in mix mode ("Your
+ * mix from the hub: Opus 64 kbit/s — …"); '' when it has said nothing or the room is in the mesh.
  */
 export function hubLayerText(t: TopologyView): string {
   const l = t.layer;
-  if (t.mode !== 'forward' || !l) return '';
+  if (!l || (t.mode !== 'forward' && t.mode !== 'mix')) return '';
+  const what =
+    t.mode === 'mix'
+      ? `Your mix from the hub: ${l.layer === 'as-sent' ? 'PCM16, as mixed' : LAYER_WORDS[l.layer]}`
+      : `From the hub: ${LAYER_WORDS[l.layer]}`;
   const reason = l.reason.trim().slice(0, LAYER_REASON_MAX);
-  if (!reason) return `From the hub: ${LAYER_WORDS[l.layer]}.`;
-  return `From the hub: ${LAYER_WORDS[l.layer]} — ${reason}${/[.!?]$/.test(reason) ? '' : '.'}`;
+  if (!reason) return `${what}.`;
+  return `${what} — ${reason}${/[.!?]$/.test(reason) ? '' : '.'}`;
 }
 
 /** What the room view says of how the room's packets travel (TopologyView). */
