@@ -11,6 +11,10 @@
 // 3. Page 1's own reports go on, clean, with the capacity its packet trains measure on loopback:
 //    after the controller's hold it is back on the packets as sent, the trains stop, and the bar
 //    says the path carries the rate it measured.
+// 4. The room goes to mix mode and the same happens to page 1's own mix: congested seconds make
+//    the hub encode page 1's mix as Opus 64 (for page 1 alone: its mix is its own), its worklet
+//    decodes it and page 1 hears both others at their level, pages 0 and 2 keep PCM16 mixes;
+//    its clean reports and the trains' capacity bring it back to PCM16.
 //
 // The congested second is said for page 1 through its own signaling (no impairment here, so
 // nothing would be lost): this checks the loop and the codec in the real browser. The tests of
@@ -55,7 +59,7 @@ function layerState(page) {
 }
 
 test(
-  'a listener told of congestion takes Opus from the hub, decodes it in its worklet, and comes back',
+  'a listener told of congestion takes Opus from the hub (the others, then its mix), decodes it in its worklet, and comes back',
   { timeout: 180_000 },
   async () => {
     const pages = [];
@@ -145,6 +149,76 @@ test(
       back.peers.every((p) => !/opus/i.test(p.format ?? '')),
       `PCM again: ${JSON.stringify(back.peers)}`,
     );
+
+    // 4. Mix mode: the hub makes each page's mix. Congested seconds for page 1 again: its own
+    // mix now comes as Opus (one stream: Opus 64 fits 70 % of 600 kbit/s with its copies, Opus
+    // 128 does not at one frame a message), encoded for it alone and decoded in its worklet;
+    // the others' mixes stay PCM16. Its clean reports and trains bring it back as before.
+    const beforeMix = layerLog().length;
+    await pages[0].evaluate(() => window.tutti.session.setTopology('mix'));
+    await waitForHub(pages, 'mix');
+    const mixes = () => Promise.all(pages.map((p) => p.evaluate(() => window.tutti.session.hubMix())));
+    await new Promise((r) => setTimeout(r, WARMUP_MS));
+    const made = await mixes();
+    const sinceMix = layerLog().slice(beforeMix);
+    for (const m of made)
+      assert.equal(m?.format, 'PCM16 stereo 128', `the mix as made (${sinceMix.join('; ')})`);
+    // The switch itself is no congestion: the mix's stamps are on the hub's clock, a new one
+    // for each page's delay trend.
+    assert.deepEqual(sinceMix, [], 'no layer change from the switch to mix mode');
+    const decisions = layerLog().length;
+    await pages[1].evaluate(() => {
+      const congested = () =>
+        window.tutti.session.reportReception({
+          receivedBps: 600000,
+          loss: 0.3,
+          delayRiseMsPerS: 20,
+          rttMs: 5,
+          capacityBps: null,
+        });
+      congested();
+      /** @type {any} */ (window).__congested = setInterval(congested, 1000);
+    });
+    const t1 = Date.now();
+    const mixDown = await waitFor(
+      'page 1 on opus-64 in mix mode',
+      async () => {
+        const s = await layerState(pages[1]);
+        return { ok: s.layer?.layer === 'opus-64', ...s };
+      },
+      5000,
+    );
+    console.log(
+      `mix mode: down after ${Date.now() - t1} ms: ${JSON.stringify(mixDown.layer)}; bar "${mixDown.bar}"`,
+    );
+    assert.equal(mixDown.layer.reason, '30.0 % of packets lost; 600 kbit/s got through');
+    assert.match(mixDown.bar ?? '', /^Your mix from the hub: Opus 64 kbit\/s/);
+    await new Promise((r) => setTimeout(r, 1500));
+    await checkHearsOthers(pages, 1, TONES, "page 1's mix as opus-64");
+    const opusMixes = await mixes();
+    console.log(`mix mode, the engines' mix streams: ${JSON.stringify(opusMixes)}`);
+    assert.equal(opusMixes[1]?.format, 'Opus stereo 240', "page 1's mix is Opus");
+    for (const i of [0, 2]) {
+      assert.equal(opusMixes[i]?.format, 'PCM16 stereo 128', `page ${i}'s mix stays PCM16`);
+      await checkHearsOthers(pages, i, TONES, 'others mixed as made');
+    }
+    await pages[1].evaluate(() => clearInterval(/** @type {any} */ (window).__congested));
+    const mixStopped = Date.now();
+    const mixUp = await waitFor(
+      'page 1 back on as-sent in mix mode',
+      async () => {
+        const s = await layerState(pages[1]);
+        return { ok: s.layer?.layer === 'as-sent', ...s };
+      },
+      15_000,
+    ).finally(() => console.log(layerLog().slice(decisions).join('\n')));
+    console.log(
+      `mix mode: up ${Date.now() - mixStopped} ms after the last congested report: ${JSON.stringify(mixUp.layer)}`,
+    );
+    assert.match(mixUp.layer.reason, /^the path carries \d+(\.\d)? Mbit\/s$/);
+    await new Promise((r) => setTimeout(r, 1500));
+    await checkHearsOthers(pages, 1, TONES, "page 1's mix back as made");
+    assert.equal((await mixes())[1]?.format, 'PCM16 stereo 128', "page 1's mix is PCM16 again");
     assert.deepEqual(logs, [], 'no page errors');
   },
 );
