@@ -58,6 +58,42 @@ function layerState(page) {
   });
 }
 
+/** Waits until page `page`'s view says the hub gives it `layer`; its state then. */
+function waitForLayer(page, layer, ms) {
+  return waitFor(
+    `the page on ${layer}`,
+    async () => {
+      const s = await layerState(page);
+      return { ok: s.layer?.layer === layer, ...s };
+    },
+    ms,
+  );
+}
+
+/**
+ * Congested seconds reported for `page` once a second from now (what a page on a failing link
+ * would measure: 30 % lost, 600 kbit/s through); its own clean reports go on between them.
+ */
+function startCongested(page) {
+  return page.evaluate(() => {
+    const congested = () =>
+      window.tutti.session.reportReception({
+        receivedBps: 600000,
+        loss: 0.3,
+        delayRiseMsPerS: 20,
+        rttMs: 5,
+        capacityBps: null,
+      });
+    congested();
+    /** @type {any} */ (window).__congested = setInterval(congested, 1000);
+  });
+}
+
+/** Ends `startCongested`'s reports. */
+function stopCongested(page) {
+  return page.evaluate(() => clearInterval(/** @type {any} */ (window).__congested));
+}
+
 test(
   'a listener told of congestion takes Opus from the hub (the others, then its mix), decodes it in its worklet, and comes back',
   { timeout: 180_000 },
@@ -76,27 +112,9 @@ test(
 
     // 2. Congested seconds, reported for page 1 once a second (its own clean reports go on
     // between them) until its checks are done.
-    await pages[1].evaluate(() => {
-      const congested = () =>
-        window.tutti.session.reportReception({
-          receivedBps: 600000,
-          loss: 0.3,
-          delayRiseMsPerS: 20,
-          rttMs: 5,
-          capacityBps: null,
-        });
-      congested();
-      /** @type {any} */ (window).__congested = setInterval(congested, 1000);
-    });
+    await startCongested(pages[1]);
     const t0 = Date.now();
-    const down = await waitFor(
-      'page 1 on opus-64',
-      async () => {
-        const s = await layerState(pages[1]);
-        return { ok: s.layer?.layer === 'opus-64', ...s };
-      },
-      5000,
-    );
+    const down = await waitForLayer(pages[1], 'opus-64', 5000);
     console.log(`down after ${Date.now() - t0} ms: ${JSON.stringify(down.layer)}; bar "${down.bar}"`);
     assert.equal(down.layer.reason, '30.0 % of packets lost; 600 kbit/s got through');
     assert.match(down.bar ?? '', /Opus 64 kbit\/s/);
@@ -117,19 +135,12 @@ test(
       `page 1 decodes Opus from both others: ${JSON.stringify(after.peers)}`,
     );
     for (const i of [0, 2]) await checkHearsOthers(pages, i, TONES, 'others as sent');
-    await pages[1].evaluate(() => clearInterval(/** @type {any} */ (window).__congested));
+    await stopCongested(pages[1]);
     const sentBefore = await pages[1].evaluate(() => window.tutti.session.receptionSent.length);
     const stopped = Date.now();
 
     // 3. Page 1's own clean reports, with its trains' capacity, bring it back after the hold.
-    const up = await waitFor(
-      'page 1 back on as-sent',
-      async () => {
-        const s = await layerState(pages[1]);
-        return { ok: s.layer?.layer === 'as-sent', ...s };
-      },
-      15_000,
-    ).finally(async () => {
+    const up = await waitForLayer(pages[1], 'as-sent', 15_000).finally(async () => {
       const reports = await pages[1].evaluate(
         (from) => window.tutti.session.receptionSent.slice(from),
         sentBefore,
@@ -167,27 +178,9 @@ test(
     // for each page's delay trend.
     assert.deepEqual(sinceMix, [], 'no layer change from the switch to mix mode');
     const decisions = layerLog().length;
-    await pages[1].evaluate(() => {
-      const congested = () =>
-        window.tutti.session.reportReception({
-          receivedBps: 600000,
-          loss: 0.3,
-          delayRiseMsPerS: 20,
-          rttMs: 5,
-          capacityBps: null,
-        });
-      congested();
-      /** @type {any} */ (window).__congested = setInterval(congested, 1000);
-    });
+    await startCongested(pages[1]);
     const t1 = Date.now();
-    const mixDown = await waitFor(
-      'page 1 on opus-64 in mix mode',
-      async () => {
-        const s = await layerState(pages[1]);
-        return { ok: s.layer?.layer === 'opus-64', ...s };
-      },
-      5000,
-    );
+    const mixDown = await waitForLayer(pages[1], 'opus-64', 5000);
     console.log(
       `mix mode: down after ${Date.now() - t1} ms: ${JSON.stringify(mixDown.layer)}; bar "${mixDown.bar}"`,
     );
@@ -202,16 +195,11 @@ test(
       assert.equal(opusMixes[i]?.format, 'PCM16 stereo 128', `page ${i}'s mix stays PCM16`);
       await checkHearsOthers(pages, i, TONES, 'others mixed as made');
     }
-    await pages[1].evaluate(() => clearInterval(/** @type {any} */ (window).__congested));
+    await stopCongested(pages[1]);
     const mixStopped = Date.now();
-    const mixUp = await waitFor(
-      'page 1 back on as-sent in mix mode',
-      async () => {
-        const s = await layerState(pages[1]);
-        return { ok: s.layer?.layer === 'as-sent', ...s };
-      },
-      15_000,
-    ).finally(() => console.log(layerLog().slice(decisions).join('\n')));
+    const mixUp = await waitForLayer(pages[1], 'as-sent', 15_000).finally(() =>
+      console.log(layerLog().slice(decisions).join('\n')),
+    );
     console.log(
       `mix mode: up ${Date.now() - mixStopped} ms after the last congested report: ${JSON.stringify(mixUp.layer)}`,
     );

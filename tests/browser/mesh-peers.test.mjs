@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { measureOutputTones } from '../kit/audio.mjs';
 import { ROOM_FLAGS, joinRoom, serverAndBrowser, waitFor } from '../kit/harness.mjs';
-import { buildMeshPeers, meshPeerTone, startMeshPeers } from '../kit/mesh-peers.mjs';
+import { buildMeshPeers, meshPeerTone, startMeshPeers, waitForPeersHeard } from '../kit/mesh-peers.mjs';
 
 const ROOM = 'e2e-mesh-peers';
 const PEERS = 3;
@@ -41,13 +41,7 @@ test(
     const peers = startMeshPeers({ port: h.server.port, room: ROOM, peers: PEERS, seconds: SECONDS });
     try {
       await peers.playing;
-      await waitFor('the page hearing every peer', async () => {
-        const heard = await page.evaluate(
-          () =>
-            window.tutti.session.view.participants.filter((p) => p.link === 'connected' && p.format).length,
-        );
-        return { ok: heard === PEERS, heard };
-      });
+      await waitForPeersHeard(page, PEERS);
       await new Promise((r) => setTimeout(r, 3000));
       const tones = Array.from({ length: PEERS }, (_, k) => meshPeerTone(k));
       const report = await measureOutputTones(page, 2, [...tones, OWN_TONE]);

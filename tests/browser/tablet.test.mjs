@@ -16,7 +16,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { ROOM_FLAGS, joinRoom, serverAndBrowser, waitFor } from '../kit/harness.mjs';
-import { buildMeshPeers, startMeshPeers } from '../kit/mesh-peers.mjs';
+import { buildMeshPeers, startMeshPeers, waitForPeersHeard } from '../kit/mesh-peers.mjs';
 
 const ROOM = 'e2e-tablet';
 /** Emulated players beside the page: a room of eight. */
@@ -134,13 +134,7 @@ test(
     const peers = startMeshPeers({ port: h.server.port, room: ROOM, peers: PEERS, seconds: 90 });
     try {
       await peers.playing;
-      await waitFor('seven players heard', async () => {
-        const heard = await page.evaluate(
-          () =>
-            window.tutti.session.view.participants.filter((p) => p.link === 'connected' && p.format).length,
-        );
-        return { ok: heard === PEERS, heard };
-      });
+      await waitForPeersHeard(page, PEERS);
       for (const [i, size] of SIZES.entries()) {
         const at = `${size.width}×${size.height}`;
         await page.setViewportSize(size);

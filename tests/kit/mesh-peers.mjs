@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { ROOT, run } from '../../scripts/lib/run.mjs';
+import { waitFor } from './harness.mjs';
 
 export const MESH_PEERS_BIN = join(ROOT, 'target', 'release', 'tutti-mesh-peers');
 
@@ -77,4 +78,19 @@ export function startMeshPeers({ port, room, peers, seconds, linkTimeoutS = 30 }
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
     },
   };
+}
+
+/**
+ * Waits until `page` hears `peers` participants: linked, and their packets decoded (the view
+ * names their format).
+ * @param {import('playwright-core').Page} page
+ * @param {number} peers
+ */
+export function waitForPeersHeard(page, peers) {
+  return waitFor(`the page hearing ${peers} peers`, async () => {
+    const heard = await page.evaluate(
+      () => window.tutti.session.view.participants.filter((p) => p.link === 'connected' && p.format).length,
+    );
+    return { ok: heard === peers, heard };
+  });
 }

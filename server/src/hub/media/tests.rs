@@ -864,6 +864,20 @@ fn play_opus(packets: &[Vec<u8>]) -> Vec<f32> {
     out
 }
 
+/// Checks Opus packets of one stream from its start: `frames`-sample frames numbered from 0
+/// without a gap, each after the first carrying the previous frame's copy.
+fn assert_opus_stream(packets: &[Vec<u8>], frames: usize) {
+    for (n, p) in packets.iter().enumerate() {
+        let p = packet::parse(p).unwrap();
+        assert!(p.is_opus());
+        assert_eq!(
+            (usize::from(p.header.frames), usize::from(p.header.seq)),
+            (frames, n)
+        );
+        assert_eq!(p.redundant.is_empty(), n == 0, "frame {n}");
+    }
+}
+
 #[test]
 fn each_listener_takes_its_layer_and_each_layer_is_encoded_once() {
     // Sender 31 plays 750 Hz; 32 and 35 take Opus at 128 kbit/s, 33 takes the packets as
@@ -893,14 +907,7 @@ fn each_listener_takes_its_layer_and_each_layer_is_encoded_once() {
     for (who, frames, min_db) in [(1usize, 120usize, -0.5), (4, 120, -0.5), (3, 240, -0.5)] {
         let ps = packets_of(&sent[&ids[who]], 31);
         assert_eq!(ps.len(), blocks as usize * 128 / frames, "listener {who}");
-        for (n, p) in ps.iter().enumerate() {
-            let p = packet::parse(p).unwrap();
-            assert!(p.is_opus());
-            assert_eq!(
-                (usize::from(p.header.frames), usize::from(p.header.seq)),
-                (frames, n)
-            );
-        }
+        assert_opus_stream(&ps, frames);
         let out = play_opus(&ps);
         let steady = &out[out.len() - 48_000..];
         let level = db(amplitude(steady, 750.0) / 0.2);
@@ -1065,15 +1072,7 @@ fn a_mix_listener_on_an_opus_layer_gets_its_own_mix_as_opus_and_the_others_keep_
         let opus_ticks = if i == 1 { ticks } else { ticks + 10 };
         assert_eq!(ps.len(), opus_ticks as usize * 128 / frames, "listener {i}");
         assert_eq!(counts[1] + 2 * counts[2], ps.len());
-        for (n, p) in ps.iter().enumerate() {
-            let p = packet::parse(p).unwrap();
-            assert!(p.is_opus());
-            assert_eq!(
-                (usize::from(p.header.frames), usize::from(p.header.seq)),
-                (frames, n)
-            );
-            assert_eq!(p.redundant.is_empty(), n == 0, "frame {n}");
-        }
+        assert_opus_stream(&ps, frames);
         let c = run.room.mix_opus_counters(run.ids[i]).unwrap();
         assert_eq!((c.encoded, c.failed), (ps.len() as u64, 0));
         // Decoded as the browser's engine would: the others at their levels, not itself.
