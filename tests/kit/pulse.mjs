@@ -34,11 +34,15 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * @property {Record<string, string>} env  for the client's process: XDG_RUNTIME_DIR, PULSE_SERVER, PULSE_COOKIE
  * @property {number} pid  the daemon's
  * @property {string} sink  the null sink's name (the default sink)
+ * @property {{ name: string, label: string }[]} outputs  every output: the default sink, then one
+ *   null sink per `outputs` label given to startPulse. `label` is what enumerateDevices() calls it.
  * @property {{ freq: number, name: string, label: string, sink: string }[]} sources  one input per tone; the first
  *   is the default source. `label` is what the browser's enumerateDevices() calls it.
  * @property {string[]} logs  the daemon's last log lines
  * @property {(args: string[]) => Promise<string>} pactl  runs pactl against this server (bounded)
  * @property {(freq: number, amplitude: number) => Promise<void>} setAmplitude  a tone's peak level (0..0.5)
+ * @property {(sink: string, seconds: number) => Promise<{ left: Float32Array, right: Float32Array, rate: number }>} record
+ *   what output `sink` plays for `seconds` (its monitor, through parec; bounded)
  * @property {() => Promise<void>} stop  ends the daemon (SIGTERM, then SIGKILL) and removes its directory
  */
 
@@ -48,15 +52,15 @@ export function toneSourceLabel(freq) {
 }
 
 /**
- * Starts a private PulseAudio server: a 48 kHz null sink as the default output and one input
- * device per entry of `tones` (Hz) playing its sine at `amplitude` (peak, 0..0.5), the first the
- * default input.
+ * Starts a private PulseAudio server: a 48 kHz null sink as the default output, one more null
+ * sink per entry of `outputs` (the label a browser lists it by), and one input device per entry
+ * of `tones` (Hz) playing its sine at `amplitude` (peak, 0..0.5), the first the default input.
  * Rejects, with the daemon's log, when pulseaudio is missing, exits, or does not answer within
  * 10 s.
- * @param {{ tones?: number[], amplitude?: number }} [opts]
+ * @param {{ tones?: number[], amplitude?: number, outputs?: string[] }} [opts]
  * @returns {Promise<PulseServer>}
  */
-export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
+export async function startPulse({ tones = [440], amplitude = 0.1, outputs = [] } = {}) {
   if (tones.length === 0 || !tones.every((f) => Number.isFinite(f) && f > 0 && f < PULSE_RATE / 2)) {
     throw new RangeError(`tones must be frequencies in (0, ${PULSE_RATE / 2}) Hz: ${tones.join(', ')}`);
   }
@@ -74,6 +78,13 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
     join(dir, 'config', 'pulse', 'daemon.conf'),
     `default-sample-rate = ${PULSE_RATE}\nalternate-sample-rate = ${PULSE_RATE}\nexit-idle-time = -1\n`,
   );
+  if (!outputs.every((l) => /^[\w .-]+$/.test(l))) {
+    throw new RangeError(`output labels are letters, digits, spaces, dots and dashes: ${outputs.join(', ')}`);
+  }
+  const sinks = [
+    { name: 'tutti_out', label: 'Tutti null output' },
+    ...outputs.map((label, i) => ({ name: `tutti_out_${i + 2}`, label })),
+  ];
   const sources = tones.map((freq) => {
     const id = String(freq).replace(/\W/g, '_');
     return { freq, name: `tone_${id}`, label: toneSourceLabel(freq), sink: `tone_${id}_sink` };
@@ -88,7 +99,10 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
     '--disallow-exit',
     '--log-target=stderr',
     '--log-level=notice',
-    `--load=module-null-sink sink_name=tutti_out rate=${PULSE_RATE} sink_properties=${described('Tutti null output')}`,
+    ...sinks.map(
+      (o) =>
+        `--load=module-null-sink sink_name=${o.name} rate=${PULSE_RATE} sink_properties=${described(o.label)}`,
+    ),
     // A microphone per tone: a sine player into a null sink of its own, whose monitor a remap
     // source presents as an input device (browsers list no monitors). module-sine-source would
     // be simpler, but it posts its sine in blocks of hundreds of ms: capture would starve.
@@ -226,7 +240,62 @@ export async function startPulse({ tones = [440], amplitude = 0.1 } = {}) {
   } catch (err) {
     throw await fail(err instanceof Error ? err.message : String(err));
   }
-  return { env: clientEnv, pid: proc.pid ?? -1, sink: 'tutti_out', sources, logs, pactl, setAmplitude, stop };
+  return {
+    env: clientEnv,
+    pid: proc.pid ?? -1,
+    sink: 'tutti_out',
+    outputs: sinks,
+    sources,
+    logs,
+    pactl,
+    setAmplitude,
+    record,
+    stop,
+  };
+
+  /** What `sink` plays for `seconds`: parec on its monitor, stopped by SIGTERM then SIGKILL. */
+  function record(sink, seconds) {
+    const args = [`--server=${server}`, `--device=${sink}.monitor`, `--rate=${PULSE_RATE}`];
+    args.push('--channels=2', '--format=float32le', '--raw', '--latency-msec=20');
+    return new Promise((resolve, reject) => {
+      const rec = spawn('parec', args, {
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...clientEnv, LANG: 'C' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      /** @type {Buffer[]} */
+      const chunks = [];
+      let err = '';
+      rec.stdout.on('data', (c) => chunks.push(c));
+      rec.stderr.on('data', (d) => (err += d));
+      const soft = setTimeout(() => rec.kill('SIGTERM'), seconds * 1000);
+      const hard = setTimeout(() => rec.kill('SIGKILL'), seconds * 1000 + STOP_TIMEOUT_MS);
+      const done = () => {
+        clearTimeout(soft);
+        clearTimeout(hard);
+      };
+      rec.once('error', (e) => {
+        done();
+        reject(new Error(`parec: ${e.message} (install pulseaudio-utils: scripts/setup.sh)`));
+      });
+      rec.once('exit', () => {
+        done();
+        const bytes = Buffer.concat(chunks);
+        const frames = Math.floor(bytes.length / 8);
+        if (frames === 0) {
+          reject(new Error(`parec recorded nothing from ${sink}.monitor: ${err.trim()}`));
+          return;
+        }
+        const x = new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + frames * 8));
+        const left = new Float32Array(frames);
+        const right = new Float32Array(frames);
+        for (let i = 0; i < frames; i++) {
+          left[i] = x[2 * i];
+          right[i] = x[2 * i + 1];
+        }
+        resolve({ left, right, rate: PULSE_RATE });
+      });
+    });
+  }
 
   /** The tone's sine is SINE_AMPLITUDE at the source; the source's (software) volume scales it. */
   async function setAmplitude(freq, amp) {
