@@ -94,10 +94,12 @@ test(
     );
     /** @type {string[]} */
     const logs = [];
-    for (const [label, room, on] of [
+    /** @type {[string, string, number][]} The output chosen ('': the default), the room, the output that plays. */
+    const cases = [
       [SECOND, 'e2e-output-second', 1],
       ['', 'e2e-output-default', 0],
-    ]) {
+    ];
+    for (const [label, room, on] of cases) {
       const r = await levelsWith(label, room, logs);
       const said = h.pulse.outputs.map((o, i) => `${o.label} ${r.levels[i].toFixed(1)} dBFS`).join(', ');
       console.log(
