@@ -233,7 +233,6 @@ class Session implements RoomSession {
     return this.link.captureOutput(seconds);
   }
 
-  /** Counters of the engine and the packet pump, by peer (diagnostics and tests). */
   /**
    * What the engine receives of the hub's mix in mix mode, its format as the stats view says it
    * ("Opus stereo 240" when the hub sends our mix as Opus); null in the other modes.
@@ -244,6 +243,7 @@ class Session implements RoomSession {
     return { format: formatOf(s), received: s.received, lost: s.lost };
   }
 
+  /** Counters of the engine and the packet pump, by peer (diagnostics and tests). */
   counters(): SessionCounters {
     const stats = this.link.stats;
     const rows = [...this.members.participants].map(([peer, p]) => ({

@@ -196,38 +196,36 @@ impl Mixer {
             return (0, 0, 0);
         }
         match kind {
-            ClientKind::Browser if out.opus.is_some() => {
-                let Some(framer) = out.opus.as_deref_mut() else {
-                    return (0, 0, 0);
-                };
-                let Ok(mut writer) = BundleWriter::new(&mut self.bundle) else {
-                    return (0, 0, 0);
-                };
-                let mut packets = 0;
-                let pushed = framer.push(
-                    &self.out_l,
-                    &self.out_r,
-                    now_us,
-                    48_000,
-                    MIX_STREAM,
-                    &mut |packet| {
-                        if writer.push(packet).is_ok() {
-                            packets += 1;
-                        }
-                    },
-                );
-                out.opus_frames.encoded += pushed.encoded;
-                out.opus_frames.failed += pushed.failed;
-                if packets == 0 {
-                    return (0, 0, 0);
-                }
-                let Ok(len) = writer.finish() else {
-                    return (0, 0, 0);
-                };
-                send(&self.bundle[..len]);
-                (1, packets, len as u64)
-            }
             ClientKind::Browser => {
+                if let Some(framer) = out.opus.as_deref_mut() {
+                    // Its mix as Opus: the frames this tick completes, in one bundle.
+                    let Ok(mut writer) = BundleWriter::new(&mut self.bundle) else {
+                        return (0, 0, 0);
+                    };
+                    let mut packets = 0;
+                    let pushed = framer.push(
+                        &self.out_l,
+                        &self.out_r,
+                        now_us,
+                        48_000,
+                        MIX_STREAM,
+                        &mut |packet| {
+                            if writer.push(packet).is_ok() {
+                                packets += 1;
+                            }
+                        },
+                    );
+                    out.opus_frames.encoded += pushed.encoded;
+                    out.opus_frames.failed += pushed.failed;
+                    if packets == 0 {
+                        return (0, 0, 0);
+                    }
+                    let Ok(len) = writer.finish() else {
+                        return (0, 0, 0);
+                    };
+                    send(&self.bundle[..len]);
+                    return (1, packets, len as u64);
+                }
                 let header = Header {
                     timestamp: now_us,
                     seq: out.seq,
@@ -337,9 +335,7 @@ impl Output {
             filled: 0,
         }
     }
-}
 
-impl Output {
     /// The format of this browser listener's mix: PCM16 ([`Layer::AsSent`]: the mix as the
     /// hub makes it) or an Opus layer, whose stream is made here. Allocates when it changes:
     /// the control path.
