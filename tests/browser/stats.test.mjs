@@ -61,8 +61,8 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 15
     assert.equal(await page.getByTestId(id).locator('canvas').count(), 1, `${id} draws`);
   }
 
-  // Per-stage histograms: they fill, and the jitter-buffer wait matches the buffer's depth within
-  // one block (128 frames = 2.67 ms).
+  // Per-stage histograms: they fill, and the longest jitter-buffer wait is the buffer's depth,
+  // within the band its rules allow (blocks of 128 frames = 2.67 ms).
   const BLOCK_MS = (128 / 48000) * 1000;
   // Start the histograms afresh once the room has settled, and let them fill. The wait check
   // holds for a window without underrun: a stall of this shared machine holds packets longer
@@ -114,6 +114,7 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 15
           p50: +v.wait.p50.toFixed(2),
           mean: +v.wait.mean.toFixed(2),
           p99: +v.wait.p99.toFixed(2),
+          max: +v.wait.max.toFixed(2),
         },
         network: v.network && { count: v.network.count, p50: +v.network.p50.toFixed(3) },
         bufferMs: +v.bufferMs.toFixed(2),
@@ -134,11 +135,23 @@ test('the stats view fills every second and exports JSON and CSV', { timeout: 15
     );
     assert.ok(Math.abs(v.targetMs - FIXED_MS) < 0.01, `${name}: the fixed depth is ${v.targetMs} ms`);
     if (!clean) continue;
-    // The depth counts from the earliest arrivals: the earliest packets wait the whole depth,
-    // later ones less (by their lateness). So the top of the wait distribution is the depth.
+    // The depth counts from the earliest recent arrivals (the lateness minimum of the last one
+    // or two seconds): a packet that arrives that early waits the whole depth, a later one waits
+    // less by its lateness above that minimum. So the longest wait is the depth. How many packets
+    // come near the minimum depends on how the machine's delivery clumps (a loaded machine hands
+    // packets over in bursts, and then only a few per second do), so the known answer is the top
+    // of the distribution, not its 99th percentile. The depth itself keeps to the target within
+    // the band the buffer leaves to its drift controller: a shortfall of a block or an excess
+    // above 1.5 blocks is corrected by whole blocks (core/src/jitter, "Depth: target and fill"),
+    // and a new earliest arrival inside the band is corrected at ~1 ms per second.
+    const [low, high] = [v.targetMs - BLOCK_MS, v.targetMs + 1.5 * BLOCK_MS];
     assert.ok(
-      Math.abs(v.wait.p99 - v.targetMs) <= BLOCK_MS,
-      `${name}: jitter-buffer wait p99 ${v.wait.p99.toFixed(2)} ms, buffer target ${v.targetMs.toFixed(2)} ms (within one block, ${BLOCK_MS.toFixed(2)} ms)`,
+      v.wait.max >= low && v.wait.max <= high,
+      `${name}: jitter-buffer wait max ${v.wait.max.toFixed(2)} ms, buffer target ${v.targetMs.toFixed(2)} ms (expected ${low.toFixed(2)} to ${high.toFixed(2)})`,
+    );
+    assert.ok(
+      v.wait.p99 <= high,
+      `${name}: jitter-buffer wait p99 ${v.wait.p99.toFixed(2)} ms above the target ${v.targetMs.toFixed(2)} ms`,
     );
     assert.ok(v.wait.mean <= v.targetMs + BLOCK_MS, `${name}: mean wait ${v.wait.mean.toFixed(2)} ms`);
   }
