@@ -12,11 +12,13 @@
 #            unzip (checks the exported archives), jacktrip and jackd2 (the real JackTrip client
 #            on a dummy-driver JACK server, with jack_simple_client and jack_rec, for the
 #            JackTrip interop test), redis-server (the shared directory of the test that runs one
-#            room over three hub processes)
+#            room over three hub processes), firefox-esr, webkit2gtk-driver and xvfb (the other
+#            engines' browser tests)
 #   rustup:  wasm32-unknown-unknown target, rustfmt and clippy components
 #   rustup:  a nightly toolchain (minimal profile), for the fuzz targets (tests only)
 #   cargo:   wasm-pack (pinned), wasm-bindgen-cli (exactly the version wasm/Cargo.toml pins),
-#            cargo-fuzz (pinned; builds and runs the fuzz targets in `npm test`; tests only)
+#            cargo-fuzz (pinned; builds and runs the fuzz targets in `npm test`; tests only),
+#            geckodriver (pinned; drives Firefox ESR in the browser tests; tests only)
 #   npm:     node_modules from package-lock.json (includes binaryen's wasm-opt, which the
 #            build puts first on PATH: Debian's older wasm-opt breaks wasm-bindgen output)
 set -euo pipefail
@@ -32,6 +34,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 WASM_PACK_VERSION="0.15.1"
 CARGO_FUZZ_VERSION="0.13.2"
+GECKODRIVER_VERSION="0.37.1"
 
 START_NS=$(date +%s%N)
 log() { printf 'setup: %s\n' "$*"; }
@@ -66,6 +69,12 @@ if [ -n "$FOR_TESTS" ]; then
   command -v jack_rec >/dev/null 2>&1 || apt_missing+=(jackd2)
   # Redis, the directory hub processes share when one room spans them (the cascade test).
   command -v redis-server >/dev/null 2>&1 || apt_missing+=(redis-server)
+  # The other engines, driven over WebDriver (tests/kit/webdriver.mjs): Firefox ESR (its
+  # driver, geckodriver, comes from crates.io below), WebKitGTK's WebDriver with its
+  # MiniBrowser, and Xvfb, the display MiniBrowser needs (it has no headless mode).
+  [ -x /usr/bin/firefox-esr ] || apt_missing+=(firefox-esr)
+  command -v WebKitWebDriver >/dev/null 2>&1 || apt_missing+=(webkit2gtk-driver)
+  command -v Xvfb >/dev/null 2>&1 || apt_missing+=(xvfb)
 fi
 if [ ${#apt_missing[@]} -gt 0 ]; then
   command -v apt-get >/dev/null 2>&1 || die "missing ${apt_missing[*]} and no apt-get to install them"
@@ -106,7 +115,7 @@ done
 cargo_tool() {
   local have
   # shellcheck disable=SC2086 # the command is meant to split
-  have="$($3 --version 2>/dev/null | awk '{print $2}' || true)"
+  have="$($3 --version 2>/dev/null | head -n1 | awk '{print $2}' || true)"
   if [ "$have" = "$2" ]; then
     log "ok    $1 $2"
   else
@@ -147,6 +156,7 @@ if [ -n "$FOR_TESTS" ]; then
     rustup toolchain install nightly --profile minimal
   fi
   cargo_tool cargo-fuzz "$CARGO_FUZZ_VERSION" "cargo fuzz"
+  cargo_tool geckodriver "$GECKODRIVER_VERSION" geckodriver
 fi
 
 # --- npm packages ----------------------------------------------------------------------------

@@ -11,7 +11,8 @@
 // When the run ends, `window.benchResult` holds the result and `document.body.dataset.bench` is
 // "done" (or "error", with `window.benchError`).
 
-import { engineModule, engineUnavailableReason, opusModule } from '../../app/src/audio/host';
+import { engineModule, opusModule } from '../../app/src/audio/host';
+import { engineUnavailableReason } from '../../app/src/audio/support';
 import {
   BUDGET_NS,
   DEFAULT_SETTINGS,

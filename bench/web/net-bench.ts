@@ -21,7 +21,8 @@
 // `window.netBench` holds `state` ('starting', 'ready' or 'error', with `error`) and
 // `counters()`, a snapshot the runner reads at the start and end of its traced window.
 
-import { createEngine, engineUnavailableReason } from '../../app/src/audio/host';
+import { createEngine } from '../../app/src/audio/host';
+import { engineUnavailableReason } from '../../app/src/audio/support';
 import { DEFAULT_CONFIG } from '../../app/src/audio/engine-core';
 import { StatsReader } from '../../app/src/audio/stats-reader';
 import { createPumpHost } from '../../app/src/net/net-host';

@@ -13,7 +13,7 @@ import {
   meterFraction,
 } from '../../app/src/ui/scale';
 import { follow, HOLD_MS } from '../../app/src/ui/meter-clock';
-import { checkEngineSupport } from '../../app/src/ui/support';
+import { checkEngineSupport, engineUnavailableReason } from '../../app/src/audio/support';
 
 describe('routes', () => {
   it('parses home, rooms and bad room names', () => {
@@ -131,5 +131,14 @@ describe('engine support check', () => {
       AudioWorkletNode: undefined,
     } as unknown as typeof globalThis);
     expect(noWorklet.title).toMatch(/AudioWorklet/);
+    const noShared = checkEngineSupport({
+      ...ok,
+      SharedArrayBuffer: undefined,
+    } as unknown as typeof globalThis);
+    expect(noShared.title).toMatch(/no SharedArrayBuffer/);
+    // Isolated, yet no SharedArrayBuffer: what WebKitGTK's MiniBrowser answers (tests/browser/engines).
+    const noSharedGlobal = { ...ok, SharedArrayBuffer: undefined } as unknown as typeof globalThis;
+    expect(engineUnavailableReason(noSharedGlobal)).toBe(`${noShared.title} ${noShared.detail}`);
+    expect(engineUnavailableReason(ok)).toBeNull();
   });
 });

@@ -14,23 +14,7 @@ import {
 
 export { wasmUrl, workletUrl };
 
-/** Why the engine cannot run here, or null if it can. */
-export function engineUnavailableReason(): string | null {
-  if (typeof SharedArrayBuffer === 'undefined' || !globalThis.crossOriginIsolated) {
-    return (
-      'This page is not cross-origin isolated, so SharedArrayBuffer is unavailable and the audio ' +
-      'engine cannot exchange packets with the network without blocking. The server must send ' +
-      '"Cross-Origin-Opener-Policy: same-origin" and "Cross-Origin-Embedder-Policy: require-corp".'
-    );
-  }
-  if (typeof AudioWorkletNode === 'undefined') {
-    return 'This browser has no AudioWorklet, which the audio engine runs in.';
-  }
-  if (typeof WebAssembly === 'undefined') {
-    return 'This browser has no WebAssembly, which the audio engine is built with.';
-  }
-  return null;
-}
+import { engineUnavailableReason } from './support';
 
 let compiled: Promise<WebAssembly.Module> | null = null;
 let compiledOpus: Promise<WebAssembly.Module> | null = null;

@@ -1,6 +1,7 @@
 // Where the packet pump runs, decided once per session: in the net worker if this browser can
 // transfer an RTCDataChannel to a worker (Chromium and Safari can), else on the main thread.
 
+import { canTransferDataChannels } from '../audio/support';
 import { LoopbackChannel } from './loopback';
 import { PacketPump, netStatsBytes, resetNetPeer, type EchoEvent } from './pump';
 import type { NetWorkerMessage } from './net-worker';
@@ -38,24 +39,6 @@ export interface PumpHost {
   /** Tests only: the send queue of `slot`'s current channel reads as stuck (PacketPump.holdSend). */
   holdSend(slot: number): void;
   stop(): void;
-}
-
-/** True when a data channel can be transferred to a worker in this browser. */
-export function canTransferDataChannels(): boolean {
-  if (typeof RTCPeerConnection === 'undefined' || typeof MessageChannel === 'undefined') return false;
-  const pc = new RTCPeerConnection();
-  const ch = pc.createDataChannel('probe', { negotiated: true, id: 0 });
-  const port = new MessageChannel();
-  try {
-    port.port1.postMessage(ch, [ch as unknown as Transferable]);
-    return true;
-  } catch {
-    return false;
-  } finally {
-    port.port1.close();
-    port.port2.close();
-    pc.close();
-  }
 }
 
 export function createPumpHost(

@@ -16,7 +16,7 @@
 // Membership comes from the server; audio never waits for it. The self-test (loopback) has no
 // server and no network: the user's own packets come back as its one participant.
 
-import { engineUnavailableReason } from '../audio/host';
+import { engineUnavailableReason } from '../audio/support';
 import { Mesh, type IcePolicy } from '../net/mesh';
 import {
   N_HUB_RX_BYTES,

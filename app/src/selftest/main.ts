@@ -3,7 +3,7 @@
 // `?scenario=network` or `?scenario=bad-input` runs one scenario. The results are also left on
 // `window.__selftest` for the browser test.
 
-import { engineUnavailableReason } from '../audio/host';
+import { engineUnavailableReason } from '../audio/support';
 import { runScenario, type Capture, type ScenarioResult } from './runner';
 import { SCENARIOS } from './scenarios';
 import './selftest.css';

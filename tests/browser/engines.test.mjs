@@ -1,0 +1,186 @@
+// The app in the other engines musicians bring: Firefox ESR and WebKitGTK (the engine of Safari
+// and of every iPad browser), driven over W3C WebDriver (tests/kit/webdriver.mjs), each playing
+// through the tests' sound server, whose default input is a 440 Hz tone.
+//
+// Per engine:
+// 1. What the browser offers, asked of the browser itself (the app's own feature detection,
+//    window.tuttiFeatures): printed as one `compat:` line per engine, the README's table.
+// 2. The engine self-test, both scenarios, held to the same checks as in Chromium
+//    (lib/selftest-checks.mjs). Where the engine cannot run, the page must say exactly what the
+//    browser lacks, and the browser's own answers must agree.
+// 3. The sound check on the home page, started by a real click: the 440 Hz input comes back
+//    at 440 Hz, at a remote peer's level, through the whole engine. Where the engine cannot
+//    run, the home page and the sound check show the user the same reason.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { measureOutputTones } from '../kit/audio.mjs';
+import { DIST } from '../kit/browser.mjs';
+import { startPulse } from '../kit/pulse.mjs';
+import { startServer } from '../kit/server.mjs';
+import { openEngine } from '../kit/webdriver.mjs';
+import { checkScenario } from './lib/selftest-checks.mjs';
+
+const TONE = 440;
+const AMPLITUDE = 0.1;
+/** A peer at centre pan: AMPLITUDE × cos(π/4). */
+const EXPECTED_DB = 20 * Math.log10(AMPLITUDE * Math.SQRT1_2);
+const LEVEL_TOL_DB = 1;
+/** Up to three runs of ~9 s each, plus start-up. */
+const SELFTEST_TIMEOUT_MS = 90_000;
+
+/** @type {import('../kit/pulse.mjs').PulseServer | undefined} */
+let pulse;
+/** @type {any} */
+let server;
+
+before(async () => {
+  pulse = await startPulse({ tones: [TONE], amplitude: AMPLITUDE });
+  server = await startServer({ dist: DIST, args: ['--hub-auto', 'false'] });
+});
+
+after(async () => {
+  await server?.stop().catch(() => {});
+  await pulse?.stop().catch(() => {});
+  setTimeout(() => process.exit(process.exitCode ?? 0), 1000).unref();
+});
+
+for (const engine of /** @type {const} */ (['firefox', 'webkit'])) {
+  describe(engine, () => {
+    /** @type {import('../kit/webdriver.mjs').EnginePage | undefined} */
+    let page;
+    /** @type {import('../../app/src/audio/support').BrowserFeatures | undefined} */
+    let features;
+
+    before(async () => {
+      page = await openEngine(engine, { env: /** @type {NonNullable<typeof pulse>} */ (pulse).env });
+    });
+    after(async () => {
+      await page?.close();
+    });
+
+    /** The page, asserted open. */
+    const p = () => /** @type {import('../kit/webdriver.mjs').EnginePage} */ (page);
+
+    test('what the browser offers, from its own answers', async () => {
+      await p().goto(server.url);
+      await p().waitFor(15_000, 'the app', () => typeof window.tuttiFeatures === 'function');
+      features = await p().evaluate(() => window.tuttiFeatures?.());
+      assert.ok(features, 'the app answered');
+      const raw = await p().evaluate(() => ({
+        userAgent: navigator.userAgent,
+        isolated: self.crossOriginIsolated,
+        sharedArrayBuffer: typeof SharedArrayBuffer,
+        rtc: typeof RTCPeerConnection,
+      }));
+      console.log(`compat: ${JSON.stringify({ browser: p().label, ...features, userAgent: raw.userAgent })}`);
+      // The app's answers are the browser's: its own globals say the same.
+      assert.equal(features.sharedMemory, raw.isolated && raw.sharedArrayBuffer === 'function');
+      assert.equal(features.dataChannels, raw.rtc === 'function');
+      // The home page tells the user the same verdict, in the same words.
+      const notice = await p().evaluate(() => {
+        const el = document.querySelector('[data-testid="engine-support"]');
+        return el ? { ok: el.getAttribute('data-ok'), text: el.textContent ?? '' } : null;
+      });
+      assert.ok(notice, 'the home page shows whether the engine can run');
+      assert.equal(notice.ok, String(features.engine));
+      if (!features.engine) {
+        assert.ok(features.engineReason, 'a reason is given');
+        const title = features.engineReason.split(': ')[1]?.split('.')[0] ?? '';
+        assert.ok(
+          title && notice.text.includes(title),
+          `the notice names the missing feature: ${notice.text}`,
+        );
+      }
+    });
+
+    for (const scenario of ['network', 'bad-input']) {
+      test(`engine self-test: ${scenario}`, async (t) => {
+        assert.ok(features, 'the features were read');
+        await p().goto(`${server.url}selftest.html?auto=1&scenario=${scenario}`);
+        const state = await p().waitFor(SELFTEST_TIMEOUT_MS, 'the self-test', () => {
+          const s = window.__selftest;
+          return s && ['done', 'error'].includes(s.state)
+            ? { ...s, status: document.getElementById('status')?.textContent ?? '' }
+            : null;
+        });
+        if (!features.engine) {
+          // The browser's own answer says what is missing; the page must say it to the user.
+          assert.equal(state.state, 'error');
+          assert.equal(state.error, features.engineReason);
+          assert.ok(
+            state.status.includes(features.engineReason ?? '?'),
+            `the page shows it: ${state.status}`,
+          );
+          t.diagnostic(`${p().label} cannot run the engine: ${features.engineReason}`);
+          return;
+        }
+        assert.equal(state.state, 'done', `the self-test could not run: ${state.error}`);
+        assert.equal(state.scenarios.length, 1, 'one scenario ran');
+        checkScenario(t, state.scenarios[0], state.status);
+      });
+    }
+
+    test('sound check: a 440 Hz input comes back at 440 Hz and at level', async (t) => {
+      assert.ok(features, 'the features were read');
+      await p().goto(server.url);
+      await p().waitFor(
+        15_000,
+        'the home page',
+        () => !!document.querySelector('[data-testid="soundcheck-toggle"]'),
+      );
+      await p().click('soundcheck-toggle');
+      if (!features.engine) {
+        const shown = await p().waitFor(
+          15_000,
+          'the sound check refusing',
+          () => document.querySelector('[data-testid="soundcheck-error"]')?.textContent ?? null,
+        );
+        assert.equal(shown.trim(), features.engineReason, 'the sound check says what the browser lacks');
+        t.diagnostic(`${p().label}: the sound check shows "${shown.trim()}"`);
+        return;
+      }
+      const state = await p().waitFor(20_000, 'the sound check playing', () => {
+        const v = window.tutti?.session?.view;
+        const q = v?.participants[0];
+        if (v?.error) return { error: v.error.message };
+        return q && q.format && q.levels.peakL > -40 ? { format: q.format, bufferMs: q.bufferMs } : null;
+      });
+      assert.equal(state.error, undefined, `the sound check failed: ${state.error}`);
+      // Let the adaptive buffer settle, then listen.
+      await new Promise((r) => setTimeout(r, 2000));
+      const measured = await measureOutputTones(p(), 2, [TONE, 330, 550, 880]);
+      const figures = await p().evaluate(() => {
+        const s = window.tutti?.session;
+        const c = s?.counters();
+        const peer = c ? Object.values(c.perPeer)[0] : null;
+        return {
+          received: peer?.received ?? 0,
+          lost: peer?.lost ?? -1,
+          underruns: peer?.underruns ?? -1,
+          bufferMs: s?.view.participants[0]?.bufferMs ?? 0,
+        };
+      });
+      const tones = Object.fromEntries(Object.entries(measured.tones).map(([f, x]) => [f, +x.db.toFixed(2)]));
+      t.diagnostic(`${p().label} sound check: ${JSON.stringify({ ...state, ...figures, tones })}`);
+      assert.ok(
+        Math.abs(measured.tones[TONE].db - EXPECTED_DB) <= LEVEL_TOL_DB,
+        `440 Hz back at ${measured.tones[TONE].db.toFixed(2)} dBFS, expected ${EXPECTED_DB.toFixed(2)} ± ${LEVEL_TOL_DB}`,
+      );
+      for (const f of [330, 550, 880]) {
+        assert.ok(
+          measured.tones[f].db < EXPECTED_DB - 50,
+          `${f} Hz at ${measured.tones[f].db.toFixed(1)} dBFS`,
+        );
+      }
+      assert.ok(figures.received > 300, `packets through the loop: ${figures.received}`);
+      assert.equal(figures.lost, 0, 'a loopback loses nothing');
+      assert.ok(figures.bufferMs > 0 && figures.bufferMs < 100, `buffer ${figures.bufferMs} ms`);
+      await p().click('soundcheck-toggle');
+      await p().waitFor(
+        10_000,
+        'the sound check stopping',
+        () => window.tutti?.session?.view.signaling === 'closed',
+      );
+    });
+  });
+}
