@@ -11,6 +11,7 @@
 // 3. The sound check on the home page, started by a real click: the 440 Hz input comes back
 //    at 440 Hz, at a remote peer's level, through the whole engine. Where the engine cannot
 //    run, the home page and the sound check show the user the same reason.
+
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { measureOutputTones } from '../kit/audio.mjs';
@@ -20,6 +21,7 @@ import { startServer } from '../kit/server.mjs';
 import { openEngine } from '../kit/webdriver.mjs';
 import { checkScenario } from './lib/selftest-checks.mjs';
 
+/** The sound server's default input: the engines' microphone. */
 const TONE = 440;
 const AMPLITUDE = 0.1;
 /** A peer at centre pan: AMPLITUDE × cos(π/4). */
@@ -32,7 +34,6 @@ const SELFTEST_TIMEOUT_MS = 90_000;
 let pulse;
 /** @type {any} */
 let server;
-
 before(async () => {
   pulse = await startPulse({ tones: [TONE], amplitude: AMPLITUDE });
   server = await startServer({ dist: DIST, args: ['--hub-auto', 'false'] });
@@ -61,7 +62,7 @@ for (const engine of /** @type {const} */ (['firefox', 'webkit'])) {
     /** The page, asserted open. */
     const p = () => /** @type {import('../kit/webdriver.mjs').EnginePage} */ (page);
 
-    test('what the browser offers, from its own answers', async () => {
+    test('what the browser offers, from its own answers', { timeout: 60_000 }, async () => {
       await p().goto(server.url);
       await p().waitFor(15_000, 'the app', () => typeof window.tuttiFeatures === 'function');
       features = await p().evaluate(() => window.tuttiFeatures?.());
@@ -94,7 +95,7 @@ for (const engine of /** @type {const} */ (['firefox', 'webkit'])) {
     });
 
     for (const scenario of ['network', 'bad-input']) {
-      test(`engine self-test: ${scenario}`, async (t) => {
+      test(`engine self-test: ${scenario}`, { timeout: SELFTEST_TIMEOUT_MS + 30_000 }, async (t) => {
         assert.ok(features, 'the features were read');
         await p().goto(`${server.url}selftest.html?auto=1&scenario=${scenario}`);
         const state = await p().waitFor(SELFTEST_TIMEOUT_MS, 'the self-test', () => {
@@ -120,7 +121,7 @@ for (const engine of /** @type {const} */ (['firefox', 'webkit'])) {
       });
     }
 
-    test('sound check: a 440 Hz input comes back at 440 Hz and at level', async (t) => {
+    test('sound check: a 440 Hz input comes back at 440 Hz and at level', { timeout: 90_000 }, async (t) => {
       assert.ok(features, 'the features were read');
       await p().goto(server.url);
       await p().waitFor(

@@ -297,7 +297,13 @@ export async function startPulse({ tones = [440], amplitude = 0.1, outputs = [] 
     });
   }
 
-  /** The tone's sine is SINE_AMPLITUDE at the source; the source's (software) volume scales it. */
+  /**
+   * The tone's sine is SINE_AMPLITUDE at the source; the source's (software) volume scales it.
+   * The volume is given as PulseAudio's raw integer (cubic in the linear gain: 65536 is unity),
+   * never in dB: pactl reads a value that starts with a sign ("-13.98dB") as a change to the
+   * current volume, so setting a tone's level twice halved it again (a second call at 0.1 left
+   * the tone at 0.02).
+   */
   async function setAmplitude(freq, amp) {
     const source = sources.find((s) => s.freq === freq);
     if (!source) throw new Error(`no tone of ${freq} Hz (tones: ${sources.map((s) => s.freq).join(', ')})`);
@@ -306,7 +312,7 @@ export async function startPulse({ tones = [440], amplitude = 0.1, outputs = [] 
     await pactl([
       'set-source-volume',
       source.name,
-      `${(20 * Math.log10(amp / SINE_AMPLITUDE)).toFixed(2)}dB`,
+      String(Math.round(Math.cbrt(amp / SINE_AMPLITUDE) * 65536)),
     ]);
   }
 }

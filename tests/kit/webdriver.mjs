@@ -27,11 +27,15 @@ import { Executor, HttpClient } from 'selenium-webdriver/http/index.js';
 
 const START_TIMEOUT_MS = 20_000;
 const STOP_TIMEOUT_MS = 5_000;
+/** How long a click may wait for its element to take it. */
+const CLICK_TIMEOUT_MS = 10_000;
+/** A page's answer to one script, past the driver's own 60 s script timeout. */
+const ANSWER_TIMEOUT_MS = 75_000;
 /** A browser's start, up to its first blank page. */
 const SESSION_TIMEOUT_MS = 30_000;
 const POLL_MS = 100;
 /** Lines of the driver's output kept for error messages. */
-const LOG_LINES = 40;
+const LOG_LINES = Number(process.env.TUTTI_WEBDRIVER_LOG_LINES ?? 40);
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -61,7 +65,14 @@ export const ENGINES = {
   firefox: {
     label: 'Firefox ESR',
     driver: GECKODRIVER,
-    driverArgs: (port) => ['--host', '127.0.0.1', '--port', String(port), '--log', 'warn'],
+    driverArgs: (port) => [
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--log',
+      process.env.TUTTI_WEBDRIVER_LOG ?? 'warn',
+    ],
     display: false,
     capabilities: () => ({
       browserName: 'firefox',
@@ -76,6 +87,10 @@ export const ENGINES = {
           // The microphone without a permission prompt: the sound server's default input.
           'media.navigator.permission.disabled': true,
           'media.navigator.streams.fake': false,
+          // One-machine WebRTC, as Chromium's flags in tests/kit/harness.mjs: candidates on
+          // 127.0.0.1 (pages join with `?ice=loopback`), addresses not hidden behind mDNS names.
+          'media.peerconnection.ice.loopback': true,
+          'media.peerconnection.ice.obfuscate_host_addresses': false,
           // Nothing phones home from a test.
           'app.update.enabled': false,
           'browser.shell.checkDefaultBrowser': false,
@@ -206,6 +221,8 @@ async function startXvfb() {
  *   resolves with its (awaited) value
  * @property {(testId: string) => Promise<void>} click  a real click on `[data-testid=testId]`
  * @property {(testId: string) => Promise<string>} text  that element's text
+ * @property {(testId: string, value: string) => Promise<void>} fill  types `value` into that
+ *   (emptied) input
  * @property {(timeoutMs: number, what: string, fn: () => unknown) => Promise<any>} waitFor
  *   polls `fn` in the page until it returns something truthy (bounded); resolves with it
  * @property {string[]} logs  the driver's last output lines
@@ -283,8 +300,21 @@ export async function openEngine(engine, { env = {} } = {}) {
   await driver.manage().setTimeouts({ script: 60_000, pageLoad: 30_000 });
 
   /** @type {EnginePage['evaluate']} */
-  const evaluate = (fn, arg) =>
-    driver.executeScript(`return (${fn.toString()})(arguments[0]);`, arg === undefined ? null : arg);
+  const evaluate = (fn, arg) => {
+    // The driver bounds a script's promise (the script timeout), not a page that never answers.
+    /** @type {NodeJS.Timeout | undefined} */
+    let timer;
+    const late = new Promise((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`${spec.label}: the page did not answer within ${ANSWER_TIMEOUT_MS} ms`)),
+        ANSWER_TIMEOUT_MS,
+      );
+    });
+    return Promise.race([
+      driver.executeScript(`return (${fn.toString()})(arguments[0]);`, arg === undefined ? null : arg),
+      late,
+    ]).finally(() => clearTimeout(timer));
+  };
   const byTestId = (/** @type {string} */ id) => driver.findElement({ css: `[data-testid="${id}"]` });
   return {
     engine,
@@ -293,8 +323,33 @@ export async function openEngine(engine, { env = {} } = {}) {
     logs,
     goto: (u) => driver.get(u),
     evaluate,
-    click: async (id) => (await byTestId(id)).click(),
+    click: async (id) => {
+      // A page still laying out (a loaded machine) may hold the element back for a moment: try
+      // again while the browser says it cannot take the click yet, for up to 10 s.
+      const until = Date.now() + CLICK_TIMEOUT_MS;
+      for (;;) {
+        try {
+          await (await byTestId(id)).click();
+          return;
+        } catch (e) {
+          const name = e instanceof Error ? e.name : '';
+          const retry = [
+            'ElementNotInteractableError',
+            'ElementClickInterceptedError',
+            'StaleElementReferenceError',
+            'NoSuchElementError',
+          ];
+          if (!retry.includes(name) || Date.now() > until) throw e;
+          await sleep(POLL_MS);
+        }
+      }
+    },
     text: async (id) => (await byTestId(id)).getText(),
+    fill: async (id, value) => {
+      const el = await byTestId(id);
+      await el.clear();
+      await el.sendKeys(value);
+    },
     waitFor: async (timeoutMs, what, fn) => {
       const until = Date.now() + timeoutMs;
       let last;

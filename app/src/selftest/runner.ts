@@ -43,6 +43,13 @@ export {
 
 const SERIES_MS = 100;
 /**
+ * How often the audio clock is read against the wall clock during a run. A reading is only as
+ * exact as the device's callback period (Firefox on a sound server reads its clock in steps of
+ * 10 ms and more): two readings 9 s apart could differ by 2,000 ppm from that alone, so the
+ * clock's rate is the slope through all of them (about 450, an error near 100 ppm).
+ */
+const STAMP_MS = 20;
+/**
  * Bins (23 Hz) on either side of a tone left out of the spur search. Drift correction moves a
  * tone by up to 1000 ppm (1.3 Hz, 0.9 bin at 1.3 kHz), and off its bin a Hann window leaks:
  * about -65 dB re the tone 9 bins away, under -80 dB beyond 16.
@@ -51,10 +58,25 @@ const GUARD_BINS = 16;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-function readBlock(shared: Float64Array): Float64Array {
+/** How long a consistent read of the stats block may take (see readBlock). */
+const READ_BLOCK_MS = 1000;
+
+/**
+ * A consistent copy of the stats block. The engine writes it under a sequence word on the audio
+ * thread; a machine short of CPU can preempt that thread in the middle of a write, and then no
+ * number of immediate retries sees the write end: between bursts of attempts this yields for a
+ * millisecond, for up to READ_BLOCK_MS.
+ */
+async function readBlock(shared: Float64Array): Promise<Float64Array> {
   const into = new Float64Array(S.BLOCK_LEN);
-  for (let i = 0; i < 200; i++) if (S.readStats(shared, into)) return into;
-  throw new Error('the stats block stayed busy (odd sequence word) for 200 attempts');
+  const until = performance.now() + READ_BLOCK_MS;
+  for (;;) {
+    for (let i = 0; i < 20; i++) if (S.readStats(shared, into)) return into;
+    if (performance.now() > until) {
+      throw new Error(`the stats block stayed busy (odd sequence word) for ${READ_BLOCK_MS} ms`);
+    }
+    await sleep(1);
+  }
 }
 
 /** The fields `keys` of `o`, in that order. */
@@ -154,8 +176,11 @@ export async function runScenario(
         solo: false,
       });
     }
+    const polled = new Float64Array(S.BLOCK_LEN);
     await waitFor('the engine to add the five peers', 3000, () => {
-      const b = readBlock(statsShared);
+      // A read that meets a write in progress counts as not yet: the next poll reads again.
+      if (!S.readStats(statsShared, polled)) return false;
+      const b = polled;
       return (
         readGlobals(b).peers === spec.peers.length &&
         spec.peers.every((p) => readPeer(b, p.slot).active === 1)
@@ -179,24 +204,32 @@ export async function runScenario(
       });
     }, SERIES_MS);
     let captureEnd = 0;
-    let stampStart: AudioTimestamp | null = null;
-    let stampEnd: AudioTimestamp | null = null;
+    const stamps: AudioTimestamp[] = [];
+    let stamper: ReturnType<typeof setInterval> | undefined;
     const { lags, ...sender } = await new Promise<SendReport>((resolve, reject) => {
       worker.onmessage = (ev: MessageEvent<{ type: string; message?: string } & SendReport>) => {
         if (ev.data.type === 'started') {
-          stampStart = ctx.getOutputTimestamp();
+          stamps.push(ctx.getOutputTimestamp());
+          stamper = setInterval(() => stamps.push(ctx.getOutputTimestamp()), STAMP_MS);
         } else if (ev.data.type === 'done') {
           captureEnd = Atomics.load(tap.header, TAP_WRITTEN);
-          stampEnd = ctx.getOutputTimestamp();
+          clearInterval(stamper);
+          stamps.push(ctx.getOutputTimestamp());
           resolve(ev.data);
-        } else if (ev.data.type === 'error') reject(new Error(`sender: ${ev.data.message}`));
+        } else if (ev.data.type === 'error') {
+          clearInterval(stamper);
+          reject(new Error(`sender: ${ev.data.message}`));
+        }
       };
-      worker.onerror = (ev) => reject(new Error(`sender worker failed: ${ev.message}`));
+      worker.onerror = (ev) => {
+        clearInterval(stamper);
+        reject(new Error(`sender worker failed: ${ev.message}`));
+      };
       worker.postMessage({ type: 'run', inbound: buffers.inbound, spec, events: schedule.events });
     });
-    const atEnd = readBlock(statsShared);
+    const atEnd = await readBlock(statsShared);
     clearInterval(sampler);
-    const clockPpm = clockOffsetPpm(stampStart, stampEnd);
+    const clockPpm = clockOffsetPpm(stamps);
 
     // Regular packets written later than the schedule meant, by more than the buffer absorbs.
     const offsets = new Map(spec.peers.map((p) => [p.slot, p.offsetMs]));
@@ -211,7 +244,7 @@ export async function runScenario(
 
     log('draining');
     await sleep(sc.drainMs);
-    const drained = readBlock(statsShared);
+    const drained = await readBlock(statsShared);
     Atomics.store(tap.header, TAP_ARMED, 0);
     const captured = Atomics.load(tap.header, TAP_WRITTEN);
     const silentQuanta = Atomics.load(tap.header, TAP_SILENT);
@@ -314,9 +347,22 @@ export async function runScenario(
 }
 
 /** (audio clock rate / performance.now rate - 1) in ppm between two output timestamps. */
-function clockOffsetPpm(a: AudioTimestamp | null, b: AudioTimestamp | null): number {
-  if (!a || !b || a.contextTime === undefined || b.contextTime === undefined) return NaN;
-  if (a.performanceTime === undefined || b.performanceTime === undefined) return NaN;
-  const wall = (b.performanceTime - a.performanceTime) / 1000;
-  return wall > 0 ? ((b.contextTime - a.contextTime) / wall - 1) * 1e6 : NaN;
+function clockOffsetPpm(stamps: AudioTimestamp[]): number {
+  // Least squares of the context's time on the wall clock's, over every pair of the run.
+  const pts = stamps.filter(
+    (x): x is Required<AudioTimestamp> =>
+      Number.isFinite(x.contextTime) && Number.isFinite(x.performanceTime),
+  );
+  if (pts.length < 2) return NaN;
+  const n = pts.length;
+  const mx = pts.reduce((a, x) => a + x.performanceTime / 1000, 0) / n;
+  const my = pts.reduce((a, x) => a + x.contextTime, 0) / n;
+  let sxy = 0;
+  let sxx = 0;
+  for (const x of pts) {
+    const dx = x.performanceTime / 1000 - mx;
+    sxy += dx * (x.contextTime - my);
+    sxx += dx * dx;
+  }
+  return sxx > 0 ? (sxy / sxx - 1) * 1e6 : NaN;
 }
