@@ -15,7 +15,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { measureOutputTones } from '../kit/audio.mjs';
-import { DIST } from '../kit/browser.mjs';
+import { DIST, launchChromium } from '../kit/browser.mjs';
 import { startPulse } from '../kit/pulse.mjs';
 import { startServer } from '../kit/server.mjs';
 import { openEngine } from '../kit/webdriver.mjs';
@@ -77,6 +77,12 @@ for (const engine of /** @type {const} */ (['firefox', 'webkit'])) {
       // The app's answers are the browser's: its own globals say the same.
       assert.equal(features.sharedMemory, raw.isolated && raw.sharedArrayBuffer === 'function');
       assert.equal(features.dataChannels, raw.rtc === 'function');
+      // No install prompt of the browser's own: the header tells how to add the app by hand.
+      const byHand = await p().evaluate(
+        () => document.querySelector('[data-testid="install-by-hand"]')?.textContent ?? null,
+      );
+      if (features.installPrompt) assert.equal(byHand, null, 'the browser offers its own prompt');
+      else assert.match(byHand ?? '', /Add to Home Screen/, 'the header says how to install by hand');
       // The home page tells the user the same verdict, in the same words.
       const notice = await p().evaluate(() => {
         const el = document.querySelector('[data-testid="engine-support"]');
@@ -185,3 +191,18 @@ for (const engine of /** @type {const} */ (['firefox', 'webkit'])) {
     });
   });
 }
+
+test('Chromium: what the browser offers, for the same table', { timeout: 60_000 }, async () => {
+  const browser = await launchChromium();
+  try {
+    const page = await browser.newPage();
+    await page.goto(server.url);
+    await page.waitForFunction(() => typeof window.tuttiFeatures === 'function');
+    const features = await page.evaluate(() => window.tuttiFeatures?.());
+    const userAgent = await page.evaluate(() => navigator.userAgent);
+    console.log(`compat: ${JSON.stringify({ browser: 'Chromium', ...features, userAgent })}`);
+    assert.ok(features?.engine, 'Chromium runs the engine');
+  } finally {
+    await browser.close();
+  }
+});

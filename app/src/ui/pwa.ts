@@ -16,6 +16,12 @@ export interface PwaState {
   canInstall: boolean;
   /** The browser says there is no network and the server does not answer either. */
   offline: boolean;
+  /**
+   * The browser has no install prompt of its own to offer (no beforeinstallprompt: Safari,
+   * Firefox) and the app is not already running installed: the header tells how to add it to
+   * the home screen instead.
+   */
+  installByHand: boolean;
 }
 
 /** How often a long-open page asks the server whether there is a new version. */
@@ -27,7 +33,18 @@ interface InstallPromptEvent extends Event {
   readonly userChoice: Promise<{ outcome: 'accepted' | 'dismissed' }>;
 }
 
-const state = writable<PwaState>({ updateReady: false, canInstall: false, offline: false });
+const state = writable<PwaState>({
+  updateReady: false,
+  canInstall: false,
+  offline: false,
+  installByHand: false,
+});
+
+/** Whether the page runs as an installed app (a standalone window, or iOS's home-screen app). */
+function runsInstalled(): boolean {
+  const ios = (navigator as Navigator & { standalone?: boolean }).standalone === true;
+  return ios || (typeof matchMedia === 'function' && matchMedia('(display-mode: standalone)').matches);
+}
 
 /** How often the server is asked again while the page counts as offline. */
 const OFFLINE_RECHECK_MS = 10_000;
@@ -83,6 +100,10 @@ export function startPwa(): void {
   window.addEventListener('offline', reach);
   reach();
 
+  // Asked of the browser, never of its name: no prompt event at all means it never offers one.
+  if (!('onbeforeinstallprompt' in window) && !runsInstalled()) {
+    state.update((s) => ({ ...s, installByHand: true }));
+  }
   window.addEventListener('beforeinstallprompt', (e) => {
     // Keep the browser from showing its own mini-bar; the header's Install button uses it.
     e.preventDefault();
