@@ -23,14 +23,8 @@ import { test } from 'node:test';
 import { captureOutput, measureTones } from '../kit/audio.mjs';
 import { ROOM_FLAGS, joinRoom, serverAndBrowser } from '../kit/harness.mjs';
 import { hubView, waitFor, waitForHub, waitForRoomOf } from '../kit/harness.mjs';
-import {
-  JackRun,
-  SIMPLE_CLIENT_AMPLITUDE,
-  SIMPLE_CLIENT_HZ,
-  freeTcpPort,
-  freeUdpPort,
-  jackToolsMissing,
-} from '../kit/jack.mjs';
+import { JackRun, SIMPLE_CLIENT_AMPLITUDE, SIMPLE_CLIENT_HZ, jackToolsMissing } from '../kit/jack.mjs';
+import { freeTcpPort, freeUdpPort } from '../kit/ports.mjs';
 
 const ROOM = 'e2e-jacktrip';
 /** The pages' microphone tones (joinRoom: amplitude 0.1), far from jacktrip's and each other. */

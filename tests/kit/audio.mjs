@@ -67,6 +67,29 @@ export async function measureOutputTones(page, seconds, tones) {
   return measureTones(cap.left, cap.rate, tones);
 }
 
+/**
+ * The sound check's known answer: `tone` comes back at `expectedDb` ± `tolDb` dBFS, and none of
+ * `others` (frequencies where nothing plays) comes within 50 dB of that level.
+ * @param {{ tones: Record<number, { db: number }> }} report  from measureOutputTones
+ * @param {number} tone
+ * @param {number[]} others
+ * @param {number} expectedDb
+ * @param {number} tolDb
+ */
+export function assertToneBack(report, tone, others, expectedDb, tolDb) {
+  const db = report.tones[tone].db;
+  assert.ok(
+    Math.abs(db - expectedDb) <= tolDb,
+    `${tone} Hz back at ${db.toFixed(2)} dBFS, expected ${expectedDb.toFixed(2)} ± ${tolDb}`,
+  );
+  for (const f of others) {
+    assert.ok(
+      report.tones[f].db < expectedDb - 50,
+      `${f} Hz at ${report.tones[f].db.toFixed(1)} dBFS: the tone is not clean`,
+    );
+  }
+}
+
 /** A remote tone arrives at the microphone's amplitude (0.1) × the centre pan gain, dBFS. */
 export const REMOTE_TONE_DB = 20 * Math.log10(0.1 * Math.SQRT1_2);
 

@@ -4,9 +4,7 @@
 // `jack_rec` of what it receives. Every process started here is kept by its pid, every wait is
 // bounded, and `stop()` ends them all (also after a failure); each logs into the run's directory.
 import { execFile, spawn } from 'node:child_process';
-import { createSocket } from 'node:dgram';
 import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { parseWav } from './wav.mjs';
@@ -40,31 +38,6 @@ export function jackToolsMissing() {
   const why = `${missing.join(', ')} not found (scripts/setup.sh installs jacktrip, jackd2)`;
   if (process.env.CI === 'true') throw new Error(`CI=true and ${why}`);
   return why;
-}
-
-/** A loopback UDP port free a moment ago. */
-export function freeUdpPort() {
-  return new Promise((resolve, reject) => {
-    const s = createSocket('udp4');
-    s.once('error', reject);
-    s.bind(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** A loopback TCP port free a moment ago. */
-export function freeTcpPort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const address = s.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** Calls `done` every 50 ms until it is true; false after `ms`. */

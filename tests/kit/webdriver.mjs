@@ -19,11 +19,11 @@
 // helpers (tests/kit/audio.mjs) need it.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { WebDriver } from 'selenium-webdriver';
 import { Executor, HttpClient } from 'selenium-webdriver/http/index.js';
+import { freeTcpPort } from './ports.mjs';
 
 const START_TIMEOUT_MS = 20_000;
 const STOP_TIMEOUT_MS = 5_000;
@@ -120,19 +120,6 @@ export const ENGINES = {
     }),
   },
 };
-
-/** A free TCP port on loopback. */
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * A process of ours: spawned in its own group (so what it starts goes with it), its output's
@@ -238,7 +225,7 @@ async function startXvfb() {
  */
 export async function openEngine(engine, { env = {} } = {}) {
   const spec = ENGINES[engine];
-  const port = await freePort();
+  const port = await freeTcpPort();
   const x = spec.display ? await startXvfb() : null;
   const proc = owned(spec.driver, spec.driverArgs(port), {
     ...process.env,
