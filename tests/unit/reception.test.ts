@@ -1,9 +1,12 @@
 // Reception reports (app/src/room/reception.ts) with known answers: the rate with its per-message
-// overhead, the loss over the window, the delay's trend from the stamp lag, the capacity from
-// the trains.
+// overhead (and what a path that narrowed mid-window carries), the loss over the window, the
+// delay's trend from the stamp lag, the capacity from the trains.
 import { describe, expect, it } from 'vitest';
+import controllerSource from '../../server/src/hub/controller/mod.rs?raw';
 import {
+  EARLY_MIN_MS,
   REPORT_WINDOW_MS,
+  RISE_EARLY_MS_PER_S,
   Reception,
   slope,
   type ReceptionPeer,
@@ -36,19 +39,62 @@ const quiet = { rxBytes: 0, rxMessages: 0, peers: [], rttMs: null, trains: 0, tr
 
 describe('reception reports', () => {
   it('reports once a second; a constant 1 Mbit/s of bytes gives 1e6 plus the overhead exactly', () => {
-    // 125,000 bytes a second in 375 messages a second.
+    // 125,000 bytes a second in 400 messages a second.
     const reports = run(new Reception(), 5, (t) => ({
       ...quiet,
       rxBytes: Math.round(125_000 * t),
-      rxMessages: Math.round(375 * t),
+      rxMessages: Math.round(400 * t),
     }));
     expect(reports.map((x) => x.t)).toEqual([1, 2, 3, 4, 5]);
     for (const { report } of reports) {
-      expect(report.receivedBps).toBeCloseTo(1e6 + 375 * PACKET_OVERHEAD_BYTES * 8, 6);
+      expect(report.receivedBps).toBeCloseTo(1e6 + 400 * PACKET_OVERHEAD_BYTES * 8, 6);
       expect(report.loss).toBe(0);
       expect(report.capacityBps).toBeNull();
       expect(report.rttMs).toBe(0);
     }
+  });
+
+  it('reports what a path that narrowed mid-window carries now, not the mix of before and after', () => {
+    // 1.7 Mbit/s of bytes until 0.4 s into the window, then a 1 Mbit/s limit: the whole window
+    // averages 1.28 Mbit/s, the path now carries 1 Mbit/s (the second half's rate).
+    const bytesAt = (t: number) => (t <= 0.4 ? 212_500 * t : 212_500 * 0.4 + 125_000 * (t - 0.4));
+    const [first] = run(new Reception(), 1, (t) => ({ ...quiet, rxBytes: bytesAt(t) }));
+    expect(bytesAt(1) * 8).toBeCloseTo(1.28e6, 6);
+    expect(first.report.receivedBps).toBeCloseTo(1e6, 6);
+    // A path that widened: the first half's rate, the lesser.
+    const [wide] = run(new Reception(), 1, (t) => ({
+      ...quiet,
+      rxBytes: 1e6 * t + (t > 0.7 ? 1e6 * (t - 0.7) : 0),
+    }));
+    expect(wide.report.receivedBps).toBeCloseTo(8e6, 6);
+  });
+
+  it('ends a window early when a queue starts filling, and not for one late sample', () => {
+    // 1 s of a steady lag, then a path that narrowed by 40 %: the queue fills at 400 ms a
+    // second from 1.35 s. The window that started at 1.0 s ends early, two samples after the
+    // 2 s trend first reads above the hub's bar, well before it would at 1.95 s.
+    const lag = (t: number) => 40 + (t > 1.35 ? 400 * (t - 1.35) : 0);
+    const reports = run(new Reception(), 3, (t) => ({
+      ...quiet,
+      peers: [{ key: 0, received: 0, lost: 0, lagMs: lag(t) }],
+    }));
+    expect(reports[0].t).toBe(1);
+    const second = reports[1];
+    expect(second.t).toBeGreaterThanOrEqual(1 + EARLY_MIN_MS / 1000);
+    expect(second.t).toBeLessThan(1.8);
+    expect(second.report.delayRiseMsPerS).toBeGreaterThan(RISE_EARLY_MS_PER_S);
+    // One sample 300 ms late (a page that stalled), the others steady: reports once a second.
+    const stalled = run(new Reception(), 3, (t) => ({
+      ...quiet,
+      peers: [{ key: 0, received: 0, lost: 0, lagMs: Math.abs(t - 1.5) < 1e-9 ? 340 : 40 }],
+    }));
+    expect(stalled.map((x) => x.t)).toEqual([1, 2, 3]);
+  });
+
+  it("reports early at the hub controller's own bar for a rising delay", () => {
+    const m = /pub const RISE_CONGESTED_MS_PER_S: f64 = ([0-9.]+);/.exec(controllerSource);
+    expect(m).not.toBeNull();
+    expect(Number(m![1])).toBe(RISE_EARLY_MS_PER_S);
   });
 
   it('uses the window as it was: a late refresh makes a longer window, not a higher rate', () => {
@@ -153,7 +199,7 @@ describe('reception reports', () => {
     expect(Math.abs(next!.delayRiseMsPerS)).toBeLessThan(2);
   });
 
-  it('takes the median of the last three train estimates; none before the first', () => {
+  it('takes the lowest of the last three train estimates; none before the first', () => {
     const r = new Reception();
     const at = (nowMs: number, trains: number, trainBps: number) =>
       r.sample({ ...quiet, nowMs, trains, trainBps });
@@ -161,15 +207,19 @@ describe('reception reports', () => {
     expect(at(1000, 0, NaN)!.capacityBps).toBeNull();
     at(1500, 1, 2e6);
     expect(at(2000, 1, 2e6)!.capacityBps).toBe(2e6);
-    at(2500, 2, 4e6);
-    at(2600, 3, 1e9); // one wild estimate
-    expect(at(3000, 3, 1e9)!.capacityBps).toBe(4e6);
-    at(3500, 4, 3e6);
-    // 4e6, 1e9, 3e6
-    expect(at(4000, 4, 3e6)!.capacityBps).toBe(4e6);
-    at(4500, 5, 3.2e6);
-    // 1e9, 3e6, 3.2e6
-    expect(at(5000, 5, 3.2e6)!.capacityBps).toBe(3.2e6);
+    // Two trains handled in a batch read 189.6 Mbit/s (the floor figure) on a 2 Mbit/s path.
+    at(2500, 2, 189.6e6);
+    at(2600, 3, 189.6e6);
+    expect(at(3000, 3, 189.6e6)!.capacityBps).toBe(2e6);
+    at(3500, 4, 1.9e6);
+    // 189.6e6, 189.6e6, 1.9e6
+    expect(at(4000, 4, 1.9e6)!.capacityBps).toBe(1.9e6);
+    // The path widened: once three trains say so.
+    at(4500, 5, 8e6);
+    at(4600, 6, 9e6);
+    expect(at(5000, 6, 9e6)!.capacityBps).toBe(1.9e6);
+    at(5500, 7, 8.5e6);
+    expect(at(6000, 7, 8.5e6)!.capacityBps).toBe(8e6);
   });
 
   it('forgets the trains measured before a reset, and starts the window afresh', () => {
@@ -185,7 +235,7 @@ describe('reception reports', () => {
   it('keeps every figure in the ranges the server takes', () => {
     const r = new Reception();
     r.sample({ ...quiet, nowMs: 0, peers: [{ key: 0, received: 0, lost: 0, lagMs: 0 }] });
-    r.sample({ ...quiet, nowMs: 10, peers: [{ key: 0, received: 0, lost: 0, lagMs: 1e9 }] });
+    r.sample({ ...quiet, nowMs: 10, rxBytes: 5e14, peers: [{ key: 0, received: 0, lost: 0, lagMs: 1e9 }] });
     const report = r.sample({
       nowMs: 1000,
       rxBytes: 1e15,

@@ -9,8 +9,12 @@
 // the engine's per-participant received and lost, the stamp lag of each participant's last
 // packet) and gets a report back once a window of about a second is over.
 //
-// - receivedBps: the bytes of the hub's messages in the window plus PACKET_OVERHEAD_BYTES per
-//   message (what they took on the wire), per second.
+// - receivedBps: the bytes of the hub's messages plus PACKET_OVERHEAD_BYTES per message (what
+//   they took on the wire), per second, in the lesser of the window's two halves. The hub uses
+//   it only when the path is congested, to pick a layer that fits what got through; a window in
+//   which the path narrowed mixes the rate before with the rate after, and the whole window's
+//   would overstate the path (a 1 Mbit/s limit starting mid-window read 1.3 Mbit/s and took a
+//   layer that did not fit). Where nothing changed, both halves give the same rate.
 // - loss: packets the engine counted lost / (lost + received) over the window, summed over the
 //   participants reached through the hub; only participants there at both ends of the window
 //   count (one who came or went in it would bring a jump of their whole history); 0 when
@@ -22,7 +26,12 @@
 //   their mean lag. A sample missing (NaN) only leaves out that point. The span matters when a
 //   participant is new (the hub's mix after a switch to mix mode): refreshes come in bursts
 //   then, and a millisecond of jitter over samples a millisecond apart is no trend.
-// - capacityBps: the median of the last CAPACITY_TRAINS train estimates; null before any.
+// - capacityBps: the lowest of the last CAPACITY_TRAINS train estimates; null before any. A
+//   train reads high when the thread that takes its messages stalled and then handled them in
+//   one batch (their gaps then say nothing of the path), which a loaded machine does often
+//   enough that two of three can be such; a reading too high makes the hub step up into a
+//   path that cannot carry the layer (loss, then back down: oscillation), one too low only
+//   keeps the listener a layer lower until the next trains.
 // Every figure is clamped to what the server takes (finite, in range).
 
 import type { ReceptionReport } from '../net/protocol';
@@ -60,13 +69,27 @@ export type { ReceptionReport };
 /** A report is due once a window is this long, ms: a second, less half a refresh so that a
  * timer firing a little late does not stretch every window to 1.1 s. */
 export const REPORT_WINDOW_MS = 950;
+/**
+ * A window ends early, once it is EARLY_MIN_MS long, when the delay's trend has been above
+ * RISE_EARLY_MS_PER_S (the hub's RISE_CONGESTED_MS_PER_S, server/src/hub/controller) for
+ * EARLY_SAMPLES samples in a row: a queue is filling on the path, and the hub can step down
+ * before it overflows. Waiting for the window's end, the queue of a path that narrowed by a
+ * third overflowed first (a home router's 64 packets fill in under half a second), and the
+ * loss made the hub's data-channel association slow down for seconds after the step down.
+ * In a row means that the lag also grew at each of those samples: a page that stalled for a
+ * moment shows one late sample, which tilts the trend for two seconds but is followed by a lag
+ * that falls back.
+ */
+export const EARLY_MIN_MS = 250;
+export const RISE_EARLY_MS_PER_S = 25;
+export const EARLY_SAMPLES = 2;
 /** The stamp lag's slope is taken over this much of the latest samples, ms. */
 export const RISE_WINDOW_MS = 2000;
 /** Fewest samples of a participant's lag that give a slope. */
 export const RISE_MIN_POINTS = 3;
 /** Least time a participant's lag samples must span to give a slope, ms. */
 export const RISE_MIN_SPAN_MS = 500;
-/** Train estimates the capacity is the median of. */
+/** Train estimates the capacity is the lowest of. */
 export const CAPACITY_TRAINS = 3;
 /** The ranges the server enforces (server/src/hub/controller parse_report). */
 const MAX_BPS = 1e11;
@@ -79,15 +102,20 @@ interface WindowStart {
   counts: Map<number, { received: number; lost: number }>;
 }
 
+/** The hub's bytes and messages at one sample. */
+interface RxMark {
+  nowMs: number;
+  rxBytes: number;
+  rxMessages: number;
+}
+
+/** Bits per second on the wire between two marks (NaN when no time passed). */
+const wireBps = (a: RxMark, b: RxMark): number =>
+  ((b.rxBytes - a.rxBytes + PACKET_OVERHEAD_BYTES * (b.rxMessages - a.rxMessages)) * 8) /
+  ((b.nowMs - a.nowMs) / 1000);
+
 const clamp = (x: number, lo: number, hi: number): number =>
   Number.isFinite(x) ? Math.min(hi, Math.max(lo, x)) : lo;
-
-/** The median of `xs` (not empty). */
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 === 1 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
-}
 
 /** The least-squares slope of y over t (units of y per unit of t); NaN with fewer than two
  * distinct times. */
@@ -112,6 +140,10 @@ export function slope(ts: readonly number[], ys: readonly number[]): number {
 
 export class Reception {
   private start: WindowStart | null = null;
+  /** The hub's counters at each sample of the window since its start. */
+  private marks: RxMark[] = [];
+  /** Samples in a row whose delay trend was above RISE_EARLY_MS_PER_S. */
+  private risingSamples = 0;
   /** The stamp lags of the last RISE_WINDOW_MS: when, and each participant's. */
   private lags: { nowMs: number; byKey: Map<number, number> }[] = [];
   /** N_HUB_TRAINS at the last sample (-1: none yet) and the latest estimates. */
@@ -135,7 +167,13 @@ export class Reception {
       this.start = this.windowStart(s);
       return null;
     }
-    if (elapsedMs < REPORT_WINDOW_MS) return null;
+    const rise = this.delayRise();
+    this.risingSamples = rise > RISE_EARLY_MS_PER_S && this.lagStep() > 0 ? this.risingSamples + 1 : 0;
+    const early = elapsedMs >= EARLY_MIN_MS && this.risingSamples >= EARLY_SAMPLES;
+    if (elapsedMs < REPORT_WINDOW_MS && !early) {
+      this.marks.push({ nowMs: s.nowMs, rxBytes: s.rxBytes, rxMessages: s.rxMessages });
+      return null;
+    }
     let lost = 0;
     let received = 0;
     for (const p of s.peers) {
@@ -148,12 +186,13 @@ export class Reception {
       lost += dl;
       received += dr;
     }
+    const receivedBps = this.lesserHalf(start, s);
     this.start = this.windowStart(s);
-    const capacity = this.estimates.length > 0 ? median(this.estimates) : null;
+    const capacity = this.estimates.length > 0 ? Math.min(...this.estimates) : null;
     return {
-      receivedBps: clamp(((bytes + PACKET_OVERHEAD_BYTES * messages) * 8) / (elapsedMs / 1000), 0, MAX_BPS),
+      receivedBps: clamp(receivedBps, 0, MAX_BPS),
       loss: lost + received > 0 ? clamp(lost / (lost + received), 0, 1) : 0,
-      delayRiseMsPerS: clamp(this.delayRise(), -MAX_MS, MAX_MS),
+      delayRiseMsPerS: clamp(rise, -MAX_MS, MAX_MS),
       rttMs: s.rttMs === null ? 0 : clamp(s.rttMs, 0, MAX_MS),
       capacityBps: capacity === null ? null : clamp(capacity, 1, MAX_BPS),
     };
@@ -163,12 +202,27 @@ export class Reception {
    * a hub link that went down). */
   reset(): void {
     this.start = null;
+    this.marks = [];
+    this.risingSamples = 0;
     this.lags = [];
     this.trainsSeen = -1;
     this.estimates = [];
   }
 
+  /** The wire rate from `start` to `end` in the lesser of the two halves split at the
+   * window's sample nearest its middle (the whole window's when none lies inside it). */
+  private lesserHalf(start: RxMark, end: RxMark): number {
+    const midMs = (start.nowMs + end.nowMs) / 2;
+    let mid: RxMark | null = null;
+    for (const m of this.marks) {
+      if (!(m.nowMs > start.nowMs && m.nowMs < end.nowMs)) continue;
+      if (!mid || Math.abs(m.nowMs - midMs) < Math.abs(mid.nowMs - midMs)) mid = m;
+    }
+    return mid ? Math.min(wireBps(start, mid), wireBps(mid, end)) : wireBps(start, end);
+  }
+
   private windowStart(s: ReceptionSample): WindowStart {
+    this.marks = [];
     const counts = new Map<number, { received: number; lost: number }>();
     for (const p of s.peers) counts.set(p.key, { received: p.received, lost: p.lost });
     return { nowMs: s.nowMs, rxBytes: s.rxBytes, rxMessages: s.rxMessages, counts };
@@ -188,6 +242,23 @@ export class Reception {
     this.lags.push({ nowMs: s.nowMs, byKey });
     const from = s.nowMs - RISE_WINDOW_MS;
     while (this.lags.length > 0 && !(this.lags[0].nowMs >= from)) this.lags.shift();
+  }
+
+  /** The mean change of the stamp lag from the sample before to the last, over the participants
+   * in both; NaN when none is. */
+  private lagStep(): number {
+    const n = this.lags.length;
+    if (n < 2) return NaN;
+    const [before, last] = [this.lags[n - 2].byKey, this.lags[n - 1].byKey];
+    let sum = 0;
+    let count = 0;
+    for (const [key, lag] of last) {
+      const prev = before.get(key);
+      if (prev === undefined) continue;
+      sum += lag - prev;
+      count++;
+    }
+    return count > 0 ? sum / count : NaN;
   }
 
   /** The mean over participants of their stamp lag's slope, ms per second; 0 when none has
