@@ -42,7 +42,9 @@ const WINDOW_MS = 60_000;
 const LIMIT_MS = 30_000;
 /** The loss after the switch is counted from this long after it (the queue drains first). */
 const SETTLE_MS = 2000;
-/** The controller's hold (server/src/hub/controller HOLD_US), plus a report and a train. */
+/** The controller's hold (server/src/hub/controller HOLD_US), plus a report and a train. The
+ * hold has run out while limited; what the step up waits for is the three trains a second the
+ * capacity is the lowest of (app/src/room/reception), and a report: about 4 s. */
 const HOLD_MS = 4000;
 const UP_WITHIN_MS = HOLD_MS + 2500;
 /** The baseline runs under the same limit this long. */
@@ -79,8 +81,13 @@ async function forwardRoom(hh, room) {
   await pages[1].evaluate(() => {
     const w = /** @type {any} */ (window);
     w.__layers = [];
+    w.__reports = [];
+    const sent = window.tutti.session.receptionSent;
+    let lastReport = sent.at(-1);
     let last = 'as-sent';
     w.__layerWatch = setInterval(() => {
+      const r = sent.at(-1);
+      if (r !== lastReport) w.__reports.push({ at: Date.now(), r: (lastReport = r) });
       const l = window.tutti.session.view.topology.layer;
       const layer = l?.layer ?? 'as-sent';
       if (layer === last) return;
@@ -115,6 +122,26 @@ async function received(page) {
     return { got, lost };
   });
 }
+
+/** The reception reports page 1 sent the hub since `t0` (Date.now()), one line each: when (ms
+ * after t0), kbit/s got through, % lost, the delay's trend (ms/s), the capacity (kbit/s). */
+const reportsSince = (page, t0) =>
+  page.evaluate(
+    (since) =>
+      /** @type {any} */ (window).__reports
+        .filter((r) => r.at >= since)
+        .map(({ at, r }) =>
+          [
+            String(at - since).padStart(6),
+            (r.receivedBps / 1e3).toFixed(0).padStart(6),
+            (r.loss * 100).toFixed(1).padStart(5),
+            r.delayRiseMsPerS.toFixed(1).padStart(6),
+            r.capacityBps === null ? '     -' : (r.capacityBps / 1e3).toFixed(0).padStart(6),
+          ].join(' '),
+        )
+        .join('\n'),
+    t0,
+  );
 
 /** Loss between two samples of `received`. */
 const lossBetween = (a, b) => {
@@ -192,6 +219,13 @@ test(
           `to the lift, ${(lossLimited * 100).toFixed(2)} % over the whole limit; the impairer passed ` +
           `${stats.packets_seen} packets, dropped ${stats.dropped_queue_full} at its full queue`,
       );
+      console.log(
+        `changes while limited: ${JSON.stringify((await changes(pages[1])).map((c) => [c.at - t0, c.layer, c.reason]))}`,
+      );
+      console.log(
+        `page 1's reports while limited (kbit/s got through, % lost, delay ms/s, capacity kbit/s):`,
+      );
+      console.log(await reportsSince(pages[1], t0));
       assert.ok(
         lossAfter < LOSS_AFTER_MAX,
         `under 1 % lost after the switch: ${(lossAfter * 100).toFixed(2)} %`,

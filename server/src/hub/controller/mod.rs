@@ -28,8 +28,13 @@
 //!
 //! The two margins and the hold are the hysteresis: a layer taken after a step up needs more
 //! than [`MARGIN_DOWN`] / [`MARGIN_UP`] of the capacity it was chosen for before a step down is
-//! due, so a steady path gives at most one change each way. Every decision carries its reason
-//! ([`Reason`]), logged by the worker and shown to the listener.
+//! due, so a steady path gives at most one change each way. A measurement can still be wrong (a
+//! listener's loaded machine handles a train's messages in one batch, and it reads as a fast
+//! path): a step up that meets congestion before its hold is over doubles the hold before the
+//! next one (up to [`MAX_HOLD_US`]), and a step up that lasts its hold brings it back to
+//! [`HOLD_US`]. So a path the trains misread costs a few failed tries a minute at most, not one
+//! every few seconds. Every decision carries its reason ([`Reason`]), logged by the worker and
+//! shown to the listener.
 //!
 //! [`Policy::Probe`] is the trial-and-error baseline the paper measures against, kept for the
 //! comparison (`--layer-policy probe`): it steps up one layer after every hold of clean
@@ -90,6 +95,8 @@ pub const MARGIN_DOWN: f64 = 0.7;
 pub const MARGIN_UP: f64 = 0.6;
 /// Least time since the last change, and of clean reports, before a step up, µs.
 pub const HOLD_US: u64 = 4_000_000;
+/// Longest hold before a step up, after step ups that failed in a row, µs.
+pub const MAX_HOLD_US: u64 = 32_000_000;
 /// After a step down, congestion reported this soon is the old layer's (the path's queue still
 /// drains what was sent before it, and the hub's SCTP association recovers from the loss), not
 /// the new one's: it steps down no further, µs. Two reports' worth.
@@ -212,6 +219,10 @@ pub struct Controller {
     changed_us: u64,
     /// Whether that change was a step down (whose effect takes [`SETTLE_US`] to show).
     stepped_down: bool,
+    /// Whether that change was a step up that has not yet lasted its hold.
+    trying_up: bool,
+    /// The hold before the next step up, µs: [`HOLD_US`], doubled by each step up that failed.
+    hold_us: u64,
     /// Start of the current run of clean reports, µs.
     clean_since_us: Option<u64>,
     /// The latest measured capacity.
@@ -231,6 +242,8 @@ impl Controller {
             sent_frames,
             changed_us: now_us,
             stepped_down: false,
+            trying_up: false,
+            hold_us: HOLD_US,
             clean_since_us: None,
             capacity_bps: None,
             per_message: None,
@@ -274,6 +287,7 @@ impl Controller {
             return None;
         }
         self.stepped_down = Self::rung(layer) < Self::rung(self.layer);
+        self.trying_up = !self.stepped_down;
         self.layer = layer;
         self.changed_us = now_us;
         self.clean_since_us = None;
@@ -320,6 +334,11 @@ impl Controller {
         let rising = r.delay_rise_ms_per_s > RISE_CONGESTED_MS_PER_S;
         if lossy || rising {
             self.clean_since_us = None;
+            if self.trying_up && self.policy == Policy::Capacity {
+                // The capacity said the layer fits, and it did not: slower to believe it again.
+                self.hold_us = (self.hold_us * 2).min(MAX_HOLD_US);
+                self.trying_up = false;
+            }
             if self.stepped_down && now_us.saturating_sub(self.changed_us) < SETTLE_US {
                 return None;
             }
@@ -352,8 +371,18 @@ impl Controller {
             return self.change(layer, reason, now_us);
         }
         let clean_since = *self.clean_since_us.get_or_insert(now_us);
-        let held = now_us.saturating_sub(self.changed_us) >= HOLD_US
-            && now_us.saturating_sub(clean_since) >= HOLD_US;
+        if self.trying_up && now_us.saturating_sub(self.changed_us) >= HOLD_US {
+            // The step up lasted: the trains are believed at once again.
+            self.trying_up = false;
+            self.hold_us = HOLD_US;
+        }
+        let hold = if self.policy == Policy::Probe {
+            HOLD_US
+        } else {
+            self.hold_us
+        };
+        let held = now_us.saturating_sub(self.changed_us) >= hold
+            && now_us.saturating_sub(clean_since) >= hold;
         if self.policy == Policy::Probe {
             let one_up = LADDER[(Self::rung(self.layer) + 1).min(LADDER.len() - 1)];
             return if held {

@@ -168,6 +168,44 @@ fn trial_and_error_overshoots_the_path_the_capacity_policy_stays_below() {
 }
 
 #[test]
+fn trains_that_misread_the_path_are_believed_less_each_time() {
+    // A 1 Mbit/s path whose trains all read 189.6 Mbit/s until 120 s (a loaded listener that
+    // handles each train in one batch), then read right: 100 Mbit/s until 150 s, 1 Mbit/s
+    // until 170 s, 100 Mbit/s again.
+    let path = |t: u64| match t {
+        0..=120 => 1e6,
+        121..=150 => 1e8,
+        151..=170 => 1e6,
+        _ => 1e8,
+    };
+    let mut c = Controller::new(Policy::Capacity, 2, 128, 0);
+    let (mut ups, mut downs) = (Vec::new(), Vec::new());
+    for t in 1..=200u64 {
+        let mut r = report(need_bps(c.layer(), 2, 128, 2.0), path(t), t, 0.0);
+        if t <= 120 {
+            r.capacity_bps = Some(189.6e6);
+        }
+        if let Some(d) = c.report(&r, t * S) {
+            if d.layer == Layer::AsSent {
+                ups.push(t);
+            } else {
+                downs.push(t);
+            }
+        }
+    }
+    // Each step up on the misread trains fails at the next report, and the next try waits
+    // twice as long: clean reports from the second after each step down, then 4, 8, 16, 32 s
+    // and 32 s (the longest hold) of them. Without the back-off: a try every 6 s, 20 by 120 s.
+    assert_eq!(ups[..5], [6, 16, 34, 68, 102], "{ups:?}");
+    assert_eq!(downs[..6], [1, 7, 17, 35, 69, 103], "{downs:?}");
+    // Read right, the path is 100 Mbit/s from 121 s: the next try, at 136 s, lasts its hold
+    // and the hold is 4 s again: down at 151 s on the narrowing, back up at the first report
+    // after it widens (171 s), not 32 s after the step down.
+    assert_eq!(ups[5..], [136, 171], "{ups:?}");
+    assert_eq!(downs[6..], [151], "{downs:?}");
+}
+
+#[test]
 fn congestion_just_after_a_step_down_is_the_old_layers() {
     // The path's queue still drains the packets as sent for a second or two after the step
     // down: what the listener reports then does not step it further down; after the settle,
