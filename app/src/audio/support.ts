@@ -68,7 +68,11 @@ export function checkEngineSupport(g: typeof globalThis = globalThis): Check {
 
 /** Why the engine cannot run here (the check's title and detail in one sentence pair), or null. */
 export function engineUnavailableReason(g: typeof globalThis = globalThis): string | null {
-  const c = checkEngineSupport(g);
+  return reasonOf(checkEngineSupport(g));
+}
+
+/** The one-line reason a failed check gives; null for a check that passed. */
+function reasonOf(c: Check): string | null {
   return c.ok ? null : `${c.title} ${c.detail}`;
 }
 
@@ -119,9 +123,10 @@ export interface BrowserFeatures {
 
 export function browserFeatures(g: typeof globalThis = globalThis): BrowserFeatures {
   const dataChannels = typeof g.RTCPeerConnection === 'function';
+  const check = checkEngineSupport(g);
   return {
-    engine: checkEngineSupport(g).ok,
-    engineReason: engineUnavailableReason(g),
+    engine: check.ok,
+    engineReason: reasonOf(check),
     worklet: typeof g.AudioWorkletNode === 'function',
     sharedMemory: g.crossOriginIsolated === true && typeof g.SharedArrayBuffer === 'function',
     dataChannels,

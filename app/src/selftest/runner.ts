@@ -180,10 +180,9 @@ export async function runScenario(
     await waitFor('the engine to add the five peers', 3000, () => {
       // A read that meets a write in progress counts as not yet: the next poll reads again.
       if (!S.readStats(statsShared, polled)) return false;
-      const b = polled;
       return (
-        readGlobals(b).peers === spec.peers.length &&
-        spec.peers.every((p) => readPeer(b, p.slot).active === 1)
+        readGlobals(polled).peers === spec.peers.length &&
+        spec.peers.every((p) => readPeer(polled, p.slot).active === 1)
       );
     });
 
