@@ -36,6 +36,8 @@ export class EngineLink {
   /** The engine's stats block, as last read (refresh()). */
   readonly stats = new StatsReader();
   private monitorGain: GainNode | null = null;
+  /** The microphone as the graph delivers it to the engine. */
+  private source: MediaStreamAudioSourceNode | null = null;
   private tapLoaded: Promise<void> | null = null;
   private readonly latencyScratch = new Float64Array(HB_BLOCK_LEN);
   /** The last histogram block read and the publication (its sequence word) it came from: the
@@ -99,6 +101,7 @@ export class EngineLink {
     if (this.ended()) return 'ended';
     this.stats.attach(this.engine.buffers.stats);
     const source = ctx.createMediaStreamSource(this.stream);
+    this.source = source;
     source.connect(this.engine.node);
     this.engine.node.connect(ctx.destination);
     this.monitorGain = ctx.createGain();
@@ -144,10 +147,12 @@ export class EngineLink {
     await this.ctx?.close().catch(() => {});
   }
 
-  /** Records `seconds` of what the engine sends to the output (diagnostics and tests). */
-  async captureOutput(seconds: number): Promise<OutputCapture> {
+  /** Records `seconds` of what the engine sends to the output, or with `from` 'input' of the
+   * microphone as the browser hands it to the engine (diagnostics and tests: what the engine
+   * added is the difference). */
+  async captureOutput(seconds: number, from: 'engine' | 'input' = 'engine'): Promise<OutputCapture> {
     const ctx = this.ctx;
-    const engine = this.engine;
+    const engine = from === 'input' ? this.source : this.engine?.node;
     if (!ctx || !engine) throw new Error('the session has no audio yet');
     this.tapLoaded ??= ctx.audioWorklet.addModule(tapUrl);
     await this.tapLoaded;
@@ -162,7 +167,7 @@ export class EngineLink {
       channelCountMode: 'explicit',
       processorOptions: { shared },
     });
-    engine.node.connect(node);
+    engine.connect(node);
     // The tap outputs silence; it must reach the destination to be pulled by the graph.
     node.connect(ctx.destination);
     Atomics.store(views.header, TAP_ARMED, 1);
@@ -172,7 +177,7 @@ export class EngineLink {
       await new Promise((r) => setTimeout(r, 50));
       if (this.ended() || performance.now() > deadline) break;
     }
-    engine.node.disconnect(node);
+    engine.disconnect(node);
     node.disconnect();
     const n = Math.min(frames, Atomics.load(views.header, TAP_WRITTEN));
     return { left: views.left.slice(0, n), right: views.right.slice(0, n), sampleRate: ctx.sampleRate };

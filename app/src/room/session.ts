@@ -229,8 +229,8 @@ class Session implements RoomSession {
   }
 
   /** Records `seconds` of what the engine sends to the output (diagnostics and tests). */
-  captureOutput(seconds: number): Promise<OutputCapture> {
-    return this.link.captureOutput(seconds);
+  captureOutput(seconds: number, from: 'engine' | 'input' = 'engine'): Promise<OutputCapture> {
+    return this.link.captureOutput(seconds, from);
   }
 
   /**

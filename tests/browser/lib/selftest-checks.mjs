@@ -60,38 +60,37 @@ function maxDrift(r, slot) {
   return Math.max(0, ...r.series.map((x) => Math.abs(x.driftPpm[i])));
 }
 
-/** The checks both scenarios share, from the raw figures. */
-function assertCommon(r, tol) {
-  assert.equal(
-    r.disturbed.packets,
-    0,
-    `the machine was too busy in all ${r.attempt} runs: ${r.disturbed.packets} regular packets were written ` +
-      `over ${r.disturbed.limitMs} ms late (worst ${f2(r.disturbed.worstDelayMs)} ms), so the ledger is not exact`,
-  );
-  assert.equal(
-    r.disturbed.renderStarved,
-    false,
-    `the machine was too busy in all ${r.attempt} runs: the audio clock ran ${f2(r.clockPpm)} ppm ` +
-      `against the sender's, so the audio thread was starved`,
-  );
-  assert.equal(
-    r.disturbed.skippedBlocks,
-    0,
-    `the machine was too busy in all ${r.attempt} runs: the audio thread stalled and caught up, and the ` +
-      `jitter buffers skipped ${r.disturbed.skippedBlocks} blocks to come back to their target`,
-  );
+/**
+ * Why the timing-dependent figures of `r` cannot be held to the ledger (the machine disturbed
+ * every run the page made), or null. The page retries a disturbed run up to three times.
+ */
+function disturbance(r) {
+  const d = r.disturbed;
+  if (d.packets > 0)
+    return `${d.packets} regular packets were written over ${d.limitMs} ms late (worst ${f2(d.worstDelayMs)} ms)`;
+  if (d.renderStarved)
+    return `the audio clock ran ${f2(r.clockPpm)} ppm against the sender's (the audio thread was starved)`;
+  if (d.skippedBlocks > 0)
+    return `the audio thread stalled and caught up, and the jitter buffers skipped ${d.skippedBlocks} blocks to come back to their target`;
+  return null;
+}
+
+/**
+ * The checks both scenarios share, from the raw figures. Counts that do not depend on timing
+ * (errors, records written and read, bad records, non-finite or clipped samples) are held in
+ * every run. When the machine disturbed all the page's runs, the rest (the ledger's received,
+ * lost, late and duplicates, the tones) cannot be exact: with `mayBeDisturbed` the test then
+ * reports a skip with the reason, as the soak checks do for a starved machine; without it the
+ * disturbance fails the test (Chromium's, which guards the engine: there an engine that skips
+ * blocks in every run is a bug to see). Returns whether that rest was held.
+ */
+function assertCommon(t, r, tol, mayBeDisturbed) {
   assert.deepEqual(r.engineErrors, [], 'the engine reported no error');
   assert.equal(r.sender.refused, 0, 'the inbound ring refused no record (else the ledger does not hold)');
   assert.equal(r.sender.written, r.ledger.records, 'every scheduled record was written');
-
   for (const l of r.ledger.peers) {
     const s = r.stats.peers.find((p) => p.slot === l.slot);
     assert.ok(s, `stats row of peer ${l.slot}`);
-    assert.deepEqual(
-      { received: s.received, lost: s.lost, late: s.late, duplicates: s.duplicates },
-      { received: l.received, lost: l.lost, late: l.late, duplicates: l.duplicates },
-      `peer ${l.slot}: engine stats (actual) must equal the injected ledger (expected)`,
-    );
     assert.equal(s.malformed, r.ledger.bad.malformedBySlot[l.slot] ?? 0, `peer ${l.slot}: malformed count`);
   }
   const g = r.stats.global;
@@ -104,13 +103,31 @@ function assertCommon(r, tol) {
   assert.equal(g.recordsRead, r.ledger.records, 'the engine read every record written');
   assert.equal(g.ringResyncs, 0, 'the inbound ring never needed a resync');
   assert.equal(g.nonfinite, 0, 'no master block was non-finite');
-
-  assert.ok(r.audio.windowS >= 3.9, `analysed ${r.audio.windowS} s, want about 4 s`);
-  assert.equal(r.audio.droppedQuanta, 0, 'the capture kept every quantum');
   for (const side of ['left', 'right']) {
     const ch = r.audio[side];
     assert.equal(ch.whole.nonFinite, 0, `${side}: no NaN or infinity in ${ch.whole.samples} samples`);
     assert.equal(ch.whole.overs, 0, `${side}: no sample beyond ±1 (peak ${ch.whole.peak})`);
+  }
+
+  const why = disturbance(r);
+  if (why) {
+    const said = `the machine was too busy in all ${r.attempt} runs: ${why}`;
+    assert.ok(mayBeDisturbed, said);
+    t.skip(`${said}; the ledger and the tones were not held`);
+    return false;
+  }
+  for (const l of r.ledger.peers) {
+    const s = r.stats.peers.find((p) => p.slot === l.slot);
+    assert.deepEqual(
+      { received: s.received, lost: s.lost, late: s.late, duplicates: s.duplicates },
+      { received: l.received, lost: l.lost, late: l.late, duplicates: l.duplicates },
+      `peer ${l.slot}: engine stats (actual) must equal the injected ledger (expected)`,
+    );
+  }
+  assert.ok(r.audio.windowS >= 3.9, `analysed ${r.audio.windowS} s, want about 4 s`);
+  assert.equal(r.audio.droppedQuanta, 0, 'the capture kept every quantum');
+  for (const side of ['left', 'right']) {
+    const ch = r.audio[side];
     for (const x of ch.tones) {
       if (x.errorDb === null) {
         const rel = db(x.measured / AMPLITUDE);
@@ -138,6 +155,7 @@ function assertCommon(r, tol) {
       );
     }
   }
+  return true;
 }
 
 /** The page's own verdict must agree with the checks above. */
@@ -151,12 +169,15 @@ function assertPageVerdict(r, status) {
 /**
  * Every check of one scenario's result `r` (the page's window.__selftest.scenarios[0]) and the
  * page's status line: its figures printed, then held to TOL and to the injected ledger.
+ * `mayBeDisturbed`: a machine that disturbed every run is a skip with its reason, not a failure
+ * (see assertCommon).
  * @param {import('node:test').TestContext} t
  */
-export function checkScenario(t, r, status) {
+export function checkScenario(t, r, status, mayBeDisturbed = false) {
   report(t, r);
+  let held = false;
   if (r.name === 'network') {
-    assertCommon(r, TOL.network);
+    held = assertCommon(t, r, TOL.network, mayBeDisturbed);
     const injected = r.ledger.peers.reduce((a, l) => a + l.lost + l.late + l.duplicates, 0);
     assert.ok(injected > 300, `the schedule injected faults (${injected})`);
     assert.equal(r.ledger.bad.total, 0, 'no bad records in this scenario');
@@ -170,9 +191,10 @@ export function checkScenario(t, r, status) {
     for (const [k, n] of Object.entries(kinds)) assert.ok(n > 0, `some ${k} records were injected`);
     for (const l of r.ledger.peers)
       assert.equal(l.lost + l.late + l.duplicates, 0, 'the good traffic is clean');
-    assertCommon(r, TOL['bad-input']);
+    held = assertCommon(t, r, TOL['bad-input'], mayBeDisturbed);
   } else {
     assert.fail(`no checks for the scenario ${r.name}`);
   }
-  assertPageVerdict(r, status);
+  // The page fails a disturbed run too (its own checks are these); it must agree when held.
+  if (held) assertPageVerdict(r, status);
 }
