@@ -376,13 +376,9 @@ impl Controller {
             self.trying_up = false;
             self.hold_us = HOLD_US;
         }
-        let hold = if self.policy == Policy::Probe {
-            HOLD_US
-        } else {
-            self.hold_us
-        };
-        let held = now_us.saturating_sub(self.changed_us) >= hold
-            && now_us.saturating_sub(clean_since) >= hold;
+        // Trial and error never backs off (its hold stays HOLD_US), so one hold serves both.
+        let held = now_us.saturating_sub(self.changed_us) >= self.hold_us
+            && now_us.saturating_sub(clean_since) >= self.hold_us;
         if self.policy == Policy::Probe {
             let one_up = LADDER[(Self::rung(self.layer) + 1).min(LADDER.len() - 1)];
             return if held {
