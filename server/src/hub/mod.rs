@@ -22,6 +22,7 @@ pub(crate) mod admit;
 pub mod cascade;
 pub mod client;
 pub mod controller;
+pub mod drain;
 pub mod jacktrip;
 pub mod media;
 pub mod opus;

@@ -14,6 +14,8 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use super::drain::SendBound;
+
 use str0m::change::SdpOffer;
 use str0m::channel::ChannelId;
 use str0m::net::{Protocol, Receive};
@@ -52,22 +54,6 @@ pub enum Step<'a> {
     Closed,
 }
 
-/// How much of what a listener's channel carries it may hold unacknowledged before further
-/// messages are dropped: a quarter of a second of its own rate, measured over each second.
-///
-/// SCTP holds messages back while its congestion window is closed (a narrow or lossy path);
-/// audio that waits there arrives late, and everything after it with it. str0m's own bound
-/// (128 kB, a second at 1 Mbit/s) is for data, not audio. The channel's buffered amount counts
-/// the bytes in flight too (released when acknowledged), so the bound scales with the rate: a
-/// healthy path holds its rate × round trip, and a busy machine's round trip may reach tens of
-/// milliseconds; a path that stopped carrying holds a quarter second of audio at most.
-pub const QUEUED_SECONDS: f64 = 0.25;
-/// The bound never goes below this (a round's bundle of 16 senders as sent is 8.6 kB; a
-/// message is written whatever its size when less is waiting)...
-pub const MIN_QUEUED_BYTES: usize = 16 * 1024;
-/// ...and is this until the first second's rate is known.
-pub const FIRST_QUEUED_BYTES: usize = 128 * 1024;
-
 /// One browser's link.
 pub struct Link {
     rtc: Rtc,
@@ -80,11 +66,11 @@ pub struct Link {
     held: Vec<u8>,
     /// Messages that could not be written because the SCTP send buffer was full.
     pub(crate) send_full: u64,
-    /// Bytes written so far, and at the last [`Link::rebound`] (when).
+    /// Bytes written so far, and offered (written or dropped at the bound).
     sent_bytes: u64,
-    rebound_from: (Instant, u64),
-    /// What the channel may hold before messages are dropped ([`QUEUED_SECONDS`]).
-    max_queued: usize,
+    offered_bytes: u64,
+    /// What the channel may hold before messages are dropped, from its drain rate.
+    bound: SendBound,
     /// The hub's ICE username fragment for this link (browsers' checks name it first).
     ufrag: String,
     /// Text messages and messages on other channels, dropped.
@@ -119,8 +105,8 @@ impl Link {
             held: Vec::with_capacity(2048),
             send_full: 0,
             sent_bytes: 0,
-            rebound_from: (now, 0),
-            max_queued: FIRST_QUEUED_BYTES,
+            offered_bytes: 0,
+            bound: SendBound::new(now),
             foreign: 0,
         };
         Ok((link, answer.to_sdp_string()))
@@ -183,17 +169,21 @@ impl Link {
         self.closed
     }
 
-    /// Sets the channel's bound from the rate written since the last call, once a second has
-    /// passed ([`QUEUED_SECONDS`]). Cheap when not due: the worker calls it at every wake.
+    /// Samples what has left the channel (written minus held) for its send bound
+    /// ([`super::drain`]). Cheap when not due: the worker calls it at every wake.
     pub fn rebound(&mut self, now: Instant) {
-        let (from, bytes) = self.rebound_from;
-        let elapsed = now.saturating_duration_since(from).as_secs_f64();
-        if elapsed < 1.0 {
+        if !self.bound.due(now) {
             return;
         }
-        let rate = (self.sent_bytes - bytes) as f64 / elapsed;
-        self.max_queued = ((rate * QUEUED_SECONDS) as usize).max(MIN_QUEUED_BYTES);
-        self.rebound_from = (now, self.sent_bytes);
+        let Some(mut channel) = self.channel.and_then(|id| self.rtc.channel(id)) else {
+            return;
+        };
+        let held = channel.buffered_amount() as u64;
+        self.bound.sample(
+            now,
+            self.sent_bytes.saturating_sub(held),
+            self.offered_bytes,
+        );
     }
 
     /// Writes one binary message on the hub channel. Returns false (and counts it) when the
@@ -203,9 +193,10 @@ impl Link {
         let Some(id) = self.channel else {
             return false;
         };
+        self.offered_bytes += bytes.len() as u64;
         let written = match self.rtc.channel(id) {
             Some(mut channel) => {
-                if channel.buffered_amount() > self.max_queued {
+                if channel.buffered_amount() > self.bound.bound() {
                     Ok(false)
                 } else {
                     channel.write(true, bytes)
