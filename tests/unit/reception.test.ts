@@ -4,7 +4,9 @@
 import { describe, expect, it } from 'vitest';
 import controllerSource from '../../server/src/hub/controller/mod.rs?raw';
 import {
+  EARLY_LOST_MIN,
   EARLY_MIN_MS,
+  LOSS_EARLY,
   REPORT_WINDOW_MS,
   RISE_EARLY_MS_PER_S,
   Reception,
@@ -91,10 +93,40 @@ describe('reception reports', () => {
     expect(stalled.map((x) => x.t)).toEqual([1, 2, 3]);
   });
 
-  it("reports early at the hub controller's own bar for a rising delay", () => {
+  it('ends a window early when a path cannot carry the layer at all, and not for a few per cent', () => {
+    // 375 packets a second expected; from 1.3 s half are lost (the hub drops what the path
+    // cannot take). The window that started at 1.0 s ends once it is EARLY_MIN_MS long and its
+    // loss is above LOSS_EARLY: at 1.3 s it has lost nothing, at 1.4 s 19 of 150 (12.7 %).
+    const lostAt = (t: number) => (t > 1.3 ? Math.round(187.5 * (t - 1.3)) : 0);
+    const heavy = run(new Reception(), 3, (t) => ({
+      ...quiet,
+      peers: [{ key: 0, received: Math.round(375 * t) - lostAt(t), lost: lostAt(t), lagMs: NaN }],
+    }));
+    expect(heavy[0].t).toBe(1);
+    expect(heavy[1].t).toBeCloseTo(1.4, 9);
+    expect(heavy[1].report.loss).toBeGreaterThan(LOSS_EARLY);
+    // 4 % lost at random (over the hub's own bar, under LOSS_EARLY): reports once a second.
+    const light = run(new Reception(), 3, (t) => ({
+      ...quiet,
+      peers: [{ key: 0, received: Math.round(360 * t), lost: Math.round(15 * t), lagMs: NaN }],
+    }));
+    expect(light.map((x) => x.t)).toEqual([1, 2, 3]);
+    // Nor for a few packets in a short window: 3 of 20 is 15 %, but under EARLY_LOST_MIN.
+    const few = run(new Reception(), 3, (t) => ({
+      ...quiet,
+      peers: [{ key: 0, received: Math.round(17 * t), lost: Math.round(3 * t), lagMs: NaN }],
+    }));
+    expect(few.map((x) => x.t)).toEqual([1, 2, 3]);
+    expect(EARLY_LOST_MIN).toBeGreaterThan(3);
+  });
+
+  it("reports early at the hub controller's own bar for a rising delay, and at five times its bar for loss", () => {
     const m = /pub const RISE_CONGESTED_MS_PER_S: f64 = ([0-9.]+);/.exec(controllerSource);
     expect(m).not.toBeNull();
     expect(Number(m![1])).toBe(RISE_EARLY_MS_PER_S);
+    const l = /pub const LOSS_CONGESTED: f64 = ([0-9.]+);/.exec(controllerSource);
+    expect(l).not.toBeNull();
+    expect(LOSS_EARLY).toBeCloseTo(5 * Number(l![1]), 12);
   });
 
   it('uses the window as it was: a late refresh makes a longer window, not a higher rate', () => {

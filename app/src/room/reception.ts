@@ -83,6 +83,16 @@ export const REPORT_WINDOW_MS = 950;
 export const EARLY_MIN_MS = 250;
 export const RISE_EARLY_MS_PER_S = 25;
 export const EARLY_SAMPLES = 2;
+/**
+ * A window also ends early, once it is EARLY_MIN_MS long, when more than LOSS_EARLY of what it
+ * expected was lost (at least EARLY_LOST_MIN packets): the path cannot carry the layer at all.
+ * The hub drops what a narrow path cannot take before it queues (server/src/hub/drain), so
+ * such a path shows loss rather than a rising delay. Five times the hub's own bar
+ * (LOSS_CONGESTED, 2 %): a quarter-second window of a path that loses a few per cent at random
+ * must not read as one that cannot carry the layer.
+ */
+export const LOSS_EARLY = 0.1;
+export const EARLY_LOST_MIN = 10;
 /** The stamp lag's slope is taken over this much of the latest samples, ms. */
 export const RISE_WINDOW_MS = 2000;
 /** Fewest samples of a participant's lag that give a slope. */
@@ -113,6 +123,24 @@ interface RxMark {
 const wireBps = (a: RxMark, b: RxMark): number =>
   ((b.rxBytes - a.rxBytes + PACKET_OVERHEAD_BYTES * (b.rxMessages - a.rxMessages)) * 8) /
   ((b.nowMs - a.nowMs) / 1000);
+
+/** What the participants through the hub lost and received since the window's start, over
+ * those in both samples. */
+function windowCounts(start: WindowStart, s: ReceptionSample): { lost: number; received: number } {
+  let lost = 0;
+  let received = 0;
+  for (const p of s.peers) {
+    const before = start.counts.get(p.key);
+    if (!before) continue;
+    const dl = p.lost - before.lost;
+    const dr = p.received - before.received;
+    // Counters that went back are another participant's in a slot used again.
+    if (!(dl >= 0) || !(dr >= 0)) continue;
+    lost += dl;
+    received += dr;
+  }
+  return { lost, received };
+}
 
 const clamp = (x: number, lo: number, hi: number): number =>
   Number.isFinite(x) ? Math.min(hi, Math.max(lo, x)) : lo;
@@ -169,29 +197,21 @@ export class Reception {
     }
     const rise = this.delayRise();
     this.risingSamples = rise > RISE_EARLY_MS_PER_S && this.lagStep() > 0 ? this.risingSamples + 1 : 0;
-    const early = elapsedMs >= EARLY_MIN_MS && this.risingSamples >= EARLY_SAMPLES;
+    const { lost, received } = windowCounts(start, s);
+    const loss = lost + received > 0 ? lost / (lost + received) : 0;
+    const early =
+      elapsedMs >= EARLY_MIN_MS &&
+      (this.risingSamples >= EARLY_SAMPLES || (loss > LOSS_EARLY && lost >= EARLY_LOST_MIN));
     if (elapsedMs < REPORT_WINDOW_MS && !early) {
       this.marks.push({ nowMs: s.nowMs, rxBytes: s.rxBytes, rxMessages: s.rxMessages });
       return null;
-    }
-    let lost = 0;
-    let received = 0;
-    for (const p of s.peers) {
-      const before = start.counts.get(p.key);
-      if (!before) continue;
-      const dl = p.lost - before.lost;
-      const dr = p.received - before.received;
-      // Counters that went back are another participant's in a slot used again.
-      if (!(dl >= 0) || !(dr >= 0)) continue;
-      lost += dl;
-      received += dr;
     }
     const receivedBps = this.lesserHalf(start, s);
     this.start = this.windowStart(s);
     const capacity = this.estimates.length > 0 ? Math.min(...this.estimates) : null;
     return {
       receivedBps: clamp(receivedBps, 0, MAX_BPS),
-      loss: lost + received > 0 ? clamp(lost / (lost + received), 0, 1) : 0,
+      loss: clamp(loss, 0, 1),
       delayRiseMsPerS: clamp(rise, -MAX_MS, MAX_MS),
       rttMs: s.rttMs === null ? 0 : clamp(s.rttMs, 0, MAX_MS),
       capacityBps: capacity === null ? null : clamp(capacity, 1, MAX_BPS),
