@@ -153,6 +153,18 @@ impl Encoder {
         )
     }
 
+    /// Codes the input as one channel (`true`: a stereo encoder's two channels are downmixed,
+    /// and the packets say mono, so every bit goes to the one signal) or as it comes (`false`).
+    /// Sets a field of libopus's state: no allocation, safe on the media path.
+    pub fn set_mono(&mut self, mono: bool) -> Result<(), OpusError> {
+        let value = if mono { 1 } else { sys::OPUS_AUTO };
+        self.ctl(
+            "force channels",
+            sys::OPUS_SET_FORCE_CHANNELS_REQUEST,
+            value,
+        )
+    }
+
     /// Samples per channel the encoder looks ahead: its share of the codec's delay.
     pub fn lookahead(&mut self) -> Result<usize, OpusError> {
         let mut v: i32 = 0;

@@ -116,6 +116,11 @@ impl StreamEncoder {
     pub fn set_bitrate(&mut self, bitrate: i32) -> Result<(), OpusError> {
         self.enc.set_bitrate(bitrate)
     }
+
+    /// See [`Encoder::set_mono`].
+    pub fn set_mono(&mut self, mono: bool) -> Result<(), OpusError> {
+        self.enc.set_mono(mono)
+    }
 }
 
 impl codec::Encoder for StreamEncoder {

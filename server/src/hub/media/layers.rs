@@ -18,8 +18,8 @@
 //! cost of the Opus bytes once more (libopus's own FEC does nothing for these CELT-only frames).
 //! After a gap, or when a layer is taken again, the first frame carries none.
 //!
-//! Each layer is an [`OpusFramer`] (stereo: a mono sender is sent as two equal channels), made
-//! when the layer is first taken ([`SenderLayers::ensure`], on the control path); feeding a block
+//! Each layer is an [`OpusFramer`] (a mono sender's layers are coded mono), made when the layer
+//! is first taken ([`SenderLayers::ensure`], on the control path); feeding a block
 //! allocates nothing.
 
 use tutti_core::packet::{Packet, MAX_FRAMES};
@@ -163,6 +163,10 @@ impl SenderLayers {
                 // Lost blocks: skip the layer's numbers of the frames they span.
                 let skipped = framer.gap(usize::from(gap as u16) * frames);
                 self.counters.skipped += u64::from(skipped);
+            }
+            if framer.set_channels(pkt.channels).is_err() {
+                // Never expected (a field of the encoder's state); the frames go on as before.
+                self.counters.failed += 1;
             }
             let layer = OPUS_LAYERS[i];
             let pushed = framer.push(
