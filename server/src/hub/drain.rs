@@ -156,13 +156,16 @@ mod tests {
     }
 
     impl Path {
-        fn new() -> Path {
-            Path {
-                t0: Instant::now(),
+        /// A path from now, and a link's bound made at the same time.
+        fn new() -> (Path, SendBound) {
+            let t0 = Instant::now();
+            let p = Path {
+                t0,
                 at_ms: 0,
                 left: 0,
                 offered: 0,
-            }
+            };
+            (p, SendBound::new(t0))
         }
 
         fn run(&mut self, b: &mut SendBound, ms: u64, offered_per_s: u64, drained_per_s: u64) {
@@ -187,8 +190,7 @@ mod tests {
 
     #[test]
     fn the_first_bound_holds_until_a_window_is_measured() {
-        let mut p = Path::new();
-        let mut b = SendBound::new(p.t0);
+        let (mut p, mut b) = Path::new();
         assert!(b.due(p.t0));
         p.run(&mut b, 250, FULL, FULL);
         assert_eq!(b.bound(), FIRST_QUEUED_BYTES);
@@ -199,8 +201,7 @@ mod tests {
 
     #[test]
     fn a_path_cut_to_a_third_is_held_to_a_short_queue_within_a_window() {
-        let mut p = Path::new();
-        let mut b = SendBound::new(p.t0);
+        let (mut p, mut b) = Path::new();
         p.run(&mut b, 1000, FULL, FULL);
         assert_eq!(b.bound(), 93_750);
         // 100 ms into the cut the window's drain is 2.2 Mbit/s against 3 offered: narrow.
@@ -214,8 +215,7 @@ mod tests {
 
     #[test]
     fn a_layer_that_fits_the_narrow_path_gets_the_quarter_second_again() {
-        let mut p = Path::new();
-        let mut b = SendBound::new(p.t0);
+        let (mut p, mut b) = Path::new();
         p.run(&mut b, 1000, FULL, CUT);
         assert_eq!(b.bound(), 12_500);
         // Opus 64 for two senders, 44 kB/s, drains as offered.
@@ -225,8 +225,7 @@ mod tests {
 
     #[test]
     fn a_link_that_carries_little_keeps_the_floor() {
-        let mut p = Path::new();
-        let mut b = SendBound::new(p.t0);
+        let (mut p, mut b) = Path::new();
         p.run(&mut b, 500, 8_000, 8_000);
         assert_eq!(b.bound(), MIN_QUEUED_BYTES);
         p.run(&mut b, 500, 0, 0);
@@ -235,8 +234,7 @@ mod tests {
 
     #[test]
     fn a_stall_is_no_narrow_path() {
-        let mut p = Path::new();
-        let mut b = SendBound::new(p.t0);
+        let (mut p, mut b) = Path::new();
         p.run(&mut b, 1000, FULL, FULL);
         // 100 ms without an acknowledgement: 150 ms of the window drained, 250 offered. Not
         // steady, so a quarter second of what it drained.

@@ -169,10 +169,19 @@ impl MixRun {
 
 /// A room in forward mode with three browsers of streams `first`, `first + 1`, `first + 2`.
 fn forward_room(first: u16) -> (MediaRoom, Vec<ClientId>) {
+    layered_room(first, 3, &[])
+}
+
+/// A room in forward mode with `n` browsers of streams `first`.., the `i`th of `layers` taking
+/// its layer.
+fn layered_room(first: u16, n: u16, layers: &[(usize, Layer)]) -> (MediaRoom, Vec<ClientId>) {
     let mut room = MediaRoom::new(Mode::Forward, 0);
-    let ids = (0..3)
+    let ids: Vec<ClientId> = (0..n)
         .map(|i| room.add_client(first + i, ClientKind::Browser, 0).unwrap())
         .collect();
+    for &(i, layer) in layers {
+        room.set_layer(ids[i], layer).unwrap();
+    }
     (room, ids)
 }
 
@@ -882,13 +891,11 @@ fn assert_opus_stream(packets: &[Vec<u8>], frames: usize) {
 fn each_listener_takes_its_layer_and_each_layer_is_encoded_once() {
     // Sender 31 plays 750 Hz; 32 and 35 take Opus at 128 kbit/s, 33 takes the packets as
     // sent, 34 Opus at 64 kbit/s.
-    let mut room = MediaRoom::new(Mode::Forward, 0);
-    let ids: Vec<ClientId> = (31..36u16)
-        .map(|s| room.add_client(s, ClientKind::Browser, 0).unwrap())
-        .collect();
-    room.set_layer(ids[1], Layer::Opus128).unwrap();
-    room.set_layer(ids[4], Layer::Opus128).unwrap();
-    room.set_layer(ids[3], Layer::Opus64).unwrap();
+    let (mut room, ids) = layered_room(
+        31,
+        5,
+        &[(1, Layer::Opus128), (4, Layer::Opus128), (3, Layer::Opus64)],
+    );
     assert_eq!(room.layer(ids[2]), Some(Layer::AsSent));
     let mut sent = Sent::new();
     let blocks = 1500u64; // 4 s
@@ -1140,12 +1147,7 @@ fn chord_sinad_db(x: &[f32]) -> f64 {
 fn a_mono_sender_is_coded_mono_in_every_layer_and_sounds_better_for_it() {
     // Senders 51 (mono) and 52 (the same chord as two equal channels); 53 takes Opus at 128
     // kbit/s, 54 at 64.
-    let mut room = MediaRoom::new(Mode::Forward, 0);
-    let ids: Vec<ClientId> = (51..55u16)
-        .map(|s| room.add_client(s, ClientKind::Browser, 0).unwrap())
-        .collect();
-    room.set_layer(ids[2], Layer::Opus128).unwrap();
-    room.set_layer(ids[3], Layer::Opus64).unwrap();
+    let (mut room, ids) = layered_room(51, 4, &[(2, Layer::Opus128), (3, Layer::Opus64)]);
     let mut sent = Sent::new();
     let blocks = 1500u64; // 4 s
     for k in 0..blocks {
