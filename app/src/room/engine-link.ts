@@ -133,10 +133,11 @@ export class EngineLink {
     }
   }
 
-  /** The output device's latency (base + output latency), ms; 0 before the context. */
+  /** The output device's latency as the context says it without blocking (outputSeconds), ms;
+   * 0 before the context. */
   outputMs(): number {
     const ctx = this.ctx;
-    return ctx ? (ctx.baseLatency + (ctx.outputLatency || 0)) * 1000 : 0;
+    return ctx ? outputSeconds(ctx) * 1000 : 0;
   }
 
   /** Stops the pump, the microphone and the engine, and closes the context. */
@@ -205,7 +206,7 @@ export class EngineLink {
     const ctx = this.ctx;
     const engine = this.engine;
     if (!ctx || !engine) return;
-    const outputUs = (ctx.baseLatency + (ctx.outputLatency || 0)) * 1e6;
+    const outputUs = outputSeconds(ctx) * 1e6;
     const track = this.stream?.getAudioTracks()[0];
     const reported = (track?.getSettings() as { latency?: number } | undefined)?.latency;
     const inputUs = typeof reported === 'number' && Number.isFinite(reported) ? reported * 1e6 : NaN;
@@ -216,4 +217,19 @@ export class EngineLink {
     engine.control({ type: 'device-latency', outputUs, inputUs });
     this.deviceLatencySent = { outputUs, inputUs };
   }
+}
+
+/**
+ * The output latency the page may ask of `ctx` while it plays: its base latency only.
+ * `AudioContext.outputLatency` is not read here. Firefox answers its first read of it (later ones
+ * are cached) by asking the audio device, across processes, while holding the lock of its audio
+ * graph; when an audio callback is in flight at that moment, the callback waits for the graph,
+ * the device's reply waits for the callback, and the page's main thread never comes back (seen
+ * with Firefox ESR on PulseAudio: one join in twenty, for ever, before the first peer link). No
+ * property of the browser tells whether its read can block, so none is made. What the device
+ * adds beyond the base latency is left out of the figures (in Chromium, a few tens of ms).
+ */
+function outputSeconds(ctx: AudioContext): number {
+  const base = ctx.baseLatency;
+  return Number.isFinite(base) && base > 0 ? base : 0;
 }
