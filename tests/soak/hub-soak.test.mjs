@@ -32,7 +32,8 @@
 // both are printed, with the share of the machine the host took (steal) in each.
 // TUTTI_ROOM_STRICT=1 fails any underrun.
 //
-// Nothing is built here: `npm test` builds dist/ and the server first.
+// A soak, so not part of `npm test` (whose time is bounded): `npm run soak` builds what is stale
+// (dist/ and the server) and runs it, about 2-3 minutes.
 import assert from 'node:assert/strict';
 import { cpus } from 'node:os';
 import { test } from 'node:test';
