@@ -9,7 +9,7 @@
 // Checks, in order:
 // 1. the room forms: every page sees four connected participants;
 // 2. after warm-up, every page's output holds the four other tones at the expected level and
-//    not its own; over SOAK_SECONDS (20 s, TUTTI_SOAK_SECONDS to change) no page's engine counts
+//    not its own; over SOAK_SECONDS (10 s, TUTTI_SOAK_SECONDS to change) no page's engine counts
 //    an underrun;
 // 3. one page leaves: the others drop it and, over a capture spanning the leave, the remaining
 //    tones have no gap (no 20 ms window more than GAP_DB below the tone's median); it rejoins and
@@ -72,7 +72,7 @@ const OWN_OVER_FLOOR_DB = 6;
  */
 const GAP_DB = 20;
 const DIP_DB = 6;
-const SOAK_SECONDS = Number(process.env.TUTTI_SOAK_SECONDS ?? 20);
+const SOAK_SECONDS = Number(process.env.TUTTI_SOAK_SECONDS ?? 10);
 /**
  * CPU busy (% of all cores) over a capture from which on the machine counts as starved: a tone
  * missing from such a capture is a glitch line too (a stream that ran dry for most of it), not
@@ -85,10 +85,12 @@ const STRICT = process.env.TUTTI_ROOM_STRICT === '1';
 const BLOCK = Number(process.env.TUTTI_ROOM_BLOCK ?? 128);
 /**
  * Warm-up after the room forms, and after a rejoin: on a starved machine the adaptive buffers
- * learn the longest stalls only by meeting them (each recurring underrun keeps a deeper floor
- * longer), which takes a few tens of seconds.
+ * learn the longest stalls only by meeting them, which takes a few tens of seconds. `npm test`'s
+ * time is bounded, so it waits 12 s: a starved run's glitches are printed and skipped either
+ * way (below), and the functional checks do not depend on it. TUTTI_WARMUP_SECONDS=30 and
+ * TUTTI_SOAK_SECONDS=60 for a longer look; `npm run soak` has the long run through the hub.
  */
-const WARMUP_MS = Number(process.env.TUTTI_WARMUP_SECONDS ?? 30) * 1000;
+const WARMUP_MS = Number(process.env.TUTTI_WARMUP_SECONDS ?? 12) * 1000;
 const ROOM = 'e2e-quintet';
 /**
  * Longest a sender may send nothing towards a page while packets wait (its send queue stalled)
