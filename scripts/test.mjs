@@ -6,7 +6,7 @@
 //   clippy cargo clippy --workspace --all-targets -- -D warnings     1 check
 //   cargo  cargo test --workspace --no-fail-fast                     sum of "test result:" lines
 //   fuzz   every cargo-fuzz target of core/fuzz and server/fuzz,    1 check per target
-//          TUTTI_FUZZ_SECONDS (10) each over a copy of its seeds
+//          TUTTI_FUZZ_SECONDS (5) each over a copy of its seeds
 //   types  svelte-check (app .ts and .svelte, tsconfig.json)         1 check
 //          tsc --noEmit -p tsconfig.scripts.json (JSDoc types of       1 check
 //          scripts/, tests/browser/, bench/*.mjs)
@@ -112,7 +112,7 @@ const suites = [
   {
     name: 'fuzz',
     run: async () => {
-      const seconds = Number(process.env.TUTTI_FUZZ_SECONDS ?? 10);
+      const seconds = Number(process.env.TUTTI_FUZZ_SECONDS ?? 5);
       if (!Number.isInteger(seconds) || seconds < 1)
         return { passed: 0, failed: 1, note: 'TUTTI_FUZZ_SECONDS must be a whole number of seconds' };
       const targets = fuzzTargets();
