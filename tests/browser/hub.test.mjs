@@ -86,7 +86,13 @@ async function diagnose(page, name) {
         bufferedMs: Math.round(row.bufferedMs * 10) / 10,
         gapMaxMs: row.gapMaxMs,
       };
-      return { hub: s.view.topology.hub, link: p?.link ?? 'absent', counters: pick ?? null };
+      return {
+        hub: s.view.topology.hub,
+        link: p?.link ?? 'absent',
+        format: p?.format ?? null,
+        layer: s.view.topology.layer ?? null,
+        counters: pick ?? null,
+      };
     }, name)
     .catch((e) => ({ error: String(e) }));
   return JSON.stringify(got);
@@ -146,33 +152,46 @@ async function checkRoom(pages, label, expected = /** @type {Record<number, numb
  * @returns {Promise<Record<string, number>[]>} each page's readings by name
  */
 async function checkMeters(pages, label) {
-  const all = await Promise.all(
-    pages.map((page) =>
-      page.evaluate(() =>
-        Object.fromEntries(
-          window.tutti.session.view.participants.map((q) => [
-            q.name,
-            Math.max(q.levels.peakL, q.levels.peakR),
-          ]),
+  const read = (page) =>
+    page.evaluate(() => {
+      const v = window.tutti.session.view;
+      return {
+        byName: Object.fromEntries(
+          v.participants.map((q) => [q.name, Math.max(q.levels.peakL, q.levels.peakR)]),
         ),
-      ),
-    ),
-  );
-  all.forEach((byName, i) => {
+        input: v.input.levels.peakL,
+      };
+    });
+  const all = await Promise.all(pages.map(read));
+  /** @type {{ page: number, from: number, db: number }[]} */
+  const failures = [];
+  all.forEach(({ byName, input }, i) => {
     const line = Object.entries(byName)
       .map(([name, db]) => `${name} ${db.toFixed(1)}`)
       .join(', ');
-    console.log(`${label}: page ${i}'s meters (peak dBFS): ${line}`);
+    console.log(`${label}: page ${i}'s meters (peak dBFS): ${line}; its own input ${input.toFixed(1)}`);
     pages.forEach((_, j) => {
       if (j === i) return;
       const db = byName[`Hub ${j}`];
-      assert.ok(
-        Math.abs(db - SOURCE_PEAK_DB) <= METER_TOL_DB,
-        `${label}: page ${i}'s meter of Hub ${j} reads ${db} dBFS, its tone peaks at ${SOURCE_PEAK_DB}`,
-      );
+      if (!(Math.abs(db - SOURCE_PEAK_DB) <= METER_TOL_DB)) failures.push({ page: i, from: j, db });
     });
   });
-  return all;
+  if (failures.length) {
+    // What the listener's engine counted for that player, and the player's own input meter
+    // now: a reading off at the source shows there too.
+    const lines = await Promise.all(
+      failures.map(async ({ page, from, db }) => {
+        const [known, source] = await Promise.all([diagnose(pages[page], `Hub ${from}`), read(pages[from])]);
+        return (
+          `${label}: page ${page}'s meter of Hub ${from} reads ${db.toFixed(1)} dBFS, its tone peaks at ` +
+          `${SOURCE_PEAK_DB} (Hub ${from}'s own input meter now ${source.input.toFixed(1)}); of Hub ${from} ` +
+          `it knows ${known}`
+        );
+      }),
+    );
+    assert.fail(lines.join('\n'));
+  }
+  return all.map((a) => a.byName);
 }
 
 /** Page 1 turns page 2 down by FADER_DB; only page 1's mix changes; then it is put back. */
