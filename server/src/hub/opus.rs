@@ -127,6 +127,16 @@ impl Encoder {
         .map(|_| ())
     }
 
+    /// Forgets the stream's history, keeping its settings: the next frame is coded as the
+    /// first of a new stream. No allocation.
+    pub fn reset(&mut self) {
+        // SAFETY: `raw` is a live encoder; the request takes no argument and cannot fail for
+        // a valid encoder.
+        unsafe {
+            sys::opus_encoder_ctl(self.raw.as_ptr(), sys::OPUS_RESET_STATE);
+        }
+    }
+
     /// Sets the bit rate, [`MIN_BITRATE`] to [`MAX_BITRATE`] bit/s.
     pub fn set_bitrate(&mut self, bitrate: i32) -> Result<(), OpusError> {
         if !(MIN_BITRATE..=MAX_BITRATE).contains(&bitrate) {

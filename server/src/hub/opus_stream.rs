@@ -121,6 +121,11 @@ impl StreamEncoder {
     pub fn set_mono(&mut self, mono: bool) -> Result<(), OpusError> {
         self.enc.set_mono(mono)
     }
+
+    /// See [`Encoder::reset`].
+    pub fn reset(&mut self) {
+        self.enc.reset();
+    }
 }
 
 impl codec::Encoder for StreamEncoder {

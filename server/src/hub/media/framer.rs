@@ -5,9 +5,13 @@
 //! Forward mode's layers keep one per sender and layer ([`super::layers`]); mix mode keeps one
 //! per listener who takes its mix as Opus ([`super::mix`]). A frame leaves as soon as its last
 //! sample arrived, so the reframing adds less than one frame of delay. A gap in the input
-//! ([`OpusFramer::gap`]) drops what was gathered and skips the numbers of the frames it spans,
-//! so the listener's decoder conceals them instead of playing silence; the first frame after a
-//! gap or a [`OpusFramer::reset`] carries no copy.
+//! ([`OpusFramer::gap`]) drops what was gathered and skips the numbers of the frames it spans;
+//! the first frame after a gap or a [`OpusFramer::reset`] carries no copy and starts a new
+//! stream in the encoder. Its input must be continuous otherwise: an encoder fed a jump in the
+//! signal, while the listener's decoder conceals the numbers skipped, codes a frame whose overlap
+//! with the concealment adds up (a 220 Hz tone came out up to 6.8 dB over its level). The
+//! layers ([`super::layers`]) conceal the sender's lost blocks into the stream until the
+//! concealment has faded out, and skip only what follows.
 //!
 //! The encoder is stereo and made in [`OpusFramer::new`] (allocates: the control path);
 //! [`OpusFramer::push`] allocates nothing. A mono input (a sender with one channel) is coded
@@ -57,6 +61,8 @@ pub struct OpusFramer {
     prev: [u8; FRAME_BYTES],
     prev_len: usize,
     out: [u8; PACKET_BYTES],
+    /// No frame was encoded since the encoder was made or reset.
+    fresh: bool,
 }
 
 impl OpusFramer {
@@ -75,14 +81,20 @@ impl OpusFramer {
             prev: [0; FRAME_BYTES],
             prev_len: 0,
             out: [0; PACKET_BYTES],
+            fresh: true,
         }))
     }
 
-    /// Forgets what was gathered and the copy: the input starts afresh (a listener that takes
-    /// the stream again). The numbers go on.
+    /// Forgets what was gathered, the copy and the encoder's history: the input starts afresh
+    /// (a listener that takes the stream again, or after a gap). The numbers go on. No
+    /// allocation; the encoder is reset only if it coded a frame since.
     pub fn reset(&mut self) {
         self.filled = 0;
         self.prev_len = 0;
+        if !self.fresh {
+            self.encoder.reset();
+            self.fresh = true;
+        }
     }
 
     /// `missing` input samples were lost: what was gathered cannot make a whole frame any more.
@@ -130,6 +142,7 @@ impl OpusFramer {
         self.filled += take;
         while self.filled >= self.frame {
             let f = self.frame;
+            self.fresh = false;
             let written = self.encoder.encode(
                 &self.left[..f],
                 Some(&self.right[..f]),

@@ -8,10 +8,13 @@
 //! decoded and gathered into Opus frames (120 samples at 128 kbit/s: 2.5 ms, for the least
 //! delay; 240 at 64 kbit/s, where 2.5 ms frames lose 12 dB of SNR): a frame leaves as soon as its
 //! last sample arrived, so the reframing adds less than one frame. Each layer numbers its frames
-//! itself. A gap in the sender's numbers (loss) drops what was gathered and skips the layer's
-//! numbers for the frames it spans, so that the listeners' decoders conceal them instead of
-//! playing silence; a packet older than one already taken is not re-encoded (its listeners on
-//! that layer lose nothing they would still play).
+//! itself. A gap in the sender's numbers (loss) is concealed into the layers, with the engine's
+//! own concealment ([`Concealer`]: the signal continued, then faded out over 50 ms), and the
+//! layers' numbers are skipped only for what is lost after the fade: an encoder must never see
+//! the signal jump where its listeners' decoders conceal (the frame after such a jump came out
+//! up to 7 dB over the tone's level; see [`super::framer`]). The real blocks after a concealment
+//! fade back in from it. A packet older than one already taken is not re-encoded (its listeners
+//! on that layer lose nothing they would still play).
 //!
 //! Each Opus packet also carries the previous frame's bytes (the packet format's redundant copy):
 //! a listener that lost a frame plays it from the next packet instead of concealing it, for the
@@ -22,6 +25,7 @@
 //! is first taken ([`SenderLayers::ensure`], on the control path); feeding a block
 //! allocates nothing.
 
+use tutti_core::conceal::Concealer;
 use tutti_core::packet::{Packet, MAX_FRAMES};
 
 use super::framer::OpusFramer;
@@ -84,8 +88,11 @@ impl Layer {
 pub struct LayerCounters {
     /// Opus frames encoded, all layers.
     pub encoded: u64,
-    /// Layer numbers skipped for a gap in the sender's stream.
+    /// Layer numbers skipped for a gap in the sender's stream (what was lost after the
+    /// concealment faded out).
     pub skipped: u64,
+    /// Lost sender blocks concealed into the layers.
+    pub concealed: u64,
     /// Sender packets older than one already taken: not re-encoded.
     pub late: u64,
     /// Frames the encoder refused (never expected; counted).
@@ -95,6 +102,9 @@ pub struct LayerCounters {
 /// One sender's Opus layers.
 pub struct SenderLayers {
     layers: [Option<Box<OpusFramer>>; 2],
+    /// What the layers were fed, continued where the sender's blocks were lost; made with the
+    /// first layer.
+    concealer: Option<Box<Concealer>>,
     /// The sender's next expected sequence number, once one packet was taken.
     next: Option<u16>,
     /// One decoded block of the sender's.
@@ -108,6 +118,7 @@ impl SenderLayers {
     pub fn new() -> Box<SenderLayers> {
         Box::new(SenderLayers {
             layers: [None, None],
+            concealer: None,
             next: None,
             block_l: [0.0; MAX_FRAMES],
             block_r: [0.0; MAX_FRAMES],
@@ -124,6 +135,9 @@ impl SenderLayers {
             if let Some(framer) = layer.framer() {
                 self.layers[i] = Some(framer?);
             }
+        }
+        if self.concealer.is_none() {
+            self.concealer = Some(Box::new(Concealer::new()));
         }
         Ok(())
     }
@@ -147,38 +161,73 @@ impl SenderLayers {
         }
         self.next = Some(seq.wrapping_add(1));
         let frames = pkt.frames().min(MAX_FRAMES);
-        let n = pkt.decode_stereo(&mut self.block_l[..frames], &mut self.block_r[..frames]);
         // The sender's clock for the block's first sample, µs (its header's stamp).
         let stamp = pkt.header.timestamp;
-        let rate = u64::from(pkt.header.rate.hz());
-        for (i, slot) in self.layers.iter_mut().enumerate() {
-            let Some(framer) = slot.as_deref_mut() else {
-                continue;
-            };
-            if !taken[i] {
+        let rate = u64::from(pkt.header.rate.hz()).max(1);
+        let channels = pkt.channels;
+        let Some(concealer) = self.concealer.as_deref_mut() else {
+            return; // no layer was ever made
+        };
+        for (framer, &taken) in self.layers.iter_mut().zip(&taken) {
+            if let (Some(framer), false) = (framer.as_deref_mut(), taken) {
                 framer.reset();
-                continue;
             }
-            if gap > 0 {
-                // Lost blocks: skip the layer's numbers of the frames they span.
-                let skipped = framer.gap(usize::from(gap as u16) * frames);
-                self.counters.skipped += u64::from(skipped);
-            }
-            if framer.set_channels(pkt.channels).is_err() {
-                // Never expected (a field of the encoder's state); the frames go on as before.
-                self.counters.failed += 1;
-            }
-            let layer = OPUS_LAYERS[i];
-            let pushed = framer.push(
-                &self.block_l[..n],
-                &self.block_r[..n],
-                stamp,
-                rate,
-                0,
-                &mut |packet| emit(layer, packet),
-            );
-            self.counters.encoded += pushed.encoded;
-            self.counters.failed += pushed.failed;
         }
+        if !taken.iter().any(|&t| t) {
+            concealer.reset();
+            return;
+        }
+        let mut feed = |layers: &mut [Option<Box<OpusFramer>>; 2],
+                        l: &[f32],
+                        r: &[f32],
+                        stamp: u64,
+                        counters: &mut LayerCounters| {
+            for (i, slot) in layers.iter_mut().enumerate() {
+                let Some(framer) = slot.as_deref_mut().filter(|_| taken[i]) else {
+                    continue;
+                };
+                if framer.set_channels(channels).is_err() {
+                    // Never expected (a field of the encoder's state); the frames go on as before.
+                    counters.failed += 1;
+                }
+                let layer = OPUS_LAYERS[i];
+                let pushed = framer.push(l, r, stamp, rate, 0, &mut |packet| emit(layer, packet));
+                counters.encoded += pushed.encoded;
+                counters.failed += pushed.failed;
+            }
+        };
+        if gap > 0 {
+            // Lost blocks: continued by the concealment until it has faded out (at most 50 ms,
+            // so at most 75 blocks of 32 frames), the rest skipped in every layer.
+            let missing = usize::from(gap as u16);
+            let (l, r) = (&mut self.block_l[..frames], &mut self.block_r[..frames]);
+            let mut filled = 0;
+            while filled < missing && !concealer.is_silent() {
+                concealer.conceal(l, r);
+                let ago = ((missing - filled) * frames) as u64 * 1_000_000 / rate;
+                feed(
+                    &mut self.layers,
+                    l,
+                    r,
+                    stamp.saturating_sub(ago),
+                    &mut self.counters,
+                );
+                self.counters.concealed += 1;
+                filled += 1;
+            }
+            if filled < missing {
+                for (framer, &taken) in self.layers.iter_mut().zip(&taken) {
+                    if let (Some(framer), true) = (framer.as_deref_mut(), taken) {
+                        let skipped = framer.gap((missing - filled) * frames);
+                        self.counters.skipped += u64::from(skipped);
+                    }
+                }
+            }
+        }
+        let n = pkt.decode_stereo(&mut self.block_l[..frames], &mut self.block_r[..frames]);
+        let (l, r) = (&mut self.block_l[..n], &mut self.block_r[..n]);
+        // Fades in from a concealment; otherwise kept for the next one.
+        concealer.play(l, r);
+        feed(&mut self.layers, l, r, stamp, &mut self.counters);
     }
 }
