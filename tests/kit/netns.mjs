@@ -27,14 +27,10 @@ export const PROBE_BIN = 'target/release/examples/udp_probe';
 
 // Inside the new namespace: loopback up, and a second link (up, no address). Chromium reports
 // navigator.onLine === false when lo is the only interface. Where the kernel has no `dummy` link
-// type, a veth pair (both ends in the namespace) stands in for it. No IPv6 link-local address
-// either (addrgenmode none): on a veth pair the kernel adds one a second or two after the link
-// comes up, Chromium takes that for a network change, and a load under way then fails with
-// net::ERR_NETWORK_CHANGED (seen once in CI, on a page that had just joined).
+// type, a veth pair (both ends in the namespace) stands in for it.
 const SETUP = [
   'ip link set lo up',
-  '{ ip link add tutti0 type dummy 2>/dev/null || { ip link add tutti0 type veth peer name tutti1 && ip link set tutti1 addrgenmode none && ip link set tutti1 up; }; }',
-  'ip link set tutti0 addrgenmode none',
+  '{ ip link add tutti0 type dummy 2>/dev/null || { ip link add tutti0 type veth peer name tutti1 && ip link set tutti1 up; }; }',
   'ip link set tutti0 up',
   'exec "$@"',
 ].join(' && ');
