@@ -25,7 +25,7 @@
 //! is first taken ([`SenderLayers::ensure`], on the control path); feeding a block
 //! allocates nothing.
 
-use tutti_core::conceal::{Concealer, FADE_FRAMES, HOLD_FRAMES};
+use tutti_core::conceal::Concealer;
 use tutti_core::packet::{Packet, MAX_FRAMES};
 
 use super::framer::OpusFramer;
@@ -83,12 +83,6 @@ impl Layer {
     }
 }
 
-/// Most sender frames concealed into the layers for one gap: the concealment's hold and fade,
-/// and a block. A sender earns this credit with the real frames it sends (one for one), so a
-/// sender that makes a gap before every packet costs the encoders at most twice its own frames,
-/// not 75 blocks per packet.
-const CONCEAL_CREDIT: usize = HOLD_FRAMES + FADE_FRAMES + MAX_FRAMES;
-
 /// What one sender's layers counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LayerCounters {
@@ -111,8 +105,6 @@ pub struct SenderLayers {
     /// What the layers were fed, continued where the sender's blocks were lost; made with the
     /// first layer.
     concealer: Option<Box<Concealer>>,
-    /// Frames the concealment may still add ([`CONCEAL_CREDIT`] at most).
-    credit: usize,
     /// The sender's next expected sequence number, once one packet was taken.
     next: Option<u16>,
     /// One decoded block of the sender's.
@@ -127,7 +119,6 @@ impl SenderLayers {
         Box::new(SenderLayers {
             layers: [None, None],
             concealer: None,
-            credit: 0,
             next: None,
             block_l: [0.0; MAX_FRAMES],
             block_r: [0.0; MAX_FRAMES],
@@ -184,7 +175,6 @@ impl SenderLayers {
         }
         if !taken.iter().any(|&t| t) {
             concealer.reset();
-            self.credit = 0;
             return;
         }
         let mut feed = |layers: &mut [Option<Box<OpusFramer>>; 2],
@@ -208,14 +198,12 @@ impl SenderLayers {
         };
         if gap > 0 {
             // Lost blocks: continued by the concealment until it has faded out (at most 50 ms,
-            // so at most 75 blocks of 32 frames) or the sender's credit is spent, the rest
-            // skipped in every layer.
+            // so at most 75 blocks of 32 frames), the rest skipped in every layer.
             let missing = usize::from(gap as u16);
             let (l, r) = (&mut self.block_l[..frames], &mut self.block_r[..frames]);
             let mut filled = 0;
-            while filled < missing && !concealer.is_silent() && self.credit >= frames {
+            while filled < missing && !concealer.is_silent() {
                 concealer.conceal(l, r);
-                self.credit -= frames;
                 let ago = ((missing - filled) * frames) as u64 * 1_000_000 / rate;
                 feed(
                     &mut self.layers,
@@ -240,7 +228,6 @@ impl SenderLayers {
         let (l, r) = (&mut self.block_l[..n], &mut self.block_r[..n]);
         // Fades in from a concealment; otherwise kept for the next one.
         concealer.play(l, r);
-        self.credit = (self.credit + n).min(CONCEAL_CREDIT);
         feed(&mut self.layers, l, r, stamp, &mut self.counters);
     }
 }
