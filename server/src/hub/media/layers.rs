@@ -13,7 +13,12 @@
 //! layers' numbers are skipped only for what is lost after the fade: an encoder must never see
 //! the signal jump where its listeners' decoders conceal (the frame after such a jump came out
 //! up to 7 dB over the tone's level; see [`super::framer`]). The real blocks after a concealment
-//! fade back in from it. A packet older than one already taken is not re-encoded (its listeners
+//! fade back in from it. Concealment is bounded by time, not by packets: a sender's lost blocks
+//! are concealed out of a budget of audio time that refills as the hub's clock runs and holds
+//! one full concealment (hold, fade and a block: 55 ms), so a sender that skips numbers before
+//! every packet makes the encoders code at most one more real time of its stream (the ingest
+//! already holds its real blocks to twice real time), not up to 75 blocks per packet; what the
+//! budget does not cover is skipped and counted. A packet older than one already taken is not re-encoded (its listeners
 //! on that layer lose nothing they would still play).
 //!
 //! Each Opus packet also carries the previous frame's bytes (the packet format's redundant copy):
@@ -25,7 +30,7 @@
 //! is first taken ([`SenderLayers::ensure`], on the control path); feeding a block
 //! allocates nothing.
 
-use tutti_core::conceal::Concealer;
+use tutti_core::conceal::{Concealer, FADE_FRAMES, HOLD_FRAMES};
 use tutti_core::packet::{Packet, MAX_FRAMES};
 
 use super::framer::OpusFramer;
@@ -83,6 +88,11 @@ impl Layer {
     }
 }
 
+/// Audio time a sender's concealment may fill at once, µs at 48 kHz: the concealment's hold and
+/// fade and one block. The budget refills at the hub clock's pace up to this.
+const CONCEAL_BUDGET_US: u64 =
+    ((HOLD_FRAMES + FADE_FRAMES + MAX_FRAMES) as u64) * 1_000_000 / 48_000;
+
 /// What one sender's layers counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LayerCounters {
@@ -93,6 +103,9 @@ pub struct LayerCounters {
     pub skipped: u64,
     /// Lost sender blocks concealed into the layers.
     pub concealed: u64,
+    /// Lost sender blocks not concealed because the sender's concealment budget was spent
+    /// (gaps faster than time passes; their numbers are skipped).
+    pub over_budget: u64,
     /// Sender packets older than one already taken: not re-encoded.
     pub late: u64,
     /// Frames the encoder refused (never expected; counted).
@@ -105,6 +118,10 @@ pub struct SenderLayers {
     /// What the layers were fed, continued where the sender's blocks were lost; made with the
     /// first layer.
     concealer: Option<Box<Concealer>>,
+    /// Audio time the concealment may still fill, µs ([`CONCEAL_BUDGET_US`] at most), as of
+    /// `budget_at` (the hub's clock, µs).
+    budget_us: u64,
+    budget_at: Option<u64>,
     /// The sender's next expected sequence number, once one packet was taken.
     next: Option<u16>,
     /// One decoded block of the sender's.
@@ -119,6 +136,8 @@ impl SenderLayers {
         Box::new(SenderLayers {
             layers: [None, None],
             concealer: None,
+            budget_us: CONCEAL_BUDGET_US,
+            budget_at: None,
             next: None,
             block_l: [0.0; MAX_FRAMES],
             block_r: [0.0; MAX_FRAMES],
@@ -142,10 +161,19 @@ impl SenderLayers {
         Ok(())
     }
 
-    /// Takes one of the sender's packets (checked by the ingest) for the layers in `taken`
-    /// (by index; a layer nobody takes is not fed, and restarts when taken again) and calls
-    /// `emit(layer, packet)` for every Opus frame it completes. No allocation.
-    pub fn feed(&mut self, pkt: &Packet<'_>, taken: [bool; 2], emit: &mut dyn FnMut(Layer, &[u8])) {
+    /// Takes one of the sender's packets (checked by the ingest) arriving at `now_us` for the
+    /// layers in `taken` (by index; a layer nobody takes is not fed, and restarts when taken
+    /// again) and calls `emit(layer, packet)` for every Opus frame it completes. No allocation.
+    pub fn feed(
+        &mut self,
+        pkt: &Packet<'_>,
+        now_us: u64,
+        taken: [bool; 2],
+        emit: &mut dyn FnMut(Layer, &[u8]),
+    ) {
+        let since = self.budget_at.map_or(0, |t| now_us.saturating_sub(t));
+        self.budget_us = self.budget_us.saturating_add(since).min(CONCEAL_BUDGET_US);
+        self.budget_at = Some(now_us);
         if pkt.is_opus() {
             // Already compressed: its listeners take it as sent.
             return;
@@ -198,11 +226,18 @@ impl SenderLayers {
         };
         if gap > 0 {
             // Lost blocks: continued by the concealment until it has faded out (at most 50 ms,
-            // so at most 75 blocks of 32 frames), the rest skipped in every layer.
+            // so at most 75 blocks of 32 frames) or the budget is spent, the rest skipped in
+            // every layer.
             let missing = usize::from(gap as u16);
             let (l, r) = (&mut self.block_l[..frames], &mut self.block_r[..frames]);
+            let cost = frames as u64 * 1_000_000 / rate;
             let mut filled = 0;
             while filled < missing && !concealer.is_silent() {
+                if self.budget_us < cost {
+                    self.counters.over_budget += 1;
+                    break;
+                }
+                self.budget_us -= cost;
                 concealer.conceal(l, r);
                 let ago = ((missing - filled) * frames) as u64 * 1_000_000 / rate;
                 feed(

@@ -519,7 +519,7 @@ impl MediaRoom {
             let mut layers = self.clients[slot].as_mut().and_then(|c| c.layers.take());
             if let Some(l) = layers.as_mut() {
                 let clients = &mut self.clients;
-                l.feed(&pkt, taken, &mut |layer, frame| {
+                l.feed(&pkt, now_us, taken, &mut |layer, frame| {
                     forwarded += stage_for(clients, slot, stream, layer, frame, true, now_us);
                 });
             }

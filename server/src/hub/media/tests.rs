@@ -1044,6 +1044,39 @@ fn a_long_gap_is_concealed_until_faded_out_and_only_the_rest_skipped() {
 }
 
 #[test]
+fn a_sender_that_gaps_before_every_packet_gets_no_more_concealment_than_time_passes() {
+    // 40 blocks in order, then 100 packets at the real pace (one per 128 frames), each 50
+    // numbers after the last: every one a gap of 49 blocks. The first gap is concealed until
+    // the fade (19 blocks, out of the full budget); after that the budget refills one block's
+    // time per packet, so about one block per packet is concealed and the rest skipped and
+    // counted. Unbounded, every packet would cost 19 concealed blocks (1,900).
+    let mut room = MediaRoom::new(Mode::Forward, 0);
+    let a = room.add_client(41, ClientKind::Browser, 0).unwrap();
+    let b = room.add_client(42, ClientKind::Browser, 0).unwrap();
+    room.set_layer(b, Layer::Opus64).unwrap();
+    let mut sent = Sent::new();
+    let numbers: Vec<u64> = (0..40).chain((1..=100).map(|j| 39 + 50 * j)).collect();
+    for (i, &k) in numbers.iter().enumerate() {
+        let t = tick_us(i as u64);
+        room.receive(a, &browser_packet(k, 750.0, 0.2, Some(41)), t);
+        room.poll(t, &mut collect(&mut sent));
+    }
+    let c = room.layer_counters(a).unwrap();
+    // The budget: 55 ms at the start and the 100 packets' 267 ms since, in 128-frame blocks.
+    let budget_blocks = (2656 + 100 * 128) / 128;
+    assert!(c.concealed <= budget_blocks, "{c:?}");
+    assert!(
+        c.concealed >= 100,
+        "the refill is concealed, not lost: {c:?}"
+    );
+    assert!(c.over_budget >= 99, "{c:?}");
+    // What the encoder coded: the sender's real frames and at most as much again (+ the
+    // first budget), in 240-frame Opus frames.
+    let real_frames = numbers.len() as u64 * 128;
+    assert!(c.encoded * 240 <= 2 * real_frames + 2656 + 240, "{c:?}");
+}
+
+#[test]
 fn a_listener_on_an_opus_layer_hears_no_click_louder_than_the_tone_across_a_gap() {
     // Before the layers concealed a gap, the encoder saw the signal jump while the listener's
     // decoder concealed the numbers skipped, and the first frame after the gap added to that
