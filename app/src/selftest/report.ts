@@ -105,7 +105,7 @@ export interface ScenarioResult {
     driftPpm: number[];
     concealed: number[];
   }[];
-  context: { sampleRate: number; baseLatency: number; outputLatency: number };
+  context: { sampleRate: number; baseLatency: number };
   tolerances: Scenario['tolerances'];
   wallMs: number;
   engineErrors: string[];

@@ -203,17 +203,18 @@ export async function runScenario(
       });
     }, SERIES_MS);
     let captureEnd = 0;
-    const stamps: AudioTimestamp[] = [];
+    const stamps: ClockPair[] = [];
+    const stamp = () => stamps.push({ contextTime: ctx.currentTime, performanceTime: performance.now() });
     let stamper: ReturnType<typeof setInterval> | undefined;
     const { lags, ...sender } = await new Promise<SendReport>((resolve, reject) => {
       worker.onmessage = (ev: MessageEvent<{ type: string; message?: string } & SendReport>) => {
         if (ev.data.type === 'started') {
-          stamps.push(ctx.getOutputTimestamp());
-          stamper = setInterval(() => stamps.push(ctx.getOutputTimestamp()), STAMP_MS);
+          stamp();
+          stamper = setInterval(stamp, STAMP_MS);
         } else if (ev.data.type === 'done') {
           captureEnd = Atomics.load(tap.header, TAP_WRITTEN);
           clearInterval(stamper);
-          stamps.push(ctx.getOutputTimestamp());
+          stamp();
           resolve(ev.data);
         } else if (ev.data.type === 'error') {
           clearInterval(stamper);
@@ -328,7 +329,6 @@ export async function runScenario(
       context: {
         sampleRate: ctx.sampleRate,
         baseLatency: ctx.baseLatency,
-        outputLatency: ctx.outputLatency ?? 0,
       },
       tolerances: sc.tolerances,
       wallMs: 0,
@@ -345,13 +345,23 @@ export async function runScenario(
   }
 }
 
-/** (audio clock rate / performance.now rate - 1) in ppm between two output timestamps. */
-function clockOffsetPpm(stamps: AudioTimestamp[]): number {
+/**
+ * The context's time and the wall clock's, read together on the main thread. Not
+ * `getOutputTimestamp()` (nor `outputLatency`): Firefox's timestamp subtracts its output
+ * latency, whose first read asks the audio device across processes while holding the audio
+ * graph's lock, and that can deadlock the page for good (see `outputSeconds` in
+ * room/engine-link.ts). The slope is all the run needs, and no offset moves it. `currentTime` moves in render quanta (2.7 ms);
+ * over a run's 450 pairs the fitted slope is good to about 15 ppm, against a limit of 2,000.
+ */
+interface ClockPair {
+  contextTime: number;
+  performanceTime: number;
+}
+
+/** (audio clock rate / performance.now rate - 1) in ppm over a run's clock pairs. */
+function clockOffsetPpm(stamps: ClockPair[]): number {
   // Least squares of the context's time on the wall clock's, over every pair of the run.
-  const pts = stamps.filter(
-    (x): x is Required<AudioTimestamp> =>
-      Number.isFinite(x.contextTime) && Number.isFinite(x.performanceTime),
-  );
+  const pts = stamps.filter((x) => Number.isFinite(x.contextTime) && Number.isFinite(x.performanceTime));
   if (pts.length < 2) return NaN;
   const n = pts.length;
   const mx = pts.reduce((a, x) => a + x.performanceTime / 1000, 0) / n;
