@@ -13,7 +13,12 @@ import {
   meterFraction,
 } from '../../app/src/ui/scale';
 import { follow, HOLD_MS } from '../../app/src/ui/meter-clock';
-import { checkEngineSupport, engineUnavailableReason } from '../../app/src/audio/support';
+import { describeError } from '../../app/src/room/errors';
+import {
+  checkEngineSupport,
+  engineUnavailableReason,
+  webrtcUnavailableReason,
+} from '../../app/src/audio/support';
 
 describe('routes', () => {
   it('parses home, rooms and bad room names', () => {
@@ -140,5 +145,16 @@ describe('engine support check', () => {
     const noSharedGlobal = { ...ok, SharedArrayBuffer: undefined } as unknown as typeof globalThis;
     expect(engineUnavailableReason(noSharedGlobal)).toBe(`${noShared.title} ${noShared.detail}`);
     expect(engineUnavailableReason(ok)).toBeNull();
+  });
+
+  it('a room also needs RTCPeerConnection, and says so where it is missing', () => {
+    expect(webrtcUnavailableReason(ok)).toMatch(
+      /^This browser has no RTCPeerConnection\. .*WebRTC data channels/,
+    );
+    const rtc = { ...ok, RTCPeerConnection: function RTCPeerConnection() {} } as unknown as typeof globalThis;
+    expect(webrtcUnavailableReason(rtc)).toBeNull();
+    expect(describeError({ code: 'no-webrtc', message: 'm' }, 0).title).toBe(
+      'This browser cannot join a room',
+    );
   });
 });

@@ -71,6 +71,20 @@ export function engineUnavailableReason(g: typeof globalThis = globalThis): stri
   return reasonOf(checkEngineSupport(g));
 }
 
+/**
+ * Why this browser cannot join a room although the engine runs, or null: the mesh and the hub
+ * both carry audio over RTCPeerConnection data channels (the sound check and the self-test do
+ * not need them).
+ */
+export function webrtcUnavailableReason(g: typeof globalThis = globalThis): string | null {
+  if (typeof g.RTCPeerConnection === 'function') return null;
+  return (
+    "This browser has no RTCPeerConnection. Tutti carries the room's audio over WebRTC data " +
+    'channels, which this browser (or its build) leaves out. Use a current Safari, Chrome, Edge ' +
+    'or Firefox.'
+  );
+}
+
 /** The one-line reason a failed check gives; null for a check that passed. */
 function reasonOf(c: Check): string | null {
   return c.ok ? null : `${c.title} ${c.detail}`;

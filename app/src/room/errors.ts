@@ -83,6 +83,8 @@ export function describeError(error: RoomError, now: number): ErrorText {
       return text('No microphone', error.message);
     case 'engine-unavailable':
       return text('The audio engine cannot run here', error.message);
+    case 'no-webrtc':
+      return text('This browser cannot join a room', error.message);
     case 'network':
       return text('Network problem', error.message);
     default:

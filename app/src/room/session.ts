@@ -16,7 +16,7 @@
 // Membership comes from the server; audio never waits for it. The self-test (loopback) has no
 // server and no network: the user's own packets come back as its one participant.
 
-import { engineUnavailableReason } from '../audio/support';
+import { engineUnavailableReason, webrtcUnavailableReason } from '../audio/support';
 import { Mesh, type IcePolicy } from '../net/mesh';
 import {
   N_HUB_RX_BYTES,
@@ -341,6 +341,9 @@ class Session implements RoomSession {
   private async start(): Promise<void> {
     const reason = engineUnavailableReason();
     if (reason) return this.fail('engine-unavailable', reason);
+    // The sound check plays through the engine alone; a room needs WebRTC too.
+    const noRtc = this.loopback ? null : webrtcUnavailableReason();
+    if (noRtc) return this.fail('no-webrtc', noRtc);
     let iceServers: RTCIceServer[] = [];
     if (!this.loopback) {
       // A room needs the server (signaling) and the network: say so plainly rather than retry.

@@ -68,7 +68,7 @@ export type SignalingState = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
 export interface RoomError {
   /** The server's error code (e.g. "wrong-password", "room-full") or a client-side one
-   * ("no-microphone", "engine-unavailable", "network"). */
+   * ("no-microphone", "engine-unavailable", "no-webrtc", "network"). */
   code: string;
   /** A sentence for the user. */
   message: string;
