@@ -130,9 +130,14 @@ for (const engine of /** @type {const} */ (['firefox', 'webkit'])) {
       });
     }
 
-    test('sound check: a 440 Hz input comes back at 440 Hz and at level', { timeout: 90_000 }, async (t) => {
+    /**
+     * The sound check on the home page already open, started by a real click: 440 Hz back at
+     * level (or, where the engine cannot run, the reason shown). `label` names the run.
+     * @param {import('node:test').TestContext} t
+     * @param {string} label
+     */
+    async function soundCheck(t, label) {
       assert.ok(features, 'the features were read');
-      await p().goto(server.url);
       await p().waitFor(
         15_000,
         'the home page',
@@ -146,7 +151,7 @@ for (const engine of /** @type {const} */ (['firefox', 'webkit'])) {
           () => document.querySelector('[data-testid="soundcheck-error"]')?.textContent ?? null,
         );
         assert.equal(shown.trim(), features.engineReason, 'the sound check says what the browser lacks');
-        t.diagnostic(`${p().label}: the sound check shows "${shown.trim()}"`);
+        t.diagnostic(`${p().label} ${label}: the sound check shows "${shown.trim()}"`);
         return;
       }
       const state = await p().waitFor(20_000, 'the sound check playing', () => {
@@ -177,9 +182,7 @@ for (const engine of /** @type {const} */ (['firefox', 'webkit'])) {
       const inputTones = Object.fromEntries(
         Object.entries(input.tones).map(([f, x]) => [f, +x.db.toFixed(2)]),
       );
-      t.diagnostic(
-        `${p().label} sound check: ${JSON.stringify({ ...state, ...figures, tones, inputTones })}`,
-      );
+      t.diagnostic(`${p().label} ${label}: ${JSON.stringify({ ...state, ...figures, tones, inputTones })}`);
       assertToneBack(measured, TONE, [330, 550, 880], EXPECTED_DB, LEVEL_TOL_DB, input);
       assert.ok(figures.received > 300, `packets through the loop: ${figures.received}`);
       assert.equal(figures.lost, 0, 'a loopback loses nothing');
@@ -190,7 +193,69 @@ for (const engine of /** @type {const} */ (['firefox', 'webkit'])) {
         'the sound check stopping',
         () => window.tutti?.session?.view.signaling === 'closed',
       );
+    }
+
+    test('sound check: a 440 Hz input comes back at 440 Hz and at level', { timeout: 90_000 }, async (t) => {
+      await p().goto(server.url);
+      await soundCheck(t, 'sound check');
     });
+
+    test(
+      'offline: with its server gone the app opens from the service worker, and the sound check plays',
+      { timeout: 120_000 },
+      async (t) => {
+        // A server of its own, stopped once the service worker has the app.
+        const own = await startServer({ dist: DIST, args: ['--hub-auto', 'false'] });
+        let stopped = false;
+        try {
+          await p().goto(own.url);
+          // The worker claims the page once it is active (app/src/sw.ts).
+          await p().waitFor(
+            30_000,
+            'the service worker in control',
+            () => navigator.serviceWorker?.controller != null,
+          );
+          await own.stop();
+          stopped = true;
+          const gone = await fetch(`${own.url}api/config`).then(
+            () => 'answered',
+            () => 'gone',
+          );
+          assert.equal(gone, 'gone', 'nothing answers on the origin');
+          // The browser still says it is online (only the server is gone), so the home page
+          // shows no offline note (app/src/ui/pwa.ts asks the server only when the browser says
+          // offline); the app, its isolation and the engine come from the worker.
+          await p().goto(own.url);
+          const state = await p().waitFor(15_000, 'the app from the service worker', () =>
+            document.querySelector('[data-testid="soundcheck-toggle"]')
+              ? {
+                  controlled: navigator.serviceWorker.controller != null,
+                  isolated: self.crossOriginIsolated,
+                }
+              : null,
+          );
+          t.diagnostic(`${p().label} offline: ${JSON.stringify(state)}`);
+          assert.deepEqual(state, { controlled: true, isolated: true });
+          await soundCheck(t, 'offline sound check');
+          // A room link opens too, and joining says plainly why it cannot.
+          await p().goto(`${own.url}r/offline-room`);
+          await p().waitFor(
+            15_000,
+            'the join form offline',
+            () => !!document.querySelector('[data-testid="join"]'),
+          );
+          await p().fill('display-name', 'Ada');
+          await p().click('join');
+          const code = await p().waitFor(15_000, 'the room refusing', () =>
+            document.querySelector('[data-testid="room-error"]')?.getAttribute('data-code'),
+          );
+          t.diagnostic(`${p().label} offline room: ${code}`);
+          assert.equal(code, features?.engine ? 'offline' : 'engine-unavailable');
+        } finally {
+          if (!stopped) await own.stop().catch(() => {});
+        }
+      },
+    );
   });
 }
 
