@@ -52,11 +52,24 @@ impl JitterBuffer {
                 // the fill exceeds it by a block or more; what remains above it (less than a
                 // block) the consumer drops from the fade-in ([`JitterBuffer::take_start_excess`]),
                 // so playout starts exactly at the target and the drift loop has nothing to
-                // correct (it would resample, shifting the pitch, while it did).
+                // correct (it would resample, shifting the pitch, while it did). A dropped Opus
+                // frame still goes through the decoder (into `l`/`r`, which the block played
+                // next overwrites): its band energies are coded against the frames before
+                // it, and a decoder that joined later played the first 100 ms up to 5 dB off
+                // the signal's level. Every frame received is still decoded at most once; at a
+                // start that is at most the buffer's capacity in frames (68 of 2.5 ms).
                 let b_local = self.block_local();
                 while adaptive && self.buffered > 1 && self.fill_error() >= b_local {
                     let i = self.slot_of(self.play);
                     if self.slots[i].ext == self.play {
+                        if self.opus && decoder.is_some() {
+                            let mut dec = Decoding {
+                                store: &mut self.store,
+                                counters: &mut self.counters,
+                                stale: &mut self.decoder_stale,
+                            };
+                            dec.block(self.slots[i].buf, l, r, decoder.as_deref_mut());
+                        }
                         self.free_slot(i);
                         self.buffered -= 1;
                         self.counters.discarded += 1;
