@@ -324,6 +324,11 @@ export async function closeDangling(now = Date.now()): Promise<number> {
   let closed = 0;
   if (!conn) return 0;
   try {
+    // Looked for read-only first: a read-write transaction on the store waits for every other
+    // one, and a page that went into the browser's back-forward cache with one under way holds
+    // it for good (WebKit: the next page's list of sessions never came). Written only when a
+    // record needs it.
+    if (!(await hasDangling(conn, now))) return 0;
     const tx = conn.transaction('sessions', 'readwrite');
     for (let c = await tx.store.openCursor(); c; c = await c.continue()) {
       const v = c.value as unknown;
@@ -340,6 +345,19 @@ export async function closeDangling(now = Date.now()): Promise<number> {
     console.warn(`history: ${String(err)}`);
   }
   return closed;
+}
+
+/** Whether a record is left open (not ended) and stale at `now`: read-only. */
+async function hasDangling(conn: NonNullable<Awaited<ReturnType<typeof db>>>, now: number): Promise<boolean> {
+  const tx = conn.transaction('sessions');
+  for (let c = await tx.store.openCursor(); c; c = await c.continue()) {
+    const v = c.value as unknown;
+    const o = v && typeof v === 'object' ? (v as Record<string, unknown>) : null;
+    if (!o || o.endedAt !== null) continue;
+    const rec = validSession(v);
+    if (rec && now - rec.updatedAt >= STALE_AFTER_MS) return true;
+  }
+  return false;
 }
 
 /** The latest sessions, newest first (dangling ones closed first). */

@@ -6,7 +6,9 @@
 // session's history record.
 //
 // `saved` is loaded from IndexedDB once at start (a few ms); pages show once `saved.ready` is
-// true, so no default flashes before the stored value.
+// true, so no default flashes before the stored value. Storage that does not answer within
+// SAVED_WAIT_MS does not keep the page blank: it shows with what has come, and the rest fills
+// in when it comes.
 
 import { openSession } from '../room/session';
 import type { AudioSettings, JoinRequest, RoomSession } from '../room/types';
@@ -34,17 +36,25 @@ export const saved = $state<{
   note: string | null;
 }>({ ready: false, ...defaultSettings(), recent: [], sessions: [], note: null });
 
-/** Resolves once `saved` holds the stored values. */
+/** The longest the pages wait for the stored values before they show. */
+const SAVED_WAIT_MS = 1500;
+
+/** Resolves once `saved` holds the stored values, or SAVED_WAIT_MS has passed. */
 export const savedReady: Promise<void> = (async () => {
-  try {
-    const [settings, recent, sessions] = await Promise.all([loadSettings(), recentRooms(), recentSessions()]);
-    saved.name = settings.name;
-    saved.audio = settings.audio;
-    saved.recent = recent;
-    saved.sessions = sessions;
-  } catch (err) {
-    console.warn(`stored settings not read: ${String(err)}`);
-  }
+  const loads = Promise.all([
+    loadSettings().then((settings) => {
+      saved.name = settings.name;
+      saved.audio = settings.audio;
+    }),
+    recentRooms().then((recent) => (saved.recent = recent)),
+    recentSessions().then((sessions) => (saved.sessions = sessions)),
+  ]).then(
+    () => 'read' as const,
+    (err: unknown) => console.warn(`stored settings not read: ${String(err)}`),
+  );
+  const waited = new Promise<'late'>((resolve) => setTimeout(() => resolve('late'), SAVED_WAIT_MS));
+  if ((await Promise.race([loads, waited])) === 'late')
+    console.warn(`stored settings: not all read within ${SAVED_WAIT_MS} ms; the page shows without them`);
   saved.ready = true;
 })();
 onStorageNote((note) => (saved.note = note));
