@@ -24,7 +24,7 @@
 //   TUTTI_CARGO_TEST_RELEASE=1   run cargo test with --release (long simulations run faster,
 //                                compiling takes longer)
 //   TUTTI_TEST_BUDGET_S=2520     overall time limit (42 min: a fresh clone on 2 cores takes
-//                                about 36, builds and fuzz targets included); each suite also
+//                                about 35, builds and fuzz targets included); each suite also
 //                                has its own limit
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
