@@ -19,7 +19,15 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { checkHearsOthers, toneDbMedian, toneFrequency } from '../kit/audio.mjs';
 import { DIST, launchChromium } from '../kit/browser.mjs';
-import { ROOM_FLAGS, collectLogs, joinRoom, waitForHub, waitForRoomOf } from '../kit/harness.mjs';
+import {
+  ROOM_FLAGS,
+  collectLogs,
+  joinRoom,
+  startCongested,
+  stopCongested,
+  waitForHub,
+  waitForRoomOf,
+} from '../kit/harness.mjs';
 import { startPulse } from '../kit/pulse.mjs';
 import { startServer } from '../kit/server.mjs';
 import { openEngine } from '../kit/webdriver.mjs';
@@ -191,18 +199,7 @@ test(
       await waitForHub(pages, 'forward');
       await sleep(SETTLE_MS);
       for (const i of [0, 1]) await checkHearsOthers(pages, i, TONES, 'forward');
-      await firefox.evaluate(() => {
-        const congested = () =>
-          window.tutti.session.reportReception({
-            receivedBps: 600000,
-            loss: 0.3,
-            delayRiseMsPerS: 20,
-            rttMs: 5,
-            capacityBps: null,
-          });
-        congested();
-        /** @type {any} */ (window).__congested = setInterval(congested, 1000);
-      });
+      await startCongested(firefox);
       const moved = await firefox.waitFor(10_000, "Firefox's page on an Opus layer", () => {
         const v = window.tutti.session.view;
         const layer = v.topology.layer;
@@ -221,7 +218,7 @@ test(
         (await formats(cp)).every((f) => /^PCM/.test(f ?? '')),
         'Chromium kept the packets as sent',
       );
-      await firefox.evaluate(() => clearInterval(/** @type {any} */ (window).__congested));
+      await stopCongested(firefox);
 
       // 3. The hub, mixing.
       await cp.evaluate(() => window.tutti.session.setTopology('mix'));

@@ -28,6 +28,8 @@ import {
   ROOM_FLAGS,
   joinRoom,
   serverAndBrowser,
+  startCongested,
+  stopCongested,
   waitFor,
   waitForHub,
   waitForRoomOf,
@@ -68,30 +70,6 @@ function waitForLayer(page, layer, ms) {
     },
     ms,
   );
-}
-
-/**
- * Congested seconds reported for `page` once a second from now (what a page on a failing link
- * would measure: 30 % lost, 600 kbit/s through); its own clean reports go on between them.
- */
-function startCongested(page) {
-  return page.evaluate(() => {
-    const congested = () =>
-      window.tutti.session.reportReception({
-        receivedBps: 600000,
-        loss: 0.3,
-        delayRiseMsPerS: 20,
-        rttMs: 5,
-        capacityBps: null,
-      });
-    congested();
-    /** @type {any} */ (window).__congested = setInterval(congested, 1000);
-  });
-}
-
-/** Ends `startCongested`'s reports. */
-function stopCongested(page) {
-  return page.evaluate(() => clearInterval(/** @type {any} */ (window).__congested));
 }
 
 test(

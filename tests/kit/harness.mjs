@@ -225,3 +225,32 @@ export async function runSoundCheck(page) {
   }
   throw new Error(`the sound check did not play: ${JSON.stringify(last)}`);
 }
+
+/**
+ * Congested seconds reported for `page` once a second from now (what a page on a failing link
+ * would measure: 30 % lost, 600 kbit/s through); its own clean reports go on between them. A
+ * page of Playwright or of WebDriver (tests/kit/webdriver.mjs): only its `evaluate` is used.
+ * @param {{ evaluate: (fn: () => unknown) => Promise<unknown> }} page
+ */
+export function startCongested(page) {
+  return page.evaluate(() => {
+    const congested = () =>
+      window.tutti.session.reportReception({
+        receivedBps: 600000,
+        loss: 0.3,
+        delayRiseMsPerS: 20,
+        rttMs: 5,
+        capacityBps: null,
+      });
+    congested();
+    /** @type {any} */ (window).__congested = setInterval(congested, 1000);
+  });
+}
+
+/**
+ * Ends `startCongested`'s reports.
+ * @param {{ evaluate: (fn: () => unknown) => Promise<unknown> }} page
+ */
+export function stopCongested(page) {
+  return page.evaluate(() => clearInterval(/** @type {any} */ (window).__congested));
+}
