@@ -350,8 +350,9 @@ export async function runScenario(
  * `getOutputTimestamp()` (nor `outputLatency`): Firefox's timestamp subtracts its output
  * latency, whose first read asks the audio device across processes while holding the audio
  * graph's lock, and that can deadlock the page for good (see `outputSeconds` in
- * room/engine-link.ts). The slope is all the run needs, and no offset moves it. `currentTime` moves in render quanta (2.7 ms);
- * over a run's 450 pairs the fitted slope is good to about 15 ppm, against a limit of 2,000.
+ * room/engine-link.ts). The slope is all the run needs, and no offset moves it. `currentTime`
+ * moves in render quanta (2.7 ms); over a run's 450 pairs the fitted slope is good to about
+ * 15 ppm, against a limit of 2,000.
  */
 interface ClockPair {
   contextTime: number;

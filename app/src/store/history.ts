@@ -14,7 +14,7 @@
 import type { StageHistogram } from '../audio/latency';
 import type { ParticipantView, RoomView } from '../room/types';
 import { verdict } from '../stats/verdict';
-import { db, newestFirst } from './db';
+import { db, newestFirst, type TuttiDB } from './db';
 import type { ParticipantSummary, SessionRecord, SessionSummary, StageSummary } from './schema';
 import {
   isRoomName,
@@ -325,9 +325,8 @@ export async function closeDangling(now = Date.now()): Promise<number> {
   if (!conn) return 0;
   try {
     // Looked for read-only first: a read-write transaction on the store waits for every other
-    // one, and a page that went into the browser's back-forward cache with one under way holds
-    // it for good (WebKit: the next page's list of sessions never came). Written only when a
-    // record needs it.
+    // one, and a page just left with one under way can hold it for good (WebKitGTK: the next
+    // page's list of sessions never came, 2 loads in 5). Written only when a record needs it.
     if (!(await hasDangling(conn, now))) return 0;
     const tx = conn.transaction('sessions', 'readwrite');
     for (let c = await tx.store.openCursor(); c; c = await c.continue()) {
@@ -348,7 +347,7 @@ export async function closeDangling(now = Date.now()): Promise<number> {
 }
 
 /** Whether a record is left open (not ended) and stale at `now`: read-only. */
-async function hasDangling(conn: NonNullable<Awaited<ReturnType<typeof db>>>, now: number): Promise<boolean> {
+async function hasDangling(conn: TuttiDB, now: number): Promise<boolean> {
   const tx = conn.transaction('sessions');
   for (let c = await tx.store.openCursor(); c; c = await c.continue()) {
     const v = c.value as unknown;

@@ -18,8 +18,8 @@
 //! one full concealment (hold, fade and a block: 55 ms), so a sender that skips numbers before
 //! every packet makes the encoders code at most one more real time of its stream (the ingest
 //! already holds its real blocks to twice real time), not up to 75 blocks per packet; what the
-//! budget does not cover is skipped and counted. A packet older than one already taken is not re-encoded (its listeners
-//! on that layer lose nothing they would still play).
+//! budget does not cover is skipped and counted. A packet older than one already taken is not
+//! re-encoded (its listeners on that layer lose nothing they would still play).
 //!
 //! Each Opus packet also carries the previous frame's bytes (the packet format's redundant copy):
 //! a listener that lost a frame plays it from the next packet instead of concealing it, for the
