@@ -674,6 +674,9 @@ export class Jitter implements TokenDecoder {
   /** Writes one block (block frames, or a quantum before the first packet) at `at`. */
   pop(L: Float32Array, R: Float32Array, at: number): number {
     const b = this.block === 0 ? QUANTUM : this.block;
+    // Frames the consumer drops from this block (playout starting at its target): silenced,
+    // the fade-in starting after them.
+    let startSkip = 0;
     if (this.state === STATE_IDLE) return this.fade(L, R, at, b);
     if (this.state === STATE_PREFILL) {
       const observing = this.adaptive && this.lastArrival - this.tBase < START_OBSERVE;
@@ -683,7 +686,7 @@ export class Jitter implements TokenDecoder {
       }
       // Start at the target: the oldest blocks that waited for the estimate to form are
       // dropped while the fill exceeds it by a block or more; what remains above it (less than
-      // a block) the consumer drops from the fade-in (takeStartExcess).
+      // a block) the consumer drops from this block, before its fade-in (takeStartExcess).
       const bl = this.blockLocal;
       while (this.adaptive && this.buffered > 1 && this.fillError() >= bl) {
         const i = this.play & this.mask;
@@ -701,6 +704,7 @@ export class Jitter implements TokenDecoder {
         const e = this.fillError();
         const excess = e < 0 ? 0 : e > bl - 1 ? bl - 1 : e;
         this.startExcess = this.toStream(excess);
+        startSkip = Math.min(this.startExcess, b);
         this.delay -= excess;
       }
       this.state = STATE_PLAYING;
@@ -759,6 +763,11 @@ export class Jitter implements TokenDecoder {
       // The output is no stored block: the concealer copies it.
       this.release(buf);
       this.concealer.play(L, R, at, b);
+    } else if (startSkip > 0) {
+      this.release(buf);
+      L.fill(0, at, at + startSkip);
+      R.fill(0, at, at + startSkip);
+      this.concealer.play(L, R, at + startSkip, b - startSkip);
     } else {
       const token = this.token(buf);
       this.retire(buf);

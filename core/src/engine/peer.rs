@@ -284,8 +284,9 @@ impl Peer {
             need = need.saturating_sub(pop.frames);
             let excess = self.jitter.take_start_excess();
             if excess > 0 {
-                // Playout started above its target by less than a block: drop that much of
-                // the fade-in so that it starts exactly at the target.
+                // Playout started above its target by less than a block: drop that much (the
+                // block is silent there and fades in after it) so that it starts exactly at
+                // the target.
                 self.resampler.skip(excess, 1.0);
                 need = self.resampler.frames_needed(frames, ratio);
             }

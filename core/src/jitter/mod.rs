@@ -92,8 +92,8 @@
 //!   start overshot): blocks are skipped, one per pop, until it is under half a block, each
 //!   merged into its neighbour by a crossfade and counted in `discarded`;
 //! - playout starts (after prefill) at the target: blocks are dropped while it is a block or more
-//!   above, and the consumer drops the rest (less than a block) from the fade-in
-//!   ([`JitterBuffer::take_start_excess`]).
+//!   above, and the consumer drops the rest (less than a block) from the first block, whose
+//!   fade-in starts after them ([`JitterBuffer::take_start_excess`]).
 //!
 //! Smaller differences are the drift controller's.
 //!
@@ -570,8 +570,8 @@ impl JitterBuffer {
 
     /// Frames (stream frames, less than a block) by which the fill exceeded the target when
     /// playout started, taken once: the consumer drops that many from the start of the block
-    /// just popped (it fades in from silence), so playout starts exactly at the target. The
-    /// buffer counts them as played already. Real-time safe.
+    /// just popped (silence there: its fade-in starts after them), so playout starts exactly at
+    /// the target. The buffer counts them as played already. Real-time safe.
     pub fn take_start_excess(&mut self) -> usize {
         std::mem::take(&mut self.start_excess) as usize
     }

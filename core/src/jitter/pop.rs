@@ -37,6 +37,9 @@ impl JitterBuffer {
             };
         }
         let (l, r) = (&mut left[..b], &mut right[..b]);
+        // Frames the consumer drops from the start of this block (playout starting at its
+        // target): they are silenced and the fade-in starts after them.
+        let mut start_skip = 0;
         match self.state {
             StreamState::Idle => return self.fade(l, r),
             StreamState::Prefill => {
@@ -50,9 +53,10 @@ impl JitterBuffer {
                 // Start at the target: the oldest blocks that waited for the estimate to form
                 // are dropped (counted in `discarded`; a missing one counts as concealed) while
                 // the fill exceeds it by a block or more; what remains above it (less than a
-                // block) the consumer drops from the fade-in ([`JitterBuffer::take_start_excess`]),
-                // so playout starts exactly at the target and the drift loop has nothing to
-                // correct (it would resample, shifting the pitch, while it did). A dropped Opus
+                // block) the consumer drops from this block, before its fade-in
+                // ([`JitterBuffer::take_start_excess`]), so playout starts exactly at the
+                // target and the drift loop has nothing to correct (it would resample, shifting
+                // the pitch, while it did). A dropped Opus
                 // frame still goes through the decoder (into `l`/`r`, which the block played
                 // next overwrites): its band energies are coded against the frames before
                 // it, and a decoder that joined later played the first 100 ms up to 5 dB off
@@ -82,6 +86,7 @@ impl JitterBuffer {
                 if adaptive {
                     let excess = self.fill_error().clamp(0, b_local - 1);
                     self.start_excess = self.to_stream(excess) as u32;
+                    start_skip = (self.start_excess as usize).min(b);
                     self.delay -= excess;
                 }
                 self.state = StreamState::Playing;
@@ -172,6 +177,15 @@ impl JitterBuffer {
             // The output is no stored block: the concealer copies it.
             self.store.release(buf);
             self.concealer.play(l, r);
+        } else if start_skip > 0 {
+            // The first block of a stream fades in from silence over RECOVER_FRAMES; with its
+            // first frames dropped, that fade starts after them (a block longer than the fade,
+            // 240-frame Opus, had started on a step up to half the tone's amplitude).
+            self.store.release(buf);
+            l[..start_skip].fill(0.0);
+            r[..start_skip].fill(0.0);
+            self.concealer
+                .play(&mut l[start_skip..], &mut r[start_skip..]);
         } else {
             let token = self.store.token(buf);
             self.store.retire(buf);

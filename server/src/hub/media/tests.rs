@@ -1348,3 +1348,35 @@ fn a_listener_starting_on_an_opus_layer_hears_the_tone_at_its_level_from_the_fir
     );
     assert!(worst.0.abs() < 0.5, "{worst:?}");
 }
+
+#[test]
+fn a_stream_starts_without_a_click_whatever_its_block() {
+    // Playout starts at its target by dropping the frames above it from the first block,
+    // which fades in from silence over 128 frames. The fade began before the drop, so a block
+    // longer than the fade (240-frame Opus) could start on a step up to half the tone's
+    // amplitude (14 times the tone's own largest step at 220 Hz). Now the first 5 ms step no
+    // more than the tone does.
+    let mut worst = (0.0f64, 0.0, Layer::AsSent);
+    for layer in [Layer::AsSent, Layer::Opus128, Layer::Opus64] {
+        for hz in [220.0, 440.0, 550.0, 750.0] {
+            let (ps, _) = layer_through_loss(layer, hz, 120, 0..0);
+            let (out, _) = play_opus_numbered(&ps);
+            let first = out.iter().position(|x| x.abs() > 1e-4).unwrap();
+            let step = (first.max(1)..first + 240)
+                .map(|n| (out[n] - out[n - 1]).abs())
+                .fold(0.0f32, f32::max);
+            // The tone's largest step: amplitude × 2π f / rate.
+            let ratio = f64::from(step) / (0.2 * 2.0 * std::f64::consts::PI * hz / 48_000.0);
+            if ratio > worst.0 {
+                worst = (ratio, hz, layer);
+            }
+        }
+    }
+    println!(
+        "a stream's first 5 ms: largest step {:.2} times the tone's ({} Hz, {})",
+        worst.0,
+        worst.1,
+        worst.2.name()
+    );
+    assert!(worst.0 < 1.1, "{worst:?}");
+}
