@@ -177,6 +177,25 @@ async function checkMeters(pages, label) {
     });
   });
   if (failures.length) {
+    // A peak meter holds a transient for a moment (it falls 20 dB/s): on a starved machine
+    // with loss, one concealed frame's peak read 2.3 dB over the tone once in CI while the
+    // tone's level was exact (its fit -23.0 dBFS). Read again a second later: a meter that
+    // reads the wrong level (the layer click read 5.7 dB over on every listener) stays off.
+    await new Promise((r) => setTimeout(r, 1000));
+    const again = await Promise.all(failures.map(({ page }) => read(pages[page])));
+    const still = failures.filter(({ from }, k) => {
+      const db = again[k].byName[`Hub ${from}`];
+      return !(Math.abs(db - SOURCE_PEAK_DB) <= METER_TOL_DB);
+    });
+    failures.forEach(({ page, from, db }, k) =>
+      console.log(
+        `${label}: page ${page}'s meter of Hub ${from} read ${db.toFixed(1)} dBFS, a second later ` +
+          `${again[k].byName[`Hub ${from}`].toFixed(1)}`,
+      ),
+    );
+    failures.splice(0, failures.length, ...still);
+  }
+  if (failures.length) {
     // What the listener's engine counted for that player, and the player's own input meter
     // now: a reading off at the source shows there too.
     const lines = await Promise.all(
