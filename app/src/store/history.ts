@@ -330,12 +330,8 @@ export async function closeDangling(now = Date.now()): Promise<number> {
     if (!(await hasDangling(conn, now))) return 0;
     const tx = conn.transaction('sessions', 'readwrite');
     for (let c = await tx.store.openCursor(); c; c = await c.continue()) {
-      const v = c.value as unknown;
-      const o = v && typeof v === 'object' ? (v as Record<string, unknown>) : null;
-      if (!o || o.endedAt !== null) continue;
-      const rec = validSession(v);
+      const rec = dangling(c.value, now);
       if (!rec) continue;
-      if (now - rec.updatedAt < STALE_AFTER_MS) continue;
       await c.update({ ...rec, endedAt: rec.updatedAt });
       closed++;
     }
@@ -346,15 +342,20 @@ export async function closeDangling(now = Date.now()): Promise<number> {
   return closed;
 }
 
-/** Whether a record is left open (not ended) and stale at `now`: read-only. */
+/** A stored value that is a valid record left open (no end) and not updated for
+ * STALE_AFTER_MS at `now`, or null. */
+function dangling(v: unknown, now: number): SessionRecord | null {
+  const o = v && typeof v === 'object' ? (v as Record<string, unknown>) : null;
+  if (!o || o.endedAt !== null) return null;
+  const rec = validSession(v);
+  return rec && now - rec.updatedAt >= STALE_AFTER_MS ? rec : null;
+}
+
+/** Whether a record is dangling at `now`: read-only. */
 async function hasDangling(conn: TuttiDB, now: number): Promise<boolean> {
   const tx = conn.transaction('sessions');
   for (let c = await tx.store.openCursor(); c; c = await c.continue()) {
-    const v = c.value as unknown;
-    const o = v && typeof v === 'object' ? (v as Record<string, unknown>) : null;
-    if (!o || o.endedAt !== null) continue;
-    const rec = validSession(v);
-    if (rec && now - rec.updatedAt >= STALE_AFTER_MS) return true;
+    if (dangling(c.value, now)) return true;
   }
   return false;
 }
