@@ -29,6 +29,8 @@ const EXPORTS = [
   'tutti_opus_encoder_new',
   'tutti_opus_encoder_set_bitrate',
   'tutti_opus_encoder_lookahead',
+  'tutti_opus_encoder_reset',
+  'tutti_opus_encoder_set_mono',
   'tutti_opus_encode',
   'tutti_opus_decoder_new',
   'tutti_opus_decode',

@@ -50,6 +50,14 @@ pub trait Encoder: Send {
         right: Option<&[f32]>,
         out: &mut [u8],
     ) -> Result<usize, CodecError>;
+
+    /// Forgets the stream's history, keeping its settings: the next frame starts a new stream.
+    fn reset(&mut self);
+
+    /// Codes a stereo encoder's input as one channel (`true`: the two are downmixed and the
+    /// frames say mono, so every bit goes to the one signal) or as it comes (`false`). A field
+    /// of the codec's state: no allocation.
+    fn set_mono(&mut self, mono: bool) -> Result<(), CodecError>;
 }
 
 /// libopus's code for a bad argument, and for a packet that is not what was asked for.

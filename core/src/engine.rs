@@ -97,11 +97,13 @@
 //! assert!(left.iter().all(|x| x.is_finite() && x.abs() <= 1.0));
 //! ```
 
-use crate::capture::{Capture, Destination};
+use crate::capture::{Capture, Destination, LayerError};
+use crate::codec::{CodecError, Encoder};
 use crate::continuity::Continuity;
 use crate::jitter::stall::LocalStall;
 use crate::jitter::{BufferMode, StreamState};
 use crate::latency::Histogram;
+use crate::layer::Layer;
 use crate::mix::{solo_audible, GainControl, Master};
 use crate::packet::{self, PacketError, SampleFormat};
 use crate::probe::ClickProbe;
@@ -226,6 +228,9 @@ pub struct EngineCounters {
     pub echo_sent: u64,
     /// Echo requests refused: for a peer muted in our mix.
     pub echo_refused: u64,
+    /// Opus frames encoded for the peers that take an Opus layer of our stream (every layer;
+    /// once per layer, whatever the number of its takers).
+    pub opus_encoded: u64,
 }
 
 /// The multi-peer session. See the module docs for the call order.
@@ -330,6 +335,8 @@ impl Engine {
             .get_mut(slot)
             .ok_or(EngineError::NoSuchSlot(slot))?;
         let old = place.replace(peer);
+        // A new peer takes our stream as sent until it asks for another layer.
+        let _ = self.capture.set_layer(slot, Layer::AsSent);
         self.recount();
         Ok(old)
     }
@@ -337,8 +344,40 @@ impl Engine {
     /// Takes the peer out of `slot`; the caller frees it off the render path. Real-time safe.
     pub fn remove_peer(&mut self, slot: usize) -> Option<Box<Peer>> {
         let old = self.peers.get_mut(slot).and_then(Option::take);
+        if old.is_some() {
+            let _ = self.capture.set_layer(slot, Layer::AsSent);
+        }
         self.recount();
         old
+    }
+
+    /// Makes `layer` of our stream sendable, coded by the host's `encoder` (see
+    /// [`Capture::set_encoder`]). Set-up: allocates.
+    pub fn set_encoder(
+        &mut self,
+        layer: Layer,
+        encoder: Box<dyn Encoder>,
+    ) -> Result<(), CodecError> {
+        self.capture.set_encoder(layer, encoder)
+    }
+
+    /// Whether `layer` of our stream can be sent (an Opus layer needs its encoder).
+    pub fn can_send(&self, layer: Layer) -> bool {
+        self.capture.can_send(layer)
+    }
+
+    /// The peer in `slot` takes `layer` of our stream from the next block on (see
+    /// [`crate::capture`]). Real-time safe.
+    pub fn set_send_layer(&mut self, slot: usize, layer: Layer) -> Result<(), LayerError> {
+        if self.peers.get(slot).is_none_or(Option::is_none) {
+            return Err(LayerError::NoSuchSlot(slot));
+        }
+        self.capture.set_layer(slot, layer)
+    }
+
+    /// The layer the peer in `slot` takes of our stream.
+    pub fn send_layer(&self, slot: usize) -> Layer {
+        self.capture.layer(slot)
     }
 
     /// The peer in `slot`, if any.
@@ -615,6 +654,7 @@ impl Engine {
         self.counters.packets_sent += sent.packets;
         self.counters.echo_sent += sent.echoes;
         self.counters.send_dropped += sent.dropped;
+        self.counters.opus_encoded += sent.encoded;
     }
 
     /// Starts the round-trip probe ([`crate::probe`]) towards the peer in `slot`: `clicks`

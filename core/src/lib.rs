@@ -21,7 +21,9 @@
 //! | [`mix`] | gain, pan, mute, solo, meters, master limiter (submodules: meters, the fader gain, the strip and master, their SIMD kernels and lane type, the mix-minus that makes every listener's personal mix for a hub) |
 //! | [`latency`] | fixed-size latency histograms per stage, the shared histogram block's layout and its writer |
 //! | [`probe`] | the round-trip probe: clicks out, found again in a peer's stream |
-//! | [`capture`] | our input into outgoing packets, each with its destination; the echo lane |
+//! | [`capture`] | our input into outgoing packets, each with its destination; the echo lane; one stream per layer our peers take |
+//! | [`layer`] | the formats a listener may take of a stream: as sent, or Opus at 128 or 64 kbit/s |
+//! | [`framer`] | one Opus stream made from blocks of any length, each frame carrying the previous one's copy |
 //! | [`stats`] | the shared stats block's layout and its writer |
 //! | [`engine`] | the multi-peer session that ties them together (submodule: one peer, its buffers and its playout) |
 //!
@@ -41,8 +43,10 @@ pub mod conceal;
 pub mod continuity;
 pub mod drift;
 pub mod engine;
+pub mod framer;
 pub mod jitter;
 pub mod latency;
+pub mod layer;
 pub mod meters;
 pub mod mix;
 pub mod packet;

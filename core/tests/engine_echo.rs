@@ -15,8 +15,12 @@ mod common;
 
 use common::{engine_with_peers, fit_sine, sine_packet};
 use std::f64::consts::PI;
-use tutti_core::capture::{Destination, OUT_ALL, OUT_ALL_BUT, OUT_SLOT_MASK};
+use tutti_core::capture::{
+    Destination, OUT_ALL, OUT_ALL_BUT, OUT_EXCEPT, OUT_LAYER, OUT_LAYER_MASK, OUT_ROUTE,
+    OUT_SLOT_MASK,
+};
 use tutti_core::engine::{EngineConfig, QUANTUM, TAG_ECHO, TAG_SEND_QUEUE, TAG_SLOT_MASK};
+use tutti_core::layer::Layer;
 use tutti_core::packet;
 
 const A: usize = 0;
@@ -119,7 +123,7 @@ fn run(block: u16, channels: u8) -> Run {
         let seq = pkt.header.seq;
         let echo_lane = *to == Destination::Only(A);
         for (slot, rx) in [(A, &mut to_a), (C, &mut to_c)] {
-            if !to.includes(slot) {
+            if !to.includes(slot, Layer::AsSent) {
                 continue;
             }
             rx.seqs.push(seq);
@@ -243,18 +247,42 @@ fn outbound_tags_name_their_destinations() {
     assert_eq!(Destination::AllBut(3).tag(), 0x8003);
     assert_eq!(Destination::Only(3).tag(), 3);
     assert_eq!(Destination::AllBut(255).tag(), 0x80FF);
+    let opus = |except| Destination::Layer {
+        layer: Layer::Opus128,
+        except,
+    };
+    assert_eq!(opus(None).tag(), 0x4100);
+    assert_eq!(opus(Some(3)).tag(), 0x4903);
+    assert_eq!(Destination::Route(9).tag(), 0x2009);
+    let mut named = 0;
     for tag in 0..=u16::MAX {
         match Destination::from_tag(tag) {
-            Some(d) => assert_eq!(d.tag(), tag, "round trip of {tag:#06x}"),
+            Some(d) => {
+                named += 1;
+                assert_eq!(d.tag(), tag, "round trip of {tag:#06x}");
+            }
             None => assert!(
-                tag != OUT_ALL && tag & !OUT_SLOT_MASK != OUT_ALL_BUT && tag > OUT_SLOT_MASK,
+                tag != OUT_ALL
+                    && tag & !OUT_SLOT_MASK != OUT_ALL_BUT
+                    && tag & !OUT_SLOT_MASK != OUT_ROUTE
+                    && tag > OUT_SLOT_MASK,
                 "{tag:#06x} names a destination"
             ),
         }
     }
-    assert!(Destination::All.includes(7));
-    assert!(!Destination::AllBut(7).includes(7) && Destination::AllBut(7).includes(6));
-    assert!(Destination::Only(7).includes(7) && !Destination::Only(7).includes(6));
+    // All, 256 each of all-but, only and route, and per layer: none excepted or one of 256.
+    assert_eq!(named, 1 + 3 * 256 + 3 * 257);
+    let plain = Layer::AsSent;
+    assert!(Destination::All.includes(7, plain));
+    assert!(
+        !Destination::AllBut(7).includes(7, plain) && Destination::AllBut(7).includes(6, plain)
+    );
+    assert!(Destination::Only(7).includes(7, plain) && !Destination::Only(7).includes(6, plain));
+    assert!(opus(None).includes(7, Layer::Opus128) && !opus(None).includes(7, plain));
+    assert!(
+        !opus(Some(7)).includes(7, Layer::Opus128) && opus(Some(7)).includes(6, Layer::Opus128)
+    );
+    assert!(!Destination::Route(7).includes(7, plain));
 }
 
 /// The inbound tags (`TAG_*` in core/src/engine.rs) and the outbound ones
@@ -283,6 +311,10 @@ fn the_net_side_uses_the_same_tags() {
         ("OUT_ALL", OUT_ALL),
         ("OUT_ALL_BUT", OUT_ALL_BUT),
         ("OUT_SLOT_MASK", OUT_SLOT_MASK),
+        ("OUT_LAYER", OUT_LAYER),
+        ("OUT_EXCEPT", OUT_EXCEPT),
+        ("OUT_LAYER_MASK", OUT_LAYER_MASK),
+        ("OUT_ROUTE", OUT_ROUTE),
     ] {
         assert_eq!(value(name), i64::from(rust), "{name}");
     }

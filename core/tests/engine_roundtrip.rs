@@ -8,6 +8,7 @@ mod common;
 use std::collections::VecDeque;
 use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM, TAG_ECHO, TAG_SEND_QUEUE};
 use tutti_core::jitter::BufferMode;
+use tutti_core::layer::Layer;
 use tutti_core::probe::ProbeState;
 use tutti_core::ring;
 use tutti_core::stats::*;
@@ -144,7 +145,7 @@ fn step(
     let mut sent = Vec::new();
     // The link leads to the one peer, in `slot`: what is addressed to it.
     e.capture(input, input, &mut |to, p| {
-        if to.includes(usize::from(slot)) {
+        if to.includes(usize::from(slot), Layer::AsSent) {
             sent.push(p.to_vec());
         }
         true
@@ -337,7 +338,7 @@ fn self_loop(period: u64) -> (f64, f64) {
         e.render(&mut l, &mut r);
         let mut sent = Vec::new();
         e.capture(&quiet, &quiet, &mut |to, p| {
-            if to.includes(1) {
+            if to.includes(1, Layer::AsSent) {
                 sent.push(p.to_vec());
             }
             true

@@ -92,6 +92,18 @@ int tutti_opus_encoder_lookahead(int handle) {
   return r == OPUS_OK ? (int)v : r;
 }
 
+/* Forgets an encoder's history, keeping its settings (a new stream begins). */
+int tutti_opus_encoder_reset(int handle) {
+  return opus_encoder_ctl((OpusEncoder *)(size_t)handle, OPUS_RESET_STATE);
+}
+
+/* Codes a stereo encoder's input as one channel (`mono` 1: the packets say mono and every bit
+ * goes to the one signal) or as it comes (0). */
+int tutti_opus_encoder_set_mono(int handle, int mono) {
+  return opus_encoder_ctl((OpusEncoder *)(size_t)handle,
+                          OPUS_SET_FORCE_CHANNELS(mono ? 1 : OPUS_AUTO));
+}
+
 /* Encodes `frames` samples per channel from the pcm area into the packet area: its length. */
 int tutti_opus_encode(int handle, int frames) {
   if (!frames_ok(frames)) return OPUS_BAD_ARG;

@@ -22,6 +22,7 @@
 
 use tutti_core::engine::{Engine, EngineConfig, Peer, QUANTUM};
 use tutti_core::jitter::BufferMode;
+use tutti_core::layer::Layer;
 use tutti_core::packet::SampleFormat;
 use tutti_core::probe::ProbeState;
 use tutti_core::ring;
@@ -286,6 +287,29 @@ pub fn tutti_add_peer(handle: u32, slot: u32) -> u32 {
 pub fn tutti_remove_peer(handle: u32, slot: u32) -> u32 {
     let Some(h) = host(handle) else { return 0 };
     u32::from(h.engine.remove_peer(slot as usize).is_some())
+}
+
+/// The peer in `slot` takes layer `code` of our stream (0 as sent, 1 Opus 128, 2 Opus 64:
+/// `tutti_core::layer::Layer::code`) from the next block on. The first time an Opus layer is
+/// taken its encoder is made in the codec module (allocates: call it from the message handler,
+/// not from `process()`). Returns 1; 0 if no peer sits in `slot`, the code names no layer, or
+/// the host has no codec module.
+#[wasm_bindgen]
+pub fn tutti_set_send_layer(handle: u32, slot: u32, code: u32) -> u32 {
+    let Some(h) = host(handle) else { return 0 };
+    let Some(layer) = Layer::from_code(code) else {
+        return 0;
+    };
+    if !h.engine.can_send(layer) {
+        let made = layer
+            .opus()
+            .and_then(|(bitrate, _)| opus::ImportedEncoder::new(bitrate))
+            .map(|encoder| h.engine.set_encoder(layer, Box::new(encoder)));
+        if !matches!(made, Some(Ok(()))) {
+            return 0;
+        }
+    }
+    u32::from(h.engine.set_send_layer(slot as usize, layer).is_ok())
 }
 
 /// Sets a peer's strip. Returns 1, or 0 if no peer sits in `slot`.

@@ -8,10 +8,14 @@
 //! A host without the codec module links calls that refuse (a negative code): its peers get no
 //! decoder, and their Opus packets are refused as an unsupported codec.
 //!
-//! Set-up ([`ImportedDecoder::new`]) allocates libopus's state in the codec module; decoding a
-//! frame allocates nothing on either side.
+//! The engine's capture encodes too, one stream per Opus layer its peers take
+//! ([`ImportedEncoder`]): the frame is interleaved here and copied over, and the codec's bytes
+//! copied back.
+//!
+//! Set-up ([`ImportedDecoder::new`], [`ImportedEncoder::new`]) allocates libopus's state in the
+//! codec module; coding a frame allocates nothing on either side.
 
-use tutti_core::codec::{decode_through, CodecError, Decoder, BAD_ARG};
+use tutti_core::codec::{decode_through, interleave, CodecError, Decoder, Encoder, BAD_ARG};
 
 #[link(wasm_import_module = "tutti_opus")]
 extern "C" {
@@ -22,8 +26,18 @@ extern "C" {
     fn decode(handle: i32, packet: *const u8, len: i32, pcm: *mut f32, frames: i32) -> i32;
     /// Forgets a decoder's history.
     fn decoder_reset(handle: i32);
-    /// Frees a decoder.
+    /// Frees a decoder or an encoder.
     fn free(handle: i32);
+    /// A stereo low-delay encoder at 48 kHz and `bitrate` bit/s: its handle, or a negative
+    /// error.
+    fn encoder_new(bitrate: i32) -> i32;
+    /// Encodes `frames` interleaved stereo samples at `pcm` into at most `cap` bytes at `out`:
+    /// the bytes written, or a negative error.
+    fn encode(handle: i32, pcm: *const f32, frames: i32, out: *mut u8, cap: i32) -> i32;
+    /// Forgets an encoder's history.
+    fn encoder_reset(handle: i32);
+    /// Codes the input as one channel (1) or as it comes (0): 0, or a negative error.
+    fn encoder_set_mono(handle: i32, mono: i32) -> i32;
 }
 
 /// The longest frame a stream uses (5 ms), stereo interleaved.
@@ -75,6 +89,67 @@ impl Decoder for ImportedDecoder {
 impl Drop for ImportedDecoder {
     fn drop(&mut self) {
         // SAFETY: the handle came from `decoder_new` and is freed once.
+        unsafe { free(self.handle) }
+    }
+}
+
+/// An encoder in the codec module, for one sent Opus stream.
+pub struct ImportedEncoder {
+    handle: i32,
+    pcm: Box<[f32; SCRATCH]>,
+}
+
+impl ImportedEncoder {
+    /// A stereo encoder at `bitrate` bit/s, or `None` when the host has no codec module (or
+    /// it refused).
+    pub fn new(bitrate: i32) -> Option<ImportedEncoder> {
+        // SAFETY: an imported function of numbers only.
+        let handle = unsafe { encoder_new(bitrate) };
+        (handle > 0).then(|| ImportedEncoder {
+            handle,
+            pcm: Box::new([0.0; SCRATCH]),
+        })
+    }
+}
+
+impl Encoder for ImportedEncoder {
+    fn encode(
+        &mut self,
+        left: &[f32],
+        right: Option<&[f32]>,
+        out: &mut [u8],
+    ) -> Result<usize, CodecError> {
+        let frames = left.len();
+        let pcm = self.pcm.get_mut(..frames * 2).ok_or(CodecError(BAD_ARG))?;
+        // A mono frame goes over as two equal channels; the encoder set mono codes it so.
+        interleave(left, right.unwrap_or(left), pcm);
+        let cap = i32::try_from(out.len()).unwrap_or(i32::MAX);
+        let frames = i32::try_from(frames).map_err(|_| CodecError(BAD_ARG))?;
+        // SAFETY: the host reads `frames` stereo samples at `pcm` and writes at most `cap`
+        // bytes at `out`; both stay valid for the call.
+        let r = unsafe { encode(self.handle, pcm.as_ptr(), frames, out.as_mut_ptr(), cap) };
+        usize::try_from(r).map_err(|_| CodecError(r))
+    }
+
+    fn reset(&mut self) {
+        // SAFETY: an imported function of numbers only.
+        unsafe { encoder_reset(self.handle) }
+    }
+
+    fn set_mono(&mut self, mono: bool) -> Result<(), CodecError> {
+        // SAFETY: an imported function of numbers only.
+        let r = unsafe { encoder_set_mono(self.handle, i32::from(mono)) };
+        if r < 0 {
+            Err(CodecError(r))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Drop for ImportedEncoder {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from `encoder_new` and is freed once.
         unsafe { free(self.handle) }
     }
 }

@@ -19,6 +19,8 @@ export interface OpusExports {
   tutti_opus_encoder_new(channels: number, bitrate: number): number;
   tutti_opus_encoder_set_bitrate(handle: number, bitrate: number): number;
   tutti_opus_encoder_lookahead(handle: number): number;
+  tutti_opus_encoder_reset(handle: number): number;
+  tutti_opus_encoder_set_mono(handle: number, mono: number): number;
   tutti_opus_encode(handle: number, frames: number): number;
   tutti_opus_decoder_new(channels: number): number;
   tutti_opus_decode(handle: number, len: number, frames: number): number;
@@ -145,6 +147,10 @@ export function opusImports(opus: OpusModule | null, memory: () => WebAssembly.M
       decode: (): number => REFUSED,
       decoder_reset: (): void => {},
       free: (): void => {},
+      encoder_new: (): number => REFUSED,
+      encode: (): number => REFUSED,
+      encoder_reset: (): void => {},
+      encoder_set_mono: (): number => REFUSED,
     };
   }
   const { packet, pcm } = opus;
@@ -176,5 +182,25 @@ export function opusImports(opus: OpusModule | null, memory: () => WebAssembly.M
       opus.exports.tutti_opus_decoder_reset(handle);
     },
     free: (handle: number): void => opus.free(handle),
+    /** A stereo encoder (one set mono codes its two equal channels as one). */
+    encoder_new: (bitrate: number): number => opus.exports.tutti_opus_encoder_new(2, bitrate),
+    encode: (handle: number, pcmPtr: number, frames: number, outPtr: number, cap: number): number => {
+      if (frames * 2 > pcm.length || (pcmPtr & 3) !== 0 || cap < 0) return -1;
+      views();
+      if (pcmPtr + frames * 8 > bytes.length || outPtr + cap > bytes.length) return -1;
+      const base = pcmPtr >>> 2;
+      const n = frames * 2;
+      for (let i = 0; i < n; i++) pcm[i] = floats[base + i];
+      const r = opus.encode(handle, frames);
+      if (r < 0) return r;
+      if (r > cap) return -2;
+      for (let i = 0; i < r; i++) bytes[outPtr + i] = packet[i];
+      return r;
+    },
+    encoder_reset: (handle: number): void => {
+      opus.exports.tutti_opus_encoder_reset(handle);
+    },
+    encoder_set_mono: (handle: number, mono: number): number =>
+      opus.exports.tutti_opus_encoder_set_mono(handle, mono),
   };
 }

@@ -82,6 +82,13 @@ export const TAG_SLOT_MASK = 0x00ff;
 export const OUT_ALL = 0xffff;
 export const OUT_ALL_BUT = 0x8000;
 export const OUT_SLOT_MASK = 0x00ff;
+/** Every peer taking the layer in bits 8..10 (0 as sent, 1 Opus 128, 2 Opus 64), with
+ * OUT_EXCEPT: but the one in the low byte. */
+export const OUT_LAYER = 0x4000;
+export const OUT_EXCEPT = 0x0800;
+export const OUT_LAYER_MASK = 0x0300;
+/** Not a packet: the peer in the low byte takes the layer in the record's one byte from now on. */
+export const OUT_ROUTE = 0x2000;
 const NO_PAYLOAD = new Uint8Array(0);
 
 /** Send-queue bytes beyond which a channel skips packets (~30 PCM16 stereo 128-frame packets). */

@@ -116,16 +116,6 @@ impl StreamEncoder {
     pub fn set_bitrate(&mut self, bitrate: i32) -> Result<(), OpusError> {
         self.enc.set_bitrate(bitrate)
     }
-
-    /// See [`Encoder::set_mono`].
-    pub fn set_mono(&mut self, mono: bool) -> Result<(), OpusError> {
-        self.enc.set_mono(mono)
-    }
-
-    /// See [`Encoder::reset`].
-    pub fn reset(&mut self) {
-        self.enc.reset();
-    }
 }
 
 impl codec::Encoder for StreamEncoder {
@@ -149,6 +139,16 @@ impl codec::Encoder for StreamEncoder {
             }
             _ => Err(CodecError(sys::OPUS_BAD_ARG)),
         }
+    }
+
+    /// See [`Encoder::reset`].
+    fn reset(&mut self) {
+        self.enc.reset();
+    }
+
+    /// See [`Encoder::set_mono`].
+    fn set_mono(&mut self, mono: bool) -> Result<(), CodecError> {
+        self.enc.set_mono(mono).map_err(|e| CodecError(e.code))
     }
 }
 

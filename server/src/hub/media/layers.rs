@@ -12,7 +12,7 @@
 //! own concealment ([`Concealer`]: the signal continued, then faded out over 50 ms), and the
 //! layers' numbers are skipped only for what is lost after the fade: an encoder must never see
 //! the signal jump where its listeners' decoders conceal (the frame after such a jump came out
-//! up to 7 dB over the tone's level; see [`super::framer`]). The real blocks after a concealment
+//! up to 7 dB over the tone's level; see [`tutti_core::framer`]). The real blocks after a concealment
 //! fade back in from it. Concealment is bounded by time, not by packets: a sender's lost blocks
 //! are concealed out of a budget of audio time that refills as the hub's clock runs and holds
 //! one full concealment (hold, fade and a block: 55 ms), so a sender that skips numbers before
@@ -33,59 +33,20 @@
 use tutti_core::conceal::{Concealer, FADE_FRAMES, HOLD_FRAMES};
 use tutti_core::packet::{Packet, MAX_FRAMES};
 
-use super::framer::OpusFramer;
+use tutti_core::framer::OpusFramer;
+
 use crate::hub::opus::OpusError;
+use crate::hub::opus_stream::StreamEncoder;
 
-/// What a listener takes of every other sender.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Layer {
-    /// The sender's own packets, untouched.
-    #[default]
-    AsSent,
-    /// Opus at 128 kbit/s in 2.5 ms frames.
-    Opus128,
-    /// Opus at 64 kbit/s in 5 ms frames.
-    Opus64,
-}
+pub use tutti_core::layer::{Layer, OPUS_LAYERS};
 
-/// The encoded layers, in [`Layer::index`] order.
-pub const OPUS_LAYERS: [Layer; 2] = [Layer::Opus128, Layer::Opus64];
-
-impl Layer {
-    /// Bit rate and frame of an Opus layer.
-    pub fn opus(self) -> Option<(i32, usize)> {
-        match self {
-            Layer::AsSent => None,
-            Layer::Opus128 => Some((128_000, 120)),
-            Layer::Opus64 => Some((64_000, 240)),
-        }
-    }
-
-    /// The layer's index among [`OPUS_LAYERS`].
-    pub fn index(self) -> Option<usize> {
-        OPUS_LAYERS.iter().position(|&l| l == self)
-    }
-
-    /// Its name in signaling and stats.
-    pub fn name(self) -> &'static str {
-        match self {
-            Layer::AsSent => "as-sent",
-            Layer::Opus128 => "opus-128",
-            Layer::Opus64 => "opus-64",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Layer> {
-        [Layer::AsSent, Layer::Opus128, Layer::Opus64]
-            .into_iter()
-            .find(|l| l.name() == name)
-    }
-
-    /// A new Opus stream in this layer's format (`None` for [`Layer::AsSent`]). Allocates.
-    pub fn framer(self) -> Option<Result<Box<OpusFramer>, OpusError>> {
-        self.opus()
-            .map(|(bitrate, frame)| OpusFramer::new(bitrate, frame))
-    }
+/// A new Opus stream in `layer`'s format (`None` for [`Layer::AsSent`]), coded by libopus.
+/// Allocates.
+pub fn framer(layer: Layer) -> Option<Result<Box<OpusFramer>, OpusError>> {
+    layer.opus().map(|(bitrate, frame)| {
+        let encoder = StreamEncoder::new(2, bitrate)?;
+        Ok(OpusFramer::new(Box::new(encoder), frame))
+    })
 }
 
 /// Audio time a sender's concealment may fill at once, µs at 48 kHz: the concealment's hold and
@@ -151,7 +112,7 @@ impl SenderLayers {
             return Ok(());
         };
         if self.layers[i].is_none() {
-            if let Some(framer) = layer.framer() {
+            if let Some(framer) = framer(layer) {
                 self.layers[i] = Some(framer?);
             }
         }

@@ -28,8 +28,9 @@ use tutti_core::packet::{
     encode, Extension, Header, SampleFormat, SampleRate, CODEC_PCM, MAX_FRAMES, MAX_PACKET_LEN,
 };
 
-use super::framer::{OpusFramer, Pushed};
-use super::layers::Layer;
+use tutti_core::framer::{OpusFramer, Pushed};
+
+use super::layers::{self, Layer};
 use super::{ClientKind, RoomCounters, MAX_CLIENTS, MAX_STRIPS, MIX_STREAM};
 use crate::hub::opus::OpusError;
 
@@ -341,7 +342,7 @@ impl Output {
     /// the control path.
     pub fn set_layer(&mut self, layer: Layer) -> Result<(), OpusError> {
         if layer != self.layer {
-            self.opus = layer.framer().transpose()?;
+            self.opus = layers::framer(layer).transpose()?;
             self.layer = layer;
         }
         Ok(())

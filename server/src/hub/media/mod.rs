@@ -13,7 +13,7 @@
 //! - `mix` (mix mode, and for JackTrip listeners in forward mode too): the room ticks every 128
 //!   frames; every source goes through the core's jitter buffer, concealment and drift correction,
 //!   and each listener gets its personal mix minus its own voice, in PCM16 or, for a browser
-//!   whose layer is Opus, as an Opus stream of its own (`framer`). In mix mode every
+//!   whose layer is Opus, as an Opus stream of its own ([`tutti_core::framer`]). In mix mode every
 //!   [`METER_TICKS`] ticks each browser listener also gets one meters message
 //!   ([`tutti_core::meters`]): every player's level as it arrives, which its mixer shows.
 //!
@@ -26,7 +26,6 @@
 
 mod cascade;
 mod forward;
-pub mod framer;
 mod ingest;
 pub mod layers;
 mod mix;
@@ -430,7 +429,7 @@ impl MediaRoom {
     }
 
     /// The Opus frames of the client's own mix (mix mode, an Opus layer): encoded and refused.
-    pub fn mix_opus_counters(&self, id: ClientId) -> Option<framer::Pushed> {
+    pub fn mix_opus_counters(&self, id: ClientId) -> Option<tutti_core::framer::Pushed> {
         self.slot_of(id)
             .and_then(|s| self.clients[s].as_ref())
             .map(|c| c.output.opus_frames)

@@ -2,31 +2,30 @@
 //! (120 or 240 samples), each frame is encoded once, numbered, and sent as a packet that also
 //! carries the previous frame's bytes (the packet format's redundant copy).
 //!
-//! Forward mode's layers keep one per sender and layer ([`super::layers`]); mix mode keeps one
-//! per listener who takes its mix as Opus ([`super::mix`]). A frame leaves as soon as its last
+//! The hub's forward mode keeps one per sender and layer, its mix mode one per listener who
+//! takes its mix as Opus, and the engine's capture one per Opus layer its peers take
+//! ([`crate::capture`]). A frame leaves as soon as its last
 //! sample arrived, so the reframing adds less than one frame of delay. A gap in the input
 //! ([`OpusFramer::gap`]) drops what was gathered and skips the numbers of the frames it spans;
 //! the first frame after a gap or a [`OpusFramer::reset`] carries no copy and starts a new
 //! stream in the encoder. Its input must be continuous otherwise: an encoder fed a jump in the
 //! signal, while the listener's decoder conceals the numbers skipped, codes a frame whose overlap
 //! with the concealment adds up (a 220 Hz tone came out up to 6.8 dB over its level). The
-//! layers ([`super::layers`]) conceal the sender's lost blocks into the stream until the
-//! concealment has faded out, and skip only what follows.
+//! hub's layers conceal the sender's lost blocks into the stream until the concealment has
+//! faded out, and skip only what follows.
 //!
-//! The encoder is stereo and made in [`OpusFramer::new`] (allocates: the control path);
-//! [`OpusFramer::push`] allocates nothing. A mono input (a sender with one channel) is coded
+//! The encoder is the host's ([`crate::codec::Encoder`]: libopus, native in the hub, built with
+//! emscripten in the worklet), stereo, made with its bit rate before [`OpusFramer::new`] (which
+//! allocates: the control path); [`OpusFramer::push`] allocates nothing. A mono input (a sender with one channel) is coded
 //! mono: the packets say one channel and the bit rate all goes to it, where a stereo frame of
 //! two equal channels spends some of it on the stereo image: a chord's signal to noise and
 //! distortion was 14.8 dB against 13.8 at 128 kbit/s, 10.7 against 9.8 at 64.
 //! The switch is a field of the encoder's state, made at the first frame of the other count.
 
-use tutti_core::codec::Encoder as _;
-use tutti_core::packet::{
+use crate::codec::{CodecError, Encoder};
+use crate::packet::{
     encode_opus_redundant, Header, SampleFormat, SampleRate, EXT_LEN, HEADER_LEN, MAX_FRAMES,
 };
-
-use crate::hub::opus::OpusError;
-use crate::hub::opus_stream::StreamEncoder;
 
 /// Gathered stereo samples: the longest frame plus the longest block.
 const FIFO: usize = 240 + MAX_FRAMES;
@@ -46,7 +45,7 @@ pub struct Pushed {
 
 /// One Opus stream, stereo or mono. See the module docs.
 pub struct OpusFramer {
-    encoder: StreamEncoder,
+    encoder: Box<dyn Encoder>,
     frame: usize,
     /// The channels coded (1 or 2) and written in the packets' headers.
     channels: u8,
@@ -66,11 +65,11 @@ pub struct OpusFramer {
 }
 
 impl OpusFramer {
-    /// A stream at `bitrate` bits per second in `frame`-sample frames (120 or 240), numbered
-    /// from 0. Allocates (libopus's state).
-    pub fn new(bitrate: i32, frame: usize) -> Result<Box<OpusFramer>, OpusError> {
-        Ok(Box::new(OpusFramer {
-            encoder: StreamEncoder::new(2, bitrate)?,
+    /// A stream coded by `encoder` (stereo, at its bit rate) in `frame`-sample frames (120 or
+    /// 240), numbered from 0. Allocates.
+    pub fn new(encoder: Box<dyn Encoder>, frame: usize) -> Box<OpusFramer> {
+        Box::new(OpusFramer {
+            encoder,
             frame: frame.clamp(1, 240),
             channels: 2,
             seq: 0,
@@ -82,7 +81,7 @@ impl OpusFramer {
             prev_len: 0,
             out: [0; PACKET_BYTES],
             fresh: true,
-        }))
+        })
     }
 
     /// Forgets what was gathered, the copy and the encoder's history: the input starts afresh
@@ -109,7 +108,7 @@ impl OpusFramer {
 
     /// The input's channels from now on (1 or 2; stereo until told): the next frame is coded
     /// so, the one under way included. No allocation.
-    pub fn set_channels(&mut self, channels: u8) -> Result<(), OpusError> {
+    pub fn set_channels(&mut self, channels: u8) -> Result<(), CodecError> {
         let channels = channels.clamp(1, 2);
         if channels != self.channels {
             self.encoder.set_mono(channels == 1)?;
