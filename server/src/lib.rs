@@ -27,6 +27,7 @@ pub mod hub;
 pub mod limits;
 pub mod log;
 pub mod memory;
+pub mod mesh_layers;
 pub mod origin;
 pub mod password;
 pub mod protocol;
@@ -91,6 +92,8 @@ pub struct App {
     hub: Option<hub::Hub>,
     /// Rooms move to the hub by themselves on members' uplink reports (`--hub-auto`).
     hub_auto: bool,
+    /// How listeners' layers are chosen, in the hub and in a mesh (`--layer-policy`).
+    layer_policy: hub::controller::Policy,
     attempts: Mutex<Attempts>,
     /// Wrong-password log lines, and refused-attempt log lines.
     failure_log: Mutex<LogBudget>,
@@ -355,6 +358,7 @@ impl Server {
         let app = Arc::new(App {
             rooms,
             hub_auto: config.hub_auto,
+            layer_policy: config.layer_policy,
             hub,
             attempts: Mutex::new(Attempts::new(config.password_policy(), ATTEMPTS_TRACKED)),
             failure_log: Mutex::new(LogBudget::new(PASSWORD_FAILURE_LINES, PASSWORD_LOG_WINDOW)),

@@ -65,7 +65,9 @@
 //! - `hub-offer`, `topology` and `hub-mix`: the hub's messages, described in
 //!   [`crate::hub::signal`]; `uplink`, a member's report that the mesh no longer fits its
 //!   uplink, in [`crate::hub::uplink`]; `reception`, a hub listener's report of what
-//!   reaches it, and S→C `layer`, the format it then takes, in [`crate::hub::controller`].
+//!   reaches it, and S→C `layer`, the format it then takes, in [`crate::hub::controller`]; in
+//!   a mesh the same report and notice, and S→C `send-layer` to the others, in
+//!   [`crate::mesh_layers`].
 //! - `{"type":"ping","t":number?}` → `{"type":"pong","t":same}` (`t` omitted if it was absent),
 //!   answered whether joined or not.
 //!

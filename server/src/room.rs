@@ -68,6 +68,9 @@ pub(crate) struct Member {
     pub(crate) away_since: Option<u64>,
     /// Its stream id in this room (see [`crate::hub::signal`]).
     pub(crate) stream: u16,
+    /// In a mesh, the controller of the layer it takes of the others' streams (made at its
+    /// first report; see [`crate::mesh_layers`]).
+    pub(crate) takes: Option<crate::hub::controller::Controller>,
 }
 
 impl Member {
@@ -87,6 +90,7 @@ impl Member {
     /// Its connection is gone since `now`; it keeps its place, to come back with its token.
     pub(crate) fn go_away(&mut self, now: u64) {
         self.outbox = None;
+        self.takes = None;
         self.away_since = Some(now);
     }
 }

@@ -26,6 +26,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, Notify};
 
 use crate::budget::{self, QueueBudget};
+use crate::hub::controller::{Policy as LayerPolicy, Report};
 use crate::hub::signal::{self, Topology};
 use crate::hub::uplink::{self, UplinkReport};
 use crate::password::{digest, digest_eq, random_hex_id, Digest32};
@@ -188,6 +189,7 @@ impl Rooms {
                     outbox: None,
                     away_since: Some(m.away_since.unwrap_or(now)),
                     stream,
+                    takes: None,
                 });
             }
             if stored.room.empty_since.is_none() {
@@ -344,6 +346,7 @@ impl Rooms {
                     outbox: Some(outbox.clone()),
                     away_since: None,
                     stream,
+                    takes: None,
                 });
                 room.members.len() - 1
             }
@@ -357,6 +360,12 @@ impl Rooms {
                 Some(&join.peer),
             );
         }
+        // In a mesh: the newcomer (or the member's new page) takes everyone's stream as sent,
+        // and learns which layer of its own each other member takes; one more sender may not
+        // fit every listener's path.
+        room.mesh_forget(i);
+        room.mesh_layers_to(i);
+        room.mesh_senders_changed(now.saturating_mul(1000));
         if room.empty_since.take().is_some() {
             inner.store.put_room(&id, &room.record());
         }
@@ -410,6 +419,7 @@ impl Rooms {
             outbox: Some(outbox.clone()),
             away_since: None,
             stream: 1,
+            takes: None,
         };
         let room = Room {
             password,
@@ -597,6 +607,9 @@ impl Rooms {
             ));
         }
         let changed = room.topology != mode;
+        if mode != Topology::Mesh {
+            room.mesh_end();
+        }
         room.topology = mode;
         // The owner's mesh stands: reports of full uplinks no longer move it.
         room.pinned = mode == Topology::Mesh;
@@ -628,9 +641,28 @@ impl Rooms {
         else {
             return Ok(None);
         };
+        room.mesh_end();
         room.topology = Topology::Forward;
         room.broadcast(&uplink::moved(Topology::Forward, &reason), None);
         Ok(Some(reason))
+    }
+
+    /// A member's reception report (`peer` on connection `conn` in room `id`) at `now` (ms):
+    /// in a mesh its controller takes it ([`crate::mesh_layers`]) and true is returned; false
+    /// when the room goes through the hub, whose controller it is for.
+    pub fn reception(
+        &self,
+        id: &RoomId,
+        peer: &str,
+        conn: u64,
+        report: &Report,
+        policy: LayerPolicy,
+        now: u64,
+    ) -> Result<bool, ProtocolError> {
+        let mut guard = self.lock();
+        let room = guard.rooms.get_mut(id).ok_or_else(not_joined)?;
+        let me = room.held(peer, conn).ok_or_else(not_joined)?;
+        Ok(room.mesh_reception(me, report, policy, now.saturating_mul(1000)))
     }
 
     /// The stream id of `peer` (on connection `conn`) in room `id`, and the room's topology.
@@ -1587,5 +1619,82 @@ mod tests {
         let waker = futures_util::task::noop_waker();
         let mut cx = std::task::Context::from_waker(&waker);
         assert!(notified.as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[test]
+    fn a_mesh_listener_on_a_narrow_path_gets_a_layer_its_senders_are_told_of() {
+        use crate::hub::controller::{Policy, Report};
+        let rooms = rooms(8);
+        let (a, mut ra) = outbox(1);
+        let (b, mut rb) = outbox(2);
+        let (c, mut rc) = outbox(3);
+        for (p, t, o) in [('a', '1', &a), ('b', '2', &b), ('c', '3', &c)] {
+            enter(&rooms, &join("r", p, t, None), o, T0).expect("joins");
+        }
+        for rx in [&mut ra, &mut rb, &mut rc] {
+            texts(rx);
+        }
+        let report = |received_bps: f64, loss: f64| Report {
+            received_bps,
+            loss,
+            delay_rise_ms_per_s: 0.0,
+            rtt_ms: 20.0,
+            capacity_bps: None,
+        };
+        let cap = Policy::Capacity;
+        // c's path carries 1 Mbit/s of the two streams' 3.4: it steps down at once.
+        let mesh = rooms.reception(&id("r"), &hex('c'), 3, &report(1e6, 0.3), cap, T0 + 1000);
+        assert_eq!(mesh, Ok(true));
+        let notice = &texts(&mut rc)[0];
+        assert_fields(notice, json!({"type": "layer", "layer": "opus-64"}));
+        assert!(notice["reason"]
+            .as_str()
+            .unwrap()
+            .contains("30.0 % of packets lost"));
+        for rx in [&mut ra, &mut rb] {
+            assert_eq!(
+                texts(rx),
+                [json!({"type": "send-layer", "peer": hex('c'), "layer": "opus-64"})]
+            );
+        }
+        // Clean reports for less than the hold change nothing; nobody else is told anything.
+        for k in 2..5 {
+            let r = rooms.reception(
+                &id("r"),
+                &hex('c'),
+                3,
+                &report(5e5, 0.0),
+                cap,
+                T0 + k * 1000,
+            );
+            assert_eq!(r, Ok(true));
+        }
+        assert!(texts(&mut ra).is_empty() && texts(&mut rc).is_empty());
+        // Someone else's connection cannot report for c.
+        let forged = rooms.reception(&id("r"), &hex('c'), 1, &report(1e6, 0.3), cap, T0);
+        assert_eq!(code(forged), Some("not-joined"));
+        // A newcomer learns what c takes of its stream (and the others get peer-joined only).
+        let (d, mut rd) = outbox(4);
+        enter(&rooms, &join("r", 'd', '4', None), &d, T0 + 5000).expect("joins");
+        let got = texts(&mut rd);
+        assert_eq!(got[0]["type"], "welcome");
+        assert_eq!(
+            got[1..],
+            [json!({"type": "send-layer", "peer": hex('c'), "layer": "opus-64"})]
+        );
+        // The room goes through the hub: every sender is told c takes the packets as sent, and
+        // reports are the hub's from then on.
+        texts(&mut ra);
+        rooms
+            .set_topology(&id("r"), &hex('a'), 1, Topology::Forward)
+            .expect("the owner moves the room");
+        let got = texts(&mut rb);
+        assert!(
+            got.contains(&json!({"type": "send-layer", "peer": hex('c'), "layer": "as-sent"})),
+            "{got:?}"
+        );
+        assert!(!texts(&mut rc).iter().any(|m| m["type"] == "send-layer"));
+        let hub = rooms.reception(&id("r"), &hex('c'), 3, &report(1e6, 0.3), cap, T0 + 6000);
+        assert_eq!(hub, Ok(false));
     }
 }

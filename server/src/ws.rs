@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use crate::attempts::{Limit, Refusal as AttemptRefusal};
 use crate::budget::{self, QueueBudget, MESSAGE_OVERHEAD};
 use crate::hub;
+use crate::hub::controller::Report;
 use crate::hub::signal::Topology;
 use crate::hub::uplink::UplinkReport;
 use crate::limits::{AddressKey, Refusal};
@@ -564,11 +565,7 @@ impl Connection {
                 (None, _) => self.send_error(not_joined()),
                 (_, None) => self.send_error(hub_unavailable("This server runs no hub.")),
             },
-            ClientMessage::Reception(report) => match (&self.joined, &self.app.hub) {
-                (Some((room, peer)), Some(hub)) => hub.reception(room, peer, report),
-                (None, _) => self.send_error(not_joined()),
-                (_, None) => self.send_error(hub_unavailable("This server runs no hub.")),
-            },
+            ClientMessage::Reception(report) => self.reception(&report),
         }
         Flow::Continue
     }
@@ -592,6 +589,27 @@ impl Connection {
         if changed {
             let (mode, by) = (mode.as_str(), short_peer(peer));
             tracing::info!("topology room={room} mode={mode} by={by}");
+        }
+    }
+
+    /// A listener's report of what reaches it: for the mesh's controllers while the room is a
+    /// mesh, else for the hub's.
+    fn reception(&self, report: &Report) {
+        let Some((room, peer)) = &self.joined else {
+            return self.send_error(not_joined());
+        };
+        let policy = self.app.layer_policy;
+        match self
+            .app
+            .rooms
+            .reception(room, peer, self.outbox.id(), report, policy, unix_ms())
+        {
+            Err(e) => self.send_error(e),
+            Ok(true) => {}
+            Ok(false) => match &self.app.hub {
+                Some(hub) => hub.reception(room, peer, *report),
+                None => self.send_error(hub_unavailable("This server runs no hub.")),
+            },
         }
     }
 

@@ -23,6 +23,10 @@ import {
   N_OUT_UNROUTED,
   NP_ECHO_DROPPED,
   OUT_ALL_BUT,
+  OUT_EXCEPT,
+  OUT_LAYER,
+  OUT_ROUTE,
+  NP_SEND_LAYER,
   TAG_ECHO,
   TAG_SEND_QUEUE,
   type EchoEvent,
@@ -495,6 +499,39 @@ describe('packet pump times and clock', () => {
     expect(got(chans[1])).toEqual([2, 3]);
     expect(got(chans[2])).toEqual([1, 3]);
     expect(t.stats[N_OUT_UNROUTED]).toBe(1);
+  });
+
+  it('sends each layer of our stream to the peers the route records say take it', () => {
+    const t = setup();
+    const chans = [new FakeChannel(), new FakeChannel(), new FakeChannel()];
+    chans.forEach((c, i) => t.pump.add(i, c as unknown as RTCDataChannel));
+    const route = (slot: number, layer: number) => t.out.push(OUT_ROUTE | slot, 0, new Uint8Array([layer]));
+    // Before any route record every peer takes the packets as sent.
+    t.out.push(OUT_LAYER, 0, audioPacket(1));
+    t.out.push(OUT_LAYER | (1 << 8), 0, audioPacket(2));
+    // Slots 0 and 2 take Opus 128, slot 1 stays as sent.
+    route(0, 1);
+    route(2, 1);
+    t.out.push(OUT_LAYER, 0, audioPacket(3));
+    t.out.push(OUT_LAYER | (1 << 8), 0, audioPacket(4));
+    // While echoing slot 2: its layer's packets go to the others taking it.
+    t.out.push(OUT_LAYER | (1 << 8) | OUT_EXCEPT | 2, 0, audioPacket(5));
+    // Slot 0 takes Opus 64.
+    route(0, 2);
+    t.out.push(OUT_LAYER | (2 << 8), 0, audioPacket(6));
+    // A route record naming no layer, and a layer tag with a slot but no OUT_EXCEPT: dropped.
+    route(1, 3);
+    t.out.push(OUT_LAYER | 1, 0, audioPacket(7));
+    expect(t.pump.drainOutbound()).toBe(6);
+    const got = (c: FakeChannel) => c.sent.map((p) => p[20]);
+    expect(got(chans[0])).toEqual([1, 4, 5, 6]);
+    expect(got(chans[1])).toEqual([1, 3]);
+    expect(got(chans[2])).toEqual([1, 4]);
+    expect(t.stats[N_OUT_UNROUTED]).toBe(2);
+    expect([0, 1, 2].map((slot) => t.stats[netPeerIndex(slot, NP_SEND_LAYER)])).toEqual([2, 0, 1]);
+    // A new link in a slot keeps what the engine said of the slot.
+    t.pump.add(0, new FakeChannel() as unknown as RTCDataChannel);
+    expect(t.stats[netPeerIndex(0, NP_SEND_LAYER)]).toBe(2);
   });
 
   it('pings, answers pings and publishes RTT and offset from the pongs', () => {

@@ -57,6 +57,13 @@ export type Control =
   | { type: 'add-peer'; slot: number }
   | { type: 'remove-peer'; slot: number }
   | { type: 'strip'; slot: number; gain: number; pan: number; mute: boolean; solo: boolean }
+  /**
+   * The peer in `slot` takes `layer` of our stream (0 as sent, 1 Opus 128, 2 Opus 64: the
+   * engine's Layer::code; HUB_LAYERS in net/protocol.ts names them in this order), encoded once per layer whatever the number
+   * of its takers (core/src/capture.rs). Refused (the peer keeps what it takes) without the
+   * codec module or a peer in `slot`.
+   */
+  | { type: 'send-layer'; slot: number; layer: number }
   | { type: 'master'; gain: number }
   /**
    * Starts (with the ring the tracks go into) or stops a recording. While recording, every
@@ -166,6 +173,7 @@ export interface TuttiExports {
   tutti_add_peer(h: number, slot: number): number;
   tutti_remove_peer(h: number, slot: number): number;
   tutti_set_strip(h: number, slot: number, gain: number, pan: number, mute: number, solo: number): number;
+  tutti_set_send_layer(h: number, slot: number, layer: number): number;
   tutti_set_master(h: number, gain: number): void;
   tutti_set_recording(h: number, on: number): void;
   tutti_stem_ptr(h: number, slot: number, channel: number): number;
@@ -342,6 +350,9 @@ export class WasmEngineCore implements EngineCore {
         break;
       case 'strip':
         e.tutti_set_strip(h, msg.slot, msg.gain, msg.pan, msg.mute ? 1 : 0, msg.solo ? 1 : 0);
+        break;
+      case 'send-layer':
+        e.tutti_set_send_layer(h, msg.slot, msg.layer >>> 0);
         break;
       case 'master':
         e.tutti_set_master(h, msg.gain);

@@ -6,7 +6,7 @@
 import { CONTROL_PACKET_LEN as EXIT_PACKET_BYTES, HEADER_LEN as HEADER_BYTES } from '../audio/packet';
 
 export const NET_GLOBAL_LEN = 20;
-export const NET_PEER_LEN = 25;
+export const NET_PEER_LEN = 26;
 export const N_WAKEUPS = 0;
 export const N_OUT_PACKETS = 1;
 export const N_IN_PACKETS = 2;
@@ -72,6 +72,9 @@ export const NP_HUB_RX_PACKETS = 23;
 /** The smallest RTT of the same exchanges, ms: the path's best case, whose exchange gives the
  * clock offset (half of it bounds the offset's error); NaN: none yet. */
 export const NP_RTT_MIN_MS = 24;
+/** The layer of our stream this peer takes (0 as sent, 1 Opus 128, 2 Opus 64: the engine's
+ * Layer::code), as the engine's route records told the pump. */
+export const NP_SEND_LAYER = 25;
 
 export const ChannelState = { None: 0, Connecting: 1, Open: 2, Closed: 3 } as const;
 

@@ -8,7 +8,11 @@
 // Atomics.notify on the ring's write word; the pump copies each packet once into a buffer of its
 // own (data channels refuse views of shared memory) and sends that to every open channel the
 // record's tag names (OUT_ALL below: every peer; OUT_ALL_BUT | slot: every peer but one; a slot:
-// that peer only, as while we echo a peer's stream back to it alone).
+// that peer only, as while we echo a peer's stream back to it alone; OUT_LAYER | layer << 8:
+// every peer taking that layer of our stream, Opus for a peer whose path cannot carry PCM, with
+// OUT_EXCEPT | slot: but that one). Which peer takes which layer the engine says in route
+// records (OUT_ROUTE | slot, one byte: the layer), written before the first packet that
+// depends on them; the pump keeps them in sendLayer and shows them as NP_SEND_LAYER.
 // Nothing is posted between threads per packet, and the steady state allocates nothing of its
 // own besides one typed-array view over each received ArrayBuffer and one promise per wake-up.
 //
@@ -57,6 +61,7 @@ import {
   NP_RTT_MIN_MS,
   NP_RTT_MS,
   NP_RX_DROPPED,
+  NP_SEND_LAYER,
   NP_SEND_QUEUE_MS,
   NP_STAMP_LAG_MS,
   NP_STATE,
@@ -90,6 +95,8 @@ export const OUT_LAYER_MASK = 0x0300;
 /** Not a packet: the peer in the low byte takes the layer in the record's one byte from now on. */
 export const OUT_ROUTE = 0x2000;
 const NO_PAYLOAD = new Uint8Array(0);
+/** Layers of our stream a peer may take (the engine's Layer::code: as sent, Opus 128, Opus 64). */
+const LAYER_COUNT = 3;
 
 /** Send-queue bytes beyond which a channel skips packets (~30 PCM16 stereo 128-frame packets). */
 export const SEND_QUEUE_LIMIT = 64 * 1024;
@@ -127,6 +134,8 @@ export class PacketPump {
   private readonly scratchViews: (DataView | undefined)[] = new Array(MAX_PACKET_LEN + 1);
   private readonly control: ControlChannels;
   private readonly hub: HubPath;
+  /** The layer of our stream each slot's peer takes, from the engine's route records. */
+  private readonly sendLayer: Uint8Array;
   private readonly timeOrigin = performance.timeOrigin;
   private running = false;
   private clockTimer: ReturnType<typeof setInterval> | null = null;
@@ -146,6 +155,7 @@ export class PacketPump {
     this.ringWords = new Uint32Array(outbound);
     this.stats = new Float64Array(netStats);
     this.links = new Array<Link | null>(maxPeers).fill(null);
+    this.sendLayer = new Uint8Array(maxPeers);
     this.stats[N_THREAD] = thread === 'worker' ? 1 : 2;
     this.hub = new HubPath(this.writer, this.stats, maxPeers);
     this.control = new ControlChannels(this.links, this.stats, onEcho, (slot, ms) =>
@@ -176,6 +186,7 @@ export class PacketPump {
     this.links[slot] = link;
     const s = this.stats;
     resetNetPeer(s, slot);
+    s[link.base + NP_SEND_LAYER] = this.sendLayer[slot];
     s[link.base + NP_STATE] = channel.readyState === 'open' ? ChannelState.Open : ChannelState.Connecting;
     channel.binaryType = 'arraybuffer';
     const writer = this.writer;
@@ -328,14 +339,28 @@ export class PacketPump {
     hub.beginPass();
     while (reader.peek()) {
       const length = reader.length;
-      // The destination: every peer (-1, -1), every peer but `except`, or `only`.
+      // The destination: every peer (-1, -1), every peer but `except`, or `only`; with `layer`,
+      // only those of them taking that layer.
       const tag = reader.tag;
+      const high = tag & ~OUT_SLOT_MASK;
       let only = -1;
       let except = -1;
+      let layer = -1;
       if (tag !== OUT_ALL) {
-        if ((tag & ~OUT_SLOT_MASK) === OUT_ALL_BUT) except = tag & OUT_SLOT_MASK;
-        else if ((tag & ~OUT_SLOT_MASK) === 0) only = tag;
-        else {
+        if (high === OUT_ALL_BUT) except = tag & OUT_SLOT_MASK;
+        else if (high === 0) only = tag;
+        else if (high === OUT_ROUTE) {
+          this.route(tag & OUT_SLOT_MASK, length === 1 ? reader.bytes[reader.offset] : LAYER_COUNT);
+          reader.consume();
+          continue;
+        } else if (
+          (high & ~(OUT_LAYER_MASK | OUT_EXCEPT)) === OUT_LAYER &&
+          (high & OUT_LAYER_MASK) >>> 8 < LAYER_COUNT &&
+          ((high & OUT_EXCEPT) !== 0 || (tag & OUT_SLOT_MASK) === 0)
+        ) {
+          layer = (high & OUT_LAYER_MASK) >>> 8;
+          if ((high & OUT_EXCEPT) !== 0) except = tag & OUT_SLOT_MASK;
+        } else {
           reader.consume();
           s[N_OUT_UNROUTED]++;
           continue;
@@ -363,11 +388,13 @@ export class PacketPump {
         const rate = SAMPLE_RATES_HZ[buf[12]] ?? 0;
         if (frames > 0 && rate > 0) bytesPerSecond = (length * rate) / frames;
       }
-      // Through the hub, once for everyone (a packet for one peer only has no way there).
-      if (only < 0 && hub.active) hub.send(buf, bytesPerSecond, SEND_QUEUE_LIMIT);
+      // Through the hub, once for everyone, as sent (a packet for one peer only has no way
+      // there, and the hub makes its own layers).
+      if (only < 0 && layer <= 0 && hub.active) hub.send(buf, bytesPerSecond, SEND_QUEUE_LIMIT);
       for (let i = 0; i < open.length; i++) {
         const link = open[i];
         if (link.slot === except || (only >= 0 && link.slot !== only)) continue;
+        if (layer >= 0 && this.sendLayer[link.slot] !== layer) continue;
         const ch = link.channel;
         const queued = link.held ? HELD_SEND_BYTES : ch.bufferedAmount;
         if (link.queuedAtPass < 0) link.queuedAtPass = queued;
@@ -392,6 +419,17 @@ export class PacketPump {
     }
     s[N_OUT_PACKETS] += n;
     return n;
+  }
+
+  /** The engine's route record: the peer in `slot` takes `layer` of our stream from now on (a
+   * record naming no layer is counted and dropped). */
+  private route(slot: number, layer: number): void {
+    if (slot >= this.maxPeers || layer >= LAYER_COUNT) {
+      this.stats[N_OUT_UNROUTED]++;
+      return;
+    }
+    this.sendLayer[slot] = layer;
+    this.stats[netPeerIndex(slot, NP_SEND_LAYER)] = layer;
   }
 
   private async loop(): Promise<void> {

@@ -36,6 +36,12 @@
 //! every few seconds. Every decision carries its reason ([`Reason`]), logged by the worker and
 //! shown to the listener.
 //!
+//! A mesh listener ([`crate::mesh_layers`]) has no packet trains: nobody on its paths sends
+//! them. Its controller ([`Controller::trying_unmeasured`]) steps up without a measurement, one
+//! layer after the hold of clean reports; a try that meets congestion doubles the hold as above,
+//! so a path that cannot carry the richer layer costs one failed try every 32 s at most, and a
+//! listener that stepped down on a passing congestion does not stay down for the session.
+//!
 //! [`Policy::Probe`] is the trial-and-error baseline the paper measures against, kept for the
 //! comparison (`--layer-policy probe`): it steps up one layer after every hold of clean
 //! reports, whatever the path measured, and down one layer on congestion, as a plain bandwidth
@@ -153,6 +159,9 @@ pub enum Reason {
     MoreSenders { senders: usize, capacity_bps: f64 },
     /// Trial and error ([`Policy::Probe`]): clean for the hold, so the next layer up is tried.
     Probing,
+    /// No measure of the path (a mesh listener): clean for the hold (seconds), so the next layer
+    /// up is tried.
+    Unmeasured { hold_s: u64 },
 }
 
 impl fmt::Display for Reason {
@@ -187,6 +196,10 @@ impl fmt::Display for Reason {
                 f,
                 "no loss for {} s: trying the next layer up",
                 HOLD_US / 1_000_000
+            ),
+            Reason::Unmeasured { hold_s } => write!(
+                f,
+                "no loss for {hold_s} s on a path nobody measured: trying the next layer up"
             ),
         }
     }
@@ -229,6 +242,8 @@ pub struct Controller {
     capacity_bps: Option<f64>,
     /// The others' packets per message the listener got lately (`None`: not measured yet).
     per_message: Option<f64>,
+    /// Steps up without a measured capacity (see the module docs).
+    unmeasured_tries: bool,
 }
 
 impl Controller {
@@ -247,7 +262,16 @@ impl Controller {
             clean_since_us: None,
             capacity_bps: None,
             per_message: None,
+            unmeasured_tries: false,
         }
+    }
+
+    /// This controller's listener has no packet trains (a mesh): with no measured capacity it
+    /// tries one layer up after each hold of clean reports, the hold doubling after a try that
+    /// failed (see the module docs).
+    pub fn trying_unmeasured(mut self) -> Controller {
+        self.unmeasured_tries = true;
+        self
     }
 
     /// The layer in force.
@@ -387,10 +411,17 @@ impl Controller {
                 None
             };
         }
-        let capacity = self.capacity_bps?;
         if !held {
             return None;
         }
+        let Some(capacity) = self.capacity_bps else {
+            let one_up = LADDER[(Self::rung(self.layer) + 1).min(LADDER.len() - 1)];
+            if !self.unmeasured_tries {
+                return None;
+            }
+            let hold_s = self.hold_us / 1_000_000;
+            return self.change(one_up, Reason::Unmeasured { hold_s }, now_us);
+        };
         let fits = self.richest_within(capacity * MARGIN_UP);
         if Self::rung(fits) <= Self::rung(self.layer) {
             return None;

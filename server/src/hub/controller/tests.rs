@@ -272,6 +272,52 @@ fn no_measured_capacity_means_no_step_up() {
 }
 
 #[test]
+fn a_mesh_listener_without_trains_tries_up_after_the_hold_and_backs_off_when_it_fails() {
+    // A mesh listener (no trains: every report's capacity is unknown), one sender (each packet
+    // in its own message). The path carries 1 Mbit/s for 120 s, then 100 Mbit/s.
+    let mut c = Controller::new(Policy::Capacity, 1, 128, 0).trying_unmeasured();
+    c.packing(1.0);
+    let mut changes = Vec::new();
+    for t in 1..=160 {
+        let need = need_bps(c.layer(), 1, 128, 1.0);
+        let capacity = if t <= 120 { 1e6 } else { 1e8 };
+        let mut r = report(need, capacity, t, 0.0);
+        r.capacity_bps = None;
+        if let Some(d) = c.report(&r, t * S) {
+            println!("{t:>3} s: {} ({})", d.layer.name(), d.reason);
+            changes.push((t, d.layer));
+        }
+    }
+    // Down at once to what fits what got through (Opus 128 with its copies, alone in its
+    // messages: 611 kbit/s).
+    assert_eq!(changes[0], (1, Layer::Opus128));
+    // Tries the packets as sent, which fail every time: the holds double (4, 8, 16, 32, 32 s).
+    let tries: Vec<u64> = changes
+        .iter()
+        .filter(|&&(t, l)| l == Layer::AsSent && t <= 120)
+        .map(|&(t, _)| t)
+        .collect();
+    let gaps: Vec<u64> = tries.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(tries.len() <= 6, "{changes:?}");
+    assert!(
+        gaps.windows(2).all(|g| g[1] >= g[0]),
+        "holds only grow: {gaps:?}"
+    );
+    assert!(gaps.last().is_some_and(|&g| g >= 32), "{gaps:?}");
+    // The path widens at 120 s: back to the packets as sent within two of the longest holds.
+    let last = changes.last().unwrap();
+    assert_eq!(last.1, Layer::AsSent, "{changes:?}");
+    assert!(last.0 <= 120 + 2 * (MAX_HOLD_US / S) + 2, "{changes:?}");
+    // The hub's listeners, with trains to come, do not try unmeasured.
+    let mut hub = Controller::new(Policy::Capacity, 1, 128, 0);
+    let lossy = report(3e6, 1e6, 1, 0.0);
+    assert!(hub.report(&lossy, S).is_some());
+    let mut clean = report(0.0, 1e6, 2, 0.0);
+    clean.capacity_bps = None;
+    assert!((2..60).all(|t| hub.report(&clean, t * S).is_none()));
+}
+
+#[test]
 fn a_rising_delay_steps_down_before_anything_is_lost() {
     let mut c = Controller::new(Policy::Capacity, 2, 128, 0);
     let r = Report {
