@@ -82,4 +82,25 @@ mod tests {
         assert_eq!(Layer::AsSent.index(), None);
         assert_eq!(Layer::Opus64.index(), Some(1));
     }
+
+    /// The app names the layers in code order (`HUB_LAYERS` in app/src/net/protocol.ts): the
+    /// index it sends the engine is the code.
+    #[test]
+    fn the_app_names_the_layers_in_code_order() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../app/src/net/protocol.ts");
+        let ts = std::fs::read_to_string(&path).expect("protocol.ts");
+        let line = ts
+            .lines()
+            .find(|l| l.starts_with("export const HUB_LAYERS"))
+            .expect("protocol.ts exports HUB_LAYERS");
+        let list = &line[line.find("= [").expect("a list") + 2..];
+        let names: Vec<&str> = list
+            .trim_matches(|c| matches!(c, '[' | ']' | ';'))
+            .split(',')
+            .map(|n| n.trim().trim_matches('\''))
+            .collect();
+        let ours: Vec<&str> = LAYERS.iter().map(|l| l.name()).collect();
+        assert_eq!(names, ours);
+    }
 }

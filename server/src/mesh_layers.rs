@@ -11,8 +11,9 @@
 //! layer up after a hold of clean reports, backing off after each try that fails
 //! ([`Controller::trying_unmeasured`]).
 //!
-//! A decision goes to the listener as the hub's `layer` notice (its stats view says what it
-//! takes and why) and to every other connected member as
+//! A decision goes to the listener as the hub's `layer` notice marked `"mesh":true` (its stats
+//! view says what it takes and why; the mark tells it from a hub's notice that crossed a switch
+//! to the mesh) and to every other connected member as
 //! `{"type":"send-layer","peer":P,"layer":L}`: "member P takes layer L of your stream". A
 //! member gets the others' current layers when it joins; a listener whose connection is
 //! replaced starts again on the packets as sent, and so does every listener when the room
@@ -24,13 +25,19 @@
 
 use serde_json::json;
 
-use crate::hub::controller::{layer_notice, Controller, Decision, Policy, Report};
+use crate::hub::controller::{Controller, Decision, Policy, Report};
 use crate::hub::media::layers::Layer;
 use crate::hub::signal::Topology;
 use crate::room::{Member, Room};
 
 /// Frames per block a mesh sender sends (the app's default, as the hub figures it).
 const SENT_FRAMES: usize = 128;
+
+/// S→C `{"type":"layer","layer":L,"reason":R,"mesh":true}`: what the listener now takes of the
+/// others in the mesh, and why.
+pub fn mesh_notice(layer: Layer, reason: &str) -> String {
+    json!({"type": "layer", "layer": layer.name(), "reason": reason, "mesh": true}).to_string()
+}
 
 /// S→C `send-layer`: member `peer` takes `layer` of the receiver's stream from now on.
 pub fn send_layer(peer: &str, layer: Layer) -> String {
@@ -130,7 +137,7 @@ impl Room {
             d.layer.name()
         );
         if let Some(o) = &m.outbox {
-            o.send_text(layer_notice(d.layer, &reason));
+            o.send_text(mesh_notice(d.layer, &reason));
         }
         self.broadcast(&send_layer(&m.peer, d.layer), Some(&m.peer));
     }

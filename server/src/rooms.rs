@@ -1646,7 +1646,10 @@ mod tests {
         let mesh = rooms.reception(&id("r"), &hex('c'), 3, &report(1e6, 0.3), cap, T0 + 1000);
         assert_eq!(mesh, Ok(true));
         let notice = &texts(&mut rc)[0];
-        assert_fields(notice, json!({"type": "layer", "layer": "opus-64"}));
+        assert_fields(
+            notice,
+            json!({"type": "layer", "layer": "opus-64", "mesh": true}),
+        );
         assert!(notice["reason"]
             .as_str()
             .unwrap()

@@ -146,6 +146,7 @@ export async function buildImpairer(opts = {}) {
  *   (default true)
  * @property {number} [queue]  NFQUEUE number (default 0)
  * @property {number} [dport]  only UDP packets to this port (one listener's path); default all
+ * @property {number[]} [dports]  only UDP packets to any of these ports (1 to 15: one listener's mesh links, sharing one rate)
  * @property {number} [readyTimeoutMs]  until bound, the build not counted (default 10 s)
  * @property {number} [stopTimeoutMs]  (default 5 s)
  */
@@ -198,9 +199,17 @@ export async function startImpairer(opts) {
   }
   if (!(Number.isInteger(queue) && queue >= 0 && queue <= 65535))
     throw new Error(`startImpairer: bad queue ${queue}`);
-  const { dport } = opts;
-  if (dport !== undefined && !(Number.isInteger(dport) && dport > 0 && dport <= 65535))
-    throw new Error(`startImpairer: bad dport ${dport}`);
+  const { dport, dports } = opts;
+  const portOk = (p) => Number.isInteger(p) && p > 0 && p <= 65535;
+  if (dport !== undefined && !portOk(dport)) throw new Error(`startImpairer: bad dport ${dport}`);
+  // iptables' multiport match takes at most 15 ports.
+  if (
+    dports !== undefined &&
+    !(Array.isArray(dports) && dports.length >= 1 && dports.length <= 15 && dports.every(portOk))
+  )
+    throw new Error(`startImpairer: bad dports ${JSON.stringify(dports)}`);
+  if (dport !== undefined && dports !== undefined)
+    throw new Error('startImpairer: dport or dports, not both');
   const { ROOT } = await import('../../scripts/lib/run.mjs');
   await buildImpairer();
 
@@ -226,6 +235,7 @@ export async function startImpairer(opts) {
   const toQueue = [
     ...['-o', 'lo', '-p', 'udp'],
     ...(dport === undefined ? [] : ['--dport', String(dport)]),
+    ...(dports === undefined ? [] : ['-m', 'multiport', '--dports', dports.join(',')]),
     ...['-j', 'NFQUEUE', '--queue-num', String(queue), '--queue-bypass'],
   ];
 

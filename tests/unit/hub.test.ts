@@ -106,7 +106,28 @@ describe('hub signaling', () => {
     for (const layer of ['as-sent', 'opus-128', 'opus-64']) {
       expect(
         parseServerMessage(JSON.stringify({ type: 'layer', layer, reason: 'the path carries 2.0 Mbit/s' })),
-      ).toEqual({ type: 'layer', layer, reason: 'the path carries 2.0 Mbit/s' });
+      ).toEqual({ type: 'layer', layer, reason: 'the path carries 2.0 Mbit/s', mesh: false });
+    }
+    // In a mesh the server's notice says so; only `true` counts.
+    const notice = { type: 'layer', layer: 'opus-64', reason: 'r' };
+    expect(parseServerMessage(JSON.stringify({ ...notice, mesh: true }))).toMatchObject({ mesh: true });
+    expect(parseServerMessage(JSON.stringify({ ...notice, mesh: 'yes' }))).toMatchObject({ mesh: false });
+  });
+
+  it('reads which layer of our stream a mesh member takes, refusing anything else', () => {
+    const peer = 'a'.repeat(32);
+    expect(parseServerMessage(JSON.stringify({ type: 'send-layer', peer, layer: 'opus-128' }))).toEqual({
+      type: 'send-layer',
+      peer,
+      layer: 'opus-128',
+    });
+    for (const bad of [
+      { peer, layer: 'opus-96' },
+      { peer: 'not-a-peer', layer: 'opus-64' },
+      { layer: 'opus-64' },
+      { peer, layer: 2 },
+    ]) {
+      expect(parseServerMessage(JSON.stringify({ type: 'send-layer', ...bad }))).toBeNull();
     }
   });
 

@@ -71,7 +71,17 @@ function block(): Float64Array {
 function frame(b: Float64Array, over: Partial<ViewFrame> = {}): ViewFrame {
   return {
     globals: readGlobals(b),
-    participants: [{ peer: 'bea', name: 'Bea', link: 'connected', strip, stats: readPeer(b, 2), rttMs: 30 }],
+    participants: [
+      {
+        peer: 'bea',
+        name: 'Bea',
+        link: 'connected',
+        strip,
+        stats: readPeer(b, 2),
+        rttMs: 30,
+        sending: 'as-sent',
+      },
+    ],
     figuresDue: true,
     blockMs: (128 / RATE) * 1000,
     outputMs: 10,
@@ -131,8 +141,16 @@ describe('room view', () => {
       initialView(req, 'me', RATE),
       frame(b, {
         participants: [
-          { peer: 'bea', name: 'Bea', link: 'connected', strip, stats: readPeer(b, 2), rttMs: 30 },
-          { ...jt, strip, stats: readPeer(b, 3), rttMs: null },
+          {
+            peer: 'bea',
+            name: 'Bea',
+            link: 'connected',
+            strip,
+            stats: readPeer(b, 2),
+            rttMs: 30,
+            sending: 'as-sent',
+          },
+          { ...jt, strip, stats: readPeer(b, 3), rttMs: null, sending: 'as-sent' },
         ],
       }),
     );
@@ -146,7 +164,15 @@ describe('room view', () => {
       initialView(req, 'me', RATE),
       frame(empty, {
         participants: [
-          { peer: 'bea', name: 'Bea', link: 'connecting', strip, stats: readPeer(empty, 2), rttMs: null },
+          {
+            peer: 'bea',
+            name: 'Bea',
+            link: 'connecting',
+            strip,
+            stats: readPeer(empty, 2),
+            rttMs: null,
+            sending: 'as-sent',
+          },
         ],
       }),
     );
@@ -181,6 +207,7 @@ describe('room view', () => {
             strip: muted,
             stats: readPeer(later, 2),
             rttMs: 80,
+            sending: 'opus-64',
           },
         ],
       }),
@@ -192,13 +219,23 @@ describe('room view', () => {
     expect(p.name).toBe('Bea B');
     expect(p.link).toBe('reconnecting');
     expect(p.strip).toEqual(muted);
+    // What they take of our stream follows at once too.
+    expect(p.sending).toBe('opus-64');
     // A newcomer gets its figures at once.
     const withCy = buildView(
       first,
       frame(later, {
         figuresDue: false,
         participants: [
-          { peer: 'cy', name: 'Cy', link: 'connected', strip, stats: readPeer(later, 2), rttMs: 80 },
+          {
+            peer: 'cy',
+            name: 'Cy',
+            link: 'connected',
+            strip,
+            stats: readPeer(later, 2),
+            rttMs: 80,
+            sending: 'as-sent',
+          },
         ],
       }),
     );

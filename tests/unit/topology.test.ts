@@ -121,7 +121,7 @@ describe('topology in the room view', () => {
 });
 
 describe('the hub layer in the room view', () => {
-  it('says what the hub sends us and why, through the hub only', () => {
+  it('says what the hub (or in a mesh, every other member) sends us and why', () => {
     const t = { mode: 'forward' as const, hub: 'connected' as const, advice: null, hubRefused: false };
     expect(hubLayerText(t)).toBe('');
     expect(hubLayerText({ ...t, layer: null })).toBe('');
@@ -150,8 +150,10 @@ describe('the hub layer in the room view', () => {
     expect(
       hubLayerText({ ...t, mode: 'mix', layer: { layer: 'as-sent', reason: 'the path carries 9 Mbit/s' } }),
     ).toBe('Your mix from the hub: PCM16, as mixed — the path carries 9 Mbit/s.');
-    // A notice kept past a switch to the mesh says nothing.
-    expect(hubLayerText({ ...t, mode: 'mesh', layer: { layer: 'opus-64', reason: 'r' } })).toBe('');
+    // In a mesh the others send it (the session drops a hub's notice at a switch to the mesh).
+    expect(hubLayerText({ ...t, mode: 'mesh', layer: { layer: 'opus-64', reason: 'r' } })).toBe(
+      'From the others: Opus 64 kbit/s — r.',
+    );
   });
 });
 

@@ -19,6 +19,7 @@ export function participant(peer: string, name: string, f: Partial<ParticipantVi
     underruns: 0,
     senderGaps: 0,
     format: '',
+    sending: 'as-sent',
     ...f,
   };
 }

@@ -28,7 +28,7 @@ import { parsePeerSignal, type PeerSignal } from './protocol';
 import type { PumpHost } from './net-host';
 import { NP_BUFFERED, NP_TX_PACKETS, NP_TX_SKIPPED, netPeerIndex } from './net-stats';
 import { SendStallWatch } from './send-stall';
-import { candidateAllowed, selectedPairRttMs, type IcePolicy } from './rtc';
+import { candidateAllowed, selectedPair, selectedPairRttMs, type IcePolicy } from './rtc';
 import type { LinkState, RestartCounts, RestartReason } from '../room/types';
 
 export const CONNECT_TIMEOUT_MS = 12000;
@@ -179,6 +179,20 @@ export class Mesh {
 
   state(peer: string): LinkState | null {
     return this.links.get(peer)?.state ?? null;
+  }
+
+  /**
+   * The local UDP ports the connected peers' packets arrive at: for the tests that impair this
+   * listener's downlink alone (every peer's path into it).
+   */
+  async localPorts(): Promise<number[]> {
+    const ports: number[] = [];
+    for (const link of this.links.values()) {
+      if (link.state !== 'connected') continue;
+      const port = (await selectedPair(link.pc))?.localPort;
+      if (typeof port === 'number') ports.push(port);
+    }
+    return ports;
   }
 
   rttMs(peer: string): number | null {

@@ -5,7 +5,7 @@
 
 import { CONTROL_PACKET_LEN as EXIT_PACKET_BYTES, HEADER_LEN as HEADER_BYTES } from '../audio/packet';
 
-export const NET_GLOBAL_LEN = 20;
+export const NET_GLOBAL_LEN = 22;
 export const NET_PEER_LEN = 26;
 export const N_WAKEUPS = 0;
 export const N_OUT_PACKETS = 1;
@@ -34,6 +34,10 @@ export const N_HUB_TRAINS = 18;
 /** The last train's capacity estimate, bits per second (train.ts trainCapacityBps); NaN: none
  * yet. Read it when N_HUB_TRAINS changes. */
 export const N_HUB_TRAIN_BPS = 19;
+/** Bytes and messages of every peer's data channel in the mesh (with PACKET_OVERHEAD_BYTES a
+ * message: what reached us from the mesh, for a mesh listener's reception report). */
+export const N_MESH_RX_BYTES = 20;
+export const N_MESH_RX_MESSAGES = 21;
 export const NP_STATE = 0; // ChannelState
 export const NP_RX_PACKETS = 1;
 export const NP_RX_BYTES = 2;

@@ -49,7 +49,11 @@
 //   hub-answer  { sdp }                              the hub's answer to this member's hub-offer
 //   layer       { layer, reason }                    forward mode: what the hub now sends this
 //                                                     member of the others ('as-sent', 'opus-128'
-//                                                     or 'opus-64'), and why, in a sentence
+//                                                     or 'opus-64'), and why, in a sentence;
+//                                                     in a mesh (with mesh: true), what every
+//                                                     other member sends it
+//   send-layer  { peer, layer }                      mesh: member `peer` now takes `layer` of
+//                                                     this member's stream (server/src/mesh_layers)
 // A field that is present but malformed (a stream id outside 1..=65534, an unknown topology or
 // kind) makes the whole message malformed: it is counted and dropped, never guessed at.
 // Close codes: 1000 replaced, 1001 shutdown, 1008 policy, 1009 too large, 1013 too slow,
@@ -66,9 +70,10 @@ export const CLOSE_REMOVED = 4001;
  * (forwarding every stream, or sending each member its own mix made on the server). */
 export type Topology = 'mesh' | 'forward' | 'mix';
 export const TOPOLOGIES: readonly Topology[] = ['mesh', 'forward', 'mix'];
-/** What the hub sends a forward-mode listener of the others: the packets as sent, or Opus at
- * 128 or 64 kbit/s (server/src/hub/media/layers). */
+/** What a listener takes of the others' streams: the packets as sent, or Opus at 128 or 64
+ * kbit/s (core/src/layer.rs). The hub makes them in forward mode; in a mesh each sender does. */
 export type HubLayer = 'as-sent' | 'opus-128' | 'opus-64';
+/** In the order of the engine's Layer::code (a core test reads this line and compares). */
 export const HUB_LAYERS: readonly HubLayer[] = ['as-sent', 'opus-128', 'opus-64'];
 
 /** C→S `reception` without its type: what reached us from the hub over the last second. */
@@ -146,7 +151,8 @@ export type ServerMessage =
   | ({ type: 'peer-joined' } & Member)
   | { type: 'topology'; mode: Topology; reason?: string }
   | { type: 'hub-answer'; sdp: string }
-  | { type: 'layer'; layer: HubLayer; reason: string }
+  | { type: 'layer'; layer: HubLayer; reason: string; mesh: boolean }
+  | { type: 'send-layer'; peer: string; layer: HubLayer }
   | { type: 'peer-left'; peer: string; reason: string }
   | { type: 'signal'; from: string; data: unknown }
   | { type: 'pong'; t?: number }
@@ -291,7 +297,11 @@ export function parseServerMessage(text: string): ServerMessage | null {
       return typeof v.sdp === 'string' && v.sdp.length > 0 ? { type: 'hub-answer', sdp: v.sdp } : null;
     case 'layer':
       return isLayer(v.layer) && typeof v.reason === 'string'
-        ? { type: 'layer', layer: v.layer, reason: v.reason }
+        ? { type: 'layer', layer: v.layer, reason: v.reason, mesh: v.mesh === true }
+        : null;
+    case 'send-layer':
+      return typeof v.peer === 'string' && PEER_ID.test(v.peer) && isLayer(v.layer)
+        ? { type: 'send-layer', peer: v.peer, layer: v.layer }
         : null;
     case 'peer-left':
       return typeof v.peer === 'string'

@@ -52,6 +52,8 @@ import { CONTROL_PACKET_LEN, HEADER_LEN, MAX_PACKET_LEN, SAMPLE_RATES_HZ } from 
 import { ClockEstimator } from './clock';
 import {
   ChannelState,
+  N_MESH_RX_BYTES,
+  N_MESH_RX_MESSAGES,
   N_OUT_PACKETS,
   N_OUT_UNROUTED,
   N_THREAD,
@@ -201,6 +203,8 @@ export class PacketPump {
       }
       const arrivalUs = Math.round((origin + now) * 1000);
       const bytes = new Uint8Array(data);
+      s[N_MESH_RX_MESSAGES]++;
+      s[N_MESH_RX_BYTES] += bytes.length;
       noteArrival(s, base, bytes, 0, bytes.length, now, arrivalUs);
       if (!writer.push(slot, arrivalUs % TWO_32, bytes)) s[base + NP_RX_DROPPED]++;
     };

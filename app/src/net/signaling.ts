@@ -50,8 +50,11 @@ export interface SignalingEvents {
   topology?(mode: Topology, reason?: string): void;
   /** The hub's answer to our last hub offer. */
   hubAnswer?(sdp: string): void;
-  /** Forward mode: what the hub now sends us of the others, and why. */
-  layer?(layer: HubLayer, reason: string): void;
+  /** What we now take of the others, and why: from the hub (forward or mix mode), or from
+   * every other member in a mesh (`mesh`). */
+  layer?(layer: HubLayer, reason: string, mesh: boolean): void;
+  /** Mesh: member `peer` now takes `layer` of our stream. */
+  sendLayer?(peer: string, layer: HubLayer): void;
   /** The owner locked or unlocked the room. */
   room(locked: boolean): void;
   joined(member: Member): void;
@@ -229,7 +232,10 @@ export class SignalingClient {
         this.on.hubAnswer?.(msg.sdp);
         break;
       case 'layer':
-        this.on.layer?.(msg.layer, msg.reason);
+        this.on.layer?.(msg.layer, msg.reason, msg.mesh);
+        break;
+      case 'send-layer':
+        this.on.sendLayer?.(msg.peer, msg.layer);
         break;
       case 'room':
         this.on.room(msg.locked);

@@ -39,8 +39,10 @@ export interface RoomEvents {
   topology(mode: Topology, reason?: string): void;
   /** The hub's answer to our hub offer. */
   hubAnswer(sdp: string): void;
-  /** Forward mode: what the hub now sends us of the others, and why. */
-  layer(layer: HubLayer, reason: string): void;
+  /** What we now take of the others, and why: from the hub, or in a mesh (`mesh`). */
+  layer(layer: HubLayer, reason: string, mesh: boolean): void;
+  /** Mesh: member `peer` now takes `layer` of our stream. */
+  sendLayer(peer: string, layer: HubLayer): void;
   /** The owner locked or unlocked the room. */
   locked(locked: boolean): void;
   /** Someone came or went (after a welcome, a join or a leave). */
@@ -117,7 +119,8 @@ export class Membership {
       signal: (from, data) => on.signal(from, data),
       topology: (mode, reason) => on.topology(mode, reason),
       hubAnswer: (sdp) => on.hubAnswer(sdp),
-      layer: (layer, reason) => on.layer(layer, reason),
+      layer: (layer, reason, mesh) => on.layer(layer, reason, mesh),
+      sendLayer: (peer, layer) => on.sendLayer(peer, layer),
       error: (code, message, fatal, retryAfterMs) => on.error(code, message, fatal, retryAfterMs),
     });
   }

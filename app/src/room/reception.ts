@@ -1,7 +1,10 @@
 // What reaches us from the hub, as the hub's layer controller wants to hear it once a second
 // (server/src/hub/controller: C→S reception): the rate that got through, the share of the hub's
 // packets lost, the trend of their one-way delay, the hub link's round trip, and the path's
-// capacity as packet trains measured it. The hub picks from these which layer we take (as sent,
+// capacity as packet trains measured it. In a mesh the same report covers what reaches us from
+// every other member (their links' bytes and messages, their packets lost, their delay trend,
+// the median round trip; no trains): the server's mesh controller picks from it which layer
+// they all send us (server/src/mesh_layers.rs). The hub picks from these which layer we take (as sent,
 // or Opus at 128 or 64 kbit/s) of the others' streams in forward mode, of our own mix in mix
 // mode (its one stream, the mix slot, is then the only participant reported).
 //

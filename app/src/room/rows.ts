@@ -5,7 +5,8 @@
 // the hub's reading of that player (net-stats.ts, NP_HUB_*); silence when none is fresh.
 
 import type { EnginePeerStats, LinearLevels } from '../audio/stats-reader';
-import { NP_RTT_MS, hubMeter, netPeerIndex } from '../net/net-stats';
+import { NP_RTT_MS, NP_SEND_LAYER, hubMeter, netPeerIndex } from '../net/net-stats';
+import { HUB_LAYERS } from '../net/protocol';
 import type { Participant } from './membership';
 import type { RestartCounts } from './types';
 import type { ParticipantRow } from './view';
@@ -43,6 +44,7 @@ export function participantRows(participants: Map<string, Participant>, src: Row
       stats:
         src.hubMeters && net ? { ...engine, levels: hubMeter(net, p.slot, src.epochMs) ?? SILENT } : engine,
       rttMs: Number.isFinite(pumpRtt) ? pumpRtt : src.linkRttMs(peer),
+      sending: (net && HUB_LAYERS[net[netPeerIndex(p.slot, NP_SEND_LAYER)]]) || 'as-sent',
     });
   }
   return rows;

@@ -19,14 +19,26 @@
 import { engineUnavailableReason, webrtcUnavailableReason } from '../audio/support';
 import { Mesh, type IcePolicy } from '../net/mesh';
 import {
+  ChannelState,
   N_HUB_RX_BYTES,
   N_HUB_RX_MESSAGES,
   N_HUB_TRAIN_BPS,
   N_HUB_TRAINS,
+  N_MESH_RX_BYTES,
+  N_MESH_RX_MESSAGES,
+  NP_RTT_MS,
   NP_STAMP_LAG_MS,
+  NP_STATE,
   netPeerIndex,
 } from '../net/net-stats';
-import { randomId, type HubLayer, type HubStrip, type ReceptionReport, type Topology } from '../net/protocol';
+import {
+  HUB_LAYERS,
+  randomId,
+  type HubLayer,
+  type HubStrip,
+  type ReceptionReport,
+  type Topology,
+} from '../net/protocol';
 import { forwardClockOffsets } from './clock-offsets';
 import { buildCounters, type SessionCounters } from './counters';
 import { EngineLink, HUB_MIX_SLOT, MAX_PEERS, SAMPLE_RATE, type OutputCapture } from './engine-link';
@@ -93,9 +105,9 @@ class Session implements RoomSession {
   private readonly recording: Recording;
   private transport: RoomLinks | null = null;
   private readonly meshFit = new MeshFitWatch();
-  /** What reaches us from the hub; `receiving`: it has samples since its reset. */
+  /** What reaches us, and by which path its samples since their reset came (null: none). */
   private readonly reception = new Reception();
-  private receiving = false;
+  private receivingFrom: 'hub' | 'mesh' | null = null;
   private timer: ReturnType<typeof setInterval> | null = null;
   private ended = false;
   private refreshes = 0;
@@ -397,11 +409,16 @@ class Session implements RoomSession {
         if (this.serverEcho) this.echoThroughServer(mode);
       },
       hubAnswer: (sdp) => void this.transport?.hub?.answer(sdp),
-      layer: (layer, reason) => {
-        // Only the hub's modes have layers: a notice that crossed a switch to the mesh is stale.
-        if (!this.throughHub()) return;
+      layer: (layer, reason, mesh) => {
+        // A notice that crossed a switch between the mesh and the hub is stale.
+        if (mesh === this.throughHub()) return;
         this.setLayer({ layer, reason });
         this.emit();
+      },
+      sendLayer: (peer, layer) => {
+        // The engine encodes once per layer taken and the pump routes by slot (capture.rs).
+        const p = this.members.get(peer);
+        if (p) this.link.control({ type: 'send-layer', slot: p.slot, layer: HUB_LAYERS.indexOf(layer) });
       },
       locked: (locked) => {
         this.view = { ...this.view, access: { ...this.view.access, locked } };
@@ -512,8 +529,8 @@ class Session implements RoomSession {
     this.sendHubMix();
     this.view = { ...this.view, topology: { ...this.view.topology, mode } };
     // Our layer holds across a switch between the hub's modes (the hub keeps it: the others'
-    // streams in forward mode, our mix in mix mode); outside them there is none.
-    if (!this.throughHub()) this.setLayer(null);
+    // streams in forward mode, our mix in mix mode); between the hub and the mesh it is another
+    // controller's (sampleReception forgets it).
     this.refresh();
   }
 
@@ -582,23 +599,34 @@ class Session implements RoomSession {
   }
 
   /**
-   * One sample of what reaches us from the hub, while the room goes through it and the hub
-   * link is up; once a second the report goes to the hub (reception.ts). Otherwise the samples
-   * start afresh when it is next up, and what the hub said of our layer is forgotten.
+   * One sample of what reaches us: from the hub while the room goes through it and the hub link
+   * is up, from the other members' links in a mesh. Once a second the report goes to the server
+   * (reception.ts), whose controller picks the layer we take: the hub's, or in a mesh the one
+   * every other member then sends us (server/src/mesh_layers.rs). Otherwise, or when the path
+   * changes between the two, the samples start afresh, and what was said of our layer is
+   * forgotten.
    */
   private sampleReception(nowMs: number): void {
     const hub = this.transport?.hub;
     const net = this.link.pump?.stats;
-    if (!this.throughHub() || !hub || hub.link.state !== 'connected' || !net) {
-      if (this.receiving) {
-        this.reception.reset();
-        // A hub link made anew starts on what the hub picks for it then: the old word is stale.
-        this.setLayer(null);
-      }
-      this.receiving = false;
-      return;
+    const mode = this.transport?.mode;
+    const path =
+      !net || !this.members.connected
+        ? null
+        : this.throughHub()
+          ? hub?.link.state === 'connected'
+            ? 'hub'
+            : null
+          : mode === 'mesh' && this.members.participants.size > 0
+            ? 'mesh'
+            : null;
+    if (path !== this.receivingFrom) {
+      this.reception.reset();
+      // A path made anew starts on what the server picks for it then: the old word is stale.
+      if (this.receivingFrom !== null) this.setLayer(null);
+      this.receivingFrom = path;
     }
-    this.receiving = true;
+    if (!path || !net) return;
     const stats = this.link.stats;
     const peers: ReceptionPeer[] = [];
     const peer = (slot: number): void => {
@@ -610,22 +638,45 @@ class Session implements RoomSession {
         lagMs: net[netPeerIndex(slot, NP_STAMP_LAG_MS)],
       });
     };
-    if (this.transport?.mode === 'mix') {
+    const rtts: number[] = [];
+    if (path === 'mesh') {
+      // Every participant whose link to us is open.
+      for (const p of this.members.participants.values()) {
+        if (net[netPeerIndex(p.slot, NP_STATE)] !== ChannelState.Open) continue;
+        peer(p.slot);
+        const rtt = net[netPeerIndex(p.slot, NP_RTT_MS)];
+        if (Number.isFinite(rtt)) rtts.push(rtt);
+      }
+    } else if (this.transport?.mode === 'mix') {
       // The hub sends us one stream: our mix.
       peer(HUB_MIX_SLOT);
     } else {
       // Those reached through the hub: every participant with a hub stream.
       for (const p of this.members.participants.values()) if (p.member.stream !== undefined) peer(p.slot);
     }
-    const report = this.reception.sample({
-      nowMs,
-      rxBytes: net[N_HUB_RX_BYTES],
-      rxMessages: net[N_HUB_RX_MESSAGES],
-      peers,
-      rttMs: hub.link.rttMs,
-      trains: net[N_HUB_TRAINS],
-      trainBps: net[N_HUB_TRAIN_BPS],
-    });
+    rtts.sort((a, b) => a - b);
+    const report = this.reception.sample(
+      path === 'mesh'
+        ? {
+            nowMs,
+            rxBytes: net[N_MESH_RX_BYTES],
+            rxMessages: net[N_MESH_RX_MESSAGES],
+            peers,
+            rttMs: rtts.length > 0 ? rtts[rtts.length >> 1] : null,
+            // Nobody sends a mesh listener packet trains.
+            trains: 0,
+            trainBps: NaN,
+          }
+        : {
+            nowMs,
+            rxBytes: net[N_HUB_RX_BYTES],
+            rxMessages: net[N_HUB_RX_MESSAGES],
+            peers,
+            rttMs: hub?.link.rttMs ?? null,
+            trains: net[N_HUB_TRAINS],
+            trainBps: net[N_HUB_TRAIN_BPS],
+          },
+    );
     if (report) this.reportReception(report);
   }
 

@@ -62,6 +62,9 @@ export interface ParticipantView {
   senderGaps: number;
   /** Their format as received, e.g. "PCM16 stereo 128". Empty until the first packet. */
   format: string;
+  /** What they take of our stream in a mesh (their path's controller chose it: as sent, or
+   * Opus when it cannot carry PCM). */
+  sending: HubLayer;
 }
 
 export type SignalingState = 'connecting' | 'open' | 'reconnecting' | 'closed';

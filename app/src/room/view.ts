@@ -107,6 +107,8 @@ export interface ParticipantRow {
   stats: EnginePeerStats;
   /** Round trip to the peer, ms; null while unknown. */
   rttMs: number | null;
+  /** What they take of our stream (the engine's route, through the pump). */
+  sending: HubLayer;
 }
 
 export interface ViewFrame {
@@ -176,6 +178,7 @@ export function buildView(prev: RoomView, frame: ViewFrame): RoomView {
         restarts: row.restarts,
         strip: row.strip,
         levels,
+        sending: row.sending,
       });
       continue;
     }
@@ -197,6 +200,7 @@ export function buildView(prev: RoomView, frame: ViewFrame): RoomView {
       underruns: s.underruns,
       senderGaps: s.senderGaps,
       format: formatOf(s),
+      sending: row.sending,
     });
   }
   const g = frame.globals;
@@ -274,7 +278,7 @@ export function latencyStagesOf(
   };
 }
 
-const LAYER_WORDS: Record<HubLayer, string> = {
+export const LAYER_WORDS: Record<HubLayer, string> = {
   'as-sent': 'as sent',
   'opus-128': 'Opus 128 kbit/s',
   'opus-64': 'Opus 64 kbit/s',
@@ -283,17 +287,20 @@ const LAYER_WORDS: Record<HubLayer, string> = {
 const LAYER_REASON_MAX = 200;
 
 /**
- * What the hub sends us and why: the others' streams in forward mode ("From the hub: Opus 128
- * kbit/s — 71.3 % of packets lost; 1.0 Mbit/s got through."), our own mix in mix mode ("Your
- * mix from the hub: Opus 64 kbit/s — …"); '' when it has said nothing or the room is in the mesh.
+ * What we take of the others and why: the others' streams from the hub in forward mode ("From
+ * the hub: Opus 128 kbit/s — 71.3 % of packets lost; 1.0 Mbit/s got through."), our own mix in
+ * mix mode ("Your mix from the hub: Opus 64 kbit/s — …"), what every other member sends us in
+ * a mesh ("From the others: Opus 64 kbit/s — …"); '' when the server has said nothing.
  */
 export function hubLayerText(t: TopologyView): string {
   const l = t.layer;
-  if (!l || (t.mode !== 'forward' && t.mode !== 'mix')) return '';
+  if (!l) return '';
   const what =
     t.mode === 'mix'
       ? `Your mix from the hub: ${l.layer === 'as-sent' ? 'PCM16, as mixed' : LAYER_WORDS[l.layer]}`
-      : `From the hub: ${LAYER_WORDS[l.layer]}`;
+      : t.mode === 'forward'
+        ? `From the hub: ${LAYER_WORDS[l.layer]}`
+        : `From the others: ${LAYER_WORDS[l.layer]}`;
   const reason = l.reason.trim().slice(0, LAYER_REASON_MAX);
   if (!reason) return `${what}.`;
   return `${what} — ${reason}${/[.!?]$/.test(reason) ? '' : '.'}`;
