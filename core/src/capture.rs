@@ -240,12 +240,11 @@ impl Capture {
     pub fn set_encoder(
         &mut self,
         layer: Layer,
-        mut encoder: Box<dyn Encoder>,
+        encoder: Box<dyn Encoder>,
     ) -> Result<(), crate::codec::CodecError> {
         let (Some(i), Some((_, frame))) = (layer.index(), layer.opus()) else {
             return Ok(());
         };
-        encoder.set_mono(self.channels == 1)?;
         let mut framer = OpusFramer::new(encoder, frame);
         framer.set_channels(self.channels)?;
         self.opus[i] = Some(framer);
