@@ -14,6 +14,11 @@ use tutti_core::layer::Layer;
 use tutti_core::packet;
 use tutti_server::hub::opus_stream::{StreamDecoder, StreamEncoder};
 
+/// The core tests' support (the sine fit), compiled in from the same file.
+#[path = "../../core/src/testing.rs"]
+#[allow(dead_code)]
+mod testing;
+
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
@@ -58,21 +63,11 @@ fn level(x: &[f32]) -> (f64, f64) {
         })
 }
 
-/// [`level`] of one window: a least-squares sine fit.
+/// [`level`] of one window: the core tests' least-squares sine fit.
 fn fit(x: &[f32]) -> (f64, f64) {
     let w = std::f64::consts::TAU * HZ / RATE;
-    let (mut cc, mut ss, mut cs, mut yc, mut ys) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for (n, &v) in x.iter().enumerate() {
-        let (s, c) = (w * n as f64).sin_cos();
-        let v = f64::from(v);
-        cc += c * c;
-        ss += s * s;
-        cs += c * s;
-        yc += v * c;
-        ys += v * s;
-    }
-    let det = cc * ss - cs * cs;
-    let (a, b) = ((yc * ss - ys * cs) / det, (ys * cc - yc * cs) / det);
+    let points = x.iter().enumerate().map(|(n, &v)| (n as f64, f64::from(v)));
+    let (a, b) = testing::fit_sine(points, w);
     let amp = a.hypot(b);
     let resid: f64 = x
         .iter()

@@ -12,7 +12,8 @@
 //    a report and a train; over the minute it changes at most twice (down, then up).
 // 2. The trial-and-error baseline (`--layer-policy probe`, a second server, same pages' setup,
 //    same limit): it steps up after every quiet hold, overshooting the path each time. The loss
-//    figures of both are printed side by side, and the baseline must change more than twice.
+//    figures of both are printed side by side, and the baseline must change more than twice or
+//    lose far more than the controller.
 //
 // Nothing is built here: `npm test` builds dist/ and the server first.
 import assert from 'node:assert/strict';
@@ -29,6 +30,8 @@ const { DIST } = await import('../kit/browser.mjs');
 const { startServer } = await import('../kit/server.mjs');
 const { joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor, waitForHub, waitForRoomOf } =
   await import('../kit/harness.mjs');
+const { layerChanges, lossBetween, receivedTotals, reportsSince, watchLayers } =
+  await import('../kit/layers.mjs');
 
 const TONES = [330, 440, 550];
 /** The issue's figures: the limit, how soon a fitting format, the loss after it. */
@@ -67,7 +70,7 @@ after(async () => {
 
 /**
  * Three pages in `room` on `server`, moved to the hub in forward mode; page 1 records each
- * change of its layer (wall-clock ms, as this process's Date.now()).
+ * change of its layer and its reports (kit/layers.mjs).
  * @param {{ server: any, browser: import('playwright-core').Browser }} hh
  */
 async function forwardRoom(hh, room) {
@@ -78,23 +81,7 @@ async function forwardRoom(hh, room) {
   await pages[0].evaluate(() => window.tutti.session.setTopology('forward'));
   await waitForHub(pages, 'forward');
   await sleep(3000);
-  await pages[1].evaluate(() => {
-    const w = /** @type {any} */ (window);
-    w.__layers = [];
-    w.__reports = [];
-    const sent = window.tutti.session.receptionSent;
-    let lastReport = sent.at(-1);
-    let last = 'as-sent';
-    w.__layerWatch = setInterval(() => {
-      const r = sent.at(-1);
-      if (r !== lastReport) w.__reports.push({ at: Date.now(), r: (lastReport = r) });
-      const l = window.tutti.session.view.topology.layer;
-      const layer = l?.layer ?? 'as-sent';
-      if (layer === last) return;
-      last = layer;
-      w.__layers.push({ at: Date.now(), layer, reason: l?.reason ?? null });
-    }, 20);
-  });
+  await watchLayers(pages[1]);
   const port = await waitFor(
     "page 1's hub link port",
     async () => {
@@ -105,50 +92,6 @@ async function forwardRoom(hh, room) {
   );
   return { pages, port: /** @type {number} */ (port.port) };
 }
-
-/** Page 1's layer changes so far. */
-const changes = (page) => page.evaluate(() => /** @type {any} */ (window).__layers);
-
-/** Packets page `page` received and lost from the hub, summed over its participants. */
-async function received(page) {
-  return page.evaluate(() => {
-    const c = window.tutti.session.counters();
-    let got = 0;
-    let lost = 0;
-    for (const row of Object.values(c.perPeer)) {
-      got += row.received;
-      lost += row.lost;
-    }
-    return { got, lost };
-  });
-}
-
-/** The reception reports page 1 sent the hub since `t0` (Date.now()), one line each: when (ms
- * after t0), kbit/s got through, % lost, the delay's trend (ms/s), the capacity (kbit/s). */
-const reportsSince = (page, t0) =>
-  page.evaluate(
-    (since) =>
-      /** @type {any} */ (window).__reports
-        .filter((r) => r.at >= since)
-        .map(({ at, r }) =>
-          [
-            String(at - since).padStart(6),
-            (r.receivedBps / 1e3).toFixed(0).padStart(6),
-            (r.loss * 100).toFixed(1).padStart(5),
-            r.delayRiseMsPerS.toFixed(1).padStart(6),
-            r.capacityBps === null ? '     -' : (r.capacityBps / 1e3).toFixed(0).padStart(6),
-          ].join(' '),
-        )
-        .join('\n'),
-    t0,
-  );
-
-/** Loss between two samples of `received`. */
-const lossBetween = (a, b) => {
-  const lost = b.lost - a.lost;
-  const got = b.got - a.got;
-  return lost + got > 0 ? lost / (lost + got) : 0;
-};
 
 /** What the other pages take: their layer and whether any participant arrives as Opus. */
 const othersState = (pages) =>
@@ -170,7 +113,7 @@ test(
     try {
       // 1. The capacity controller.
       const { pages, port } = await forwardRoom(hh, 'e2e-layers-limited');
-      assert.deepEqual(await changes(pages[1]), [], 'no change on the open path');
+      assert.deepEqual(await layerChanges(pages[1]), [], 'no change on the open path');
       impairer = await startImpairer({
         rateKbit: RATE_KBIT,
         rateQueue: RATE_QUEUE,
@@ -178,11 +121,11 @@ test(
         durationS: 120,
       });
       const t0 = Date.now();
-      const start = await received(pages[1]);
+      const start = await receivedTotals(pages[1]);
       const down = await waitFor(
         'page 1 on a fitting format',
         async () => {
-          const c = await changes(pages[1]);
+          const c = await layerChanges(pages[1]);
           return { ok: c.length > 0, c };
         },
         10_000,
@@ -196,7 +139,7 @@ test(
       assert.ok(switchMs <= SWITCH_WITHIN_MS, `a fitting format within ${SWITCH_WITHIN_MS} ms: ${switchMs}`);
       assert.notEqual(first.layer, 'as-sent');
       await sleep(Math.max(0, first.at + SETTLE_MS - Date.now()));
-      const settled = await received(pages[1]);
+      const settled = await receivedTotals(pages[1]);
       await checkHearsOthers(pages, 1, TONES, `page 1 on ${first.layer}, limited`);
       const others = await othersState(pages);
       assert.deepEqual(
@@ -208,7 +151,7 @@ test(
         'the others keep the packets as sent',
       );
       await sleep(Math.max(0, t0 + LIMIT_MS - Date.now()));
-      const limitedEnd = await received(pages[1]);
+      const limitedEnd = await receivedTotals(pages[1]);
       const lossAfter = lossBetween(settled, limitedEnd);
       const lossLimited = lossBetween(start, limitedEnd);
       const stats = await impairer.stop();
@@ -220,7 +163,7 @@ test(
           `${stats.packets_seen} packets, dropped ${stats.dropped_queue_full} at its full queue`,
       );
       console.log(
-        `changes while limited: ${JSON.stringify((await changes(pages[1])).map((c) => [c.at - t0, c.layer, c.reason]))}`,
+        `changes while limited: ${JSON.stringify((await layerChanges(pages[1])).map((c) => [c.at - t0, c.layer, c.reason]))}`,
       );
       console.log(
         `page 1's reports while limited (kbit/s got through, % lost, delay ms/s, capacity kbit/s):`,
@@ -234,17 +177,18 @@ test(
       const up = await waitFor(
         'page 1 back on as-sent',
         async () => {
-          const c = await changes(pages[1]);
+          const c = await layerChanges(pages[1]);
           return { ok: c.at(-1)?.layer === 'as-sent', c };
         },
         20_000,
         50,
       );
-      const upMs = up.c.at(-1).at - lifted;
-      console.log(`lifted: page 1 back on as-sent after ${upMs} ms (${up.c.at(-1).reason})`);
+      const last = /** @type {{ at: number, reason: string | null }} */ (up.c.at(-1));
+      const upMs = last.at - lifted;
+      console.log(`lifted: page 1 back on as-sent after ${upMs} ms (${last.reason})`);
       assert.ok(upMs <= UP_WITHIN_MS, `back up within the hold and a report: ${upMs} ms`);
       await sleep(Math.max(0, t0 + WINDOW_MS - Date.now()));
-      const all = (await changes(pages[1])).filter((c) => c.at - t0 <= WINDOW_MS);
+      const all = (await layerChanges(pages[1])).filter((c) => c.at - t0 <= WINDOW_MS);
       console.log(`changes in ${WINDOW_MS / 1000} s: ${JSON.stringify(all)}`);
       assert.ok(all.length <= 2, `no oscillation: ${all.length} changes`);
       await checkHearsOthers(pages, 1, TONES, 'page 1 back as sent');
@@ -264,23 +208,23 @@ test(
         durationS: 120,
       });
       const b0 = Date.now();
-      const bStart = await received(b.pages[1]);
+      const bStart = await receivedTotals(b.pages[1]);
       const bDown = await waitFor(
         'baseline: page 1 off as-sent',
         async () => {
-          const c = await changes(b.pages[1]);
+          const c = await layerChanges(b.pages[1]);
           return { ok: c.length > 0, c };
         },
         10_000,
         50,
       );
       await sleep(Math.max(0, bDown.c[0].at + SETTLE_MS - Date.now()));
-      const bSettled = await received(b.pages[1]);
+      const bSettled = await receivedTotals(b.pages[1]);
       await sleep(Math.max(0, b0 + BASELINE_MS - Date.now()));
-      const bEnd = await received(b.pages[1]);
+      const bEnd = await receivedTotals(b.pages[1]);
       await impairer.stop();
       impairer = null;
-      const bChanges = await changes(b.pages[1]);
+      const bChanges = await layerChanges(b.pages[1]);
       figures.probe = {
         switchMs: bDown.c[0].at - b0,
         lossAfter: lossBetween(bSettled, bEnd),
@@ -288,6 +232,8 @@ test(
         changes: bChanges.length,
       };
       console.log(`trial and error: ${JSON.stringify(bChanges.map((c) => [c.at - b0, c.layer]))}`);
+      console.log(`page 1's reports under trial and error:`);
+      console.log(await reportsSince(b.pages[1], b0));
       console.log(
         `loss on a ${RATE_KBIT} kbit/s path (after the first switch / over the limit): capacity controller ` +
           `${(figures.capacity.lossAfter * 100).toFixed(2)} % / ${(figures.capacity.lossLimited * 100).toFixed(2)} % ` +
@@ -296,11 +242,15 @@ test(
           `${BASELINE_MS / 1000} s with ${figures.probe.changes} changes`,
       );
       console.log(`figures: ${JSON.stringify(figures)}`);
-      // Trial and error overshoots at every hold: more changes than the capacity policy's two
-      // (its loss depends on how much of the overshoot the path's queue absorbs: printed).
+      // Trial and error overshoots: it tries richer layers at every hold, more changes than the
+      // capacity policy's two (its loss then depends on how much of each overshoot the path's
+      // queue absorbs: printed), or its first overshoot left the path lossy for good (once in
+      // six runs its data channel lost a fifth of the packets at Opus 64 from then on, 844
+      // kbit/s still arriving: it never had the clean hold it would step up after).
       assert.ok(
-        figures.probe.changes > 2,
-        `trial and error tries richer layers: ${figures.probe.changes} changes`,
+        figures.probe.changes > 2 || figures.probe.lossAfter > figures.capacity.lossAfter + 0.05,
+        `trial and error overshoots: ${figures.probe.changes} changes, ` +
+          `${(figures.probe.lossAfter * 100).toFixed(2)} % lost after its first switch`,
       );
       assert.deepEqual(logs, [], 'no page errors');
     } catch (e) {

@@ -28,6 +28,8 @@ if (ROOT_OK && !(await reexecInNetns(process.argv, { timeoutMs: 240_000 })))
 const { startImpairer } = await import('../kit/netns.mjs');
 const { checkHearsOthers } = await import('../kit/audio.mjs');
 const { joinRoom, ROOM_FLAGS, serverAndBrowser, waitFor, waitForRoomOf } = await import('../kit/harness.mjs');
+const { layerChanges, lossBetween, receivedTotals, reportsSince, watchLayers } =
+  await import('../kit/layers.mjs');
 
 const TONES = [330, 440, 550];
 const RATE_KBIT = 1000;
@@ -52,48 +54,6 @@ const skip = ROOT_OK ? false : 'needs root: a private network namespace and ipta
 after(async () => {
   await impairer?.stop().catch(() => {});
 });
-
-/** Page 1's layer changes so far: when (Date.now()), the layer, why. */
-const changes = (page) => page.evaluate(() => /** @type {any} */ (window).__layers);
-
-/** Packets `page` received and lost, summed over its participants. */
-async function received(page) {
-  return page.evaluate(() => {
-    const c = window.tutti.session.counters();
-    let got = 0;
-    let lost = 0;
-    for (const row of Object.values(c.perPeer)) {
-      got += row.received;
-      lost += row.lost;
-    }
-    return { got, lost };
-  });
-}
-
-/** The reception reports `page` sent since `t0` (Date.now()), one line each: when (ms after
- * t0), kbit/s got through, % lost, the delay's trend (ms/s). */
-const reportsSince = (page, t0) =>
-  page.evaluate(
-    (since) =>
-      /** @type {any} */ (window).__reports
-        .filter((r) => r.at >= since)
-        .map(({ at, r }) =>
-          [
-            String(at - since).padStart(6),
-            (r.receivedBps / 1e3).toFixed(0).padStart(6),
-            (r.loss * 100).toFixed(1).padStart(5),
-            r.delayRiseMsPerS.toFixed(1).padStart(6),
-          ].join(' '),
-        )
-        .join('\n'),
-    t0,
-  );
-
-const lossBetween = (a, b) => {
-  const lost = b.lost - a.lost;
-  const got = b.got - a.got;
-  return lost + got > 0 ? lost / (lost + got) : 0;
-};
 
 /** What each page sends each other page (its strips' `sending`) and how it hears them. */
 const meshState = (pages) =>
@@ -121,25 +81,9 @@ test(
         pages.push(await joinRoom(hh, 'e2e-mesh-layers', { name: `Listener ${i}`, tone: TONES[i] }, logs));
       await waitForRoomOf(pages);
       await sleep(3000);
-      await pages[1].evaluate(() => {
-        const w = /** @type {any} */ (window);
-        w.__layers = [];
-        w.__reports = [];
-        const sent = window.tutti.session.receptionSent;
-        let lastReport = sent.at(-1);
-        let last = 'as-sent';
-        w.__layerWatch = setInterval(() => {
-          const r = sent.at(-1);
-          if (r !== lastReport) w.__reports.push({ at: Date.now(), r: (lastReport = r) });
-          const l = window.tutti.session.view.topology.layer;
-          const layer = l?.layer ?? 'as-sent';
-          if (layer === last) return;
-          last = layer;
-          w.__layers.push({ at: Date.now(), layer, reason: l?.reason ?? null });
-        }, 20);
-      });
+      await watchLayers(pages[1]);
       assert.equal(await pages[1].evaluate(() => window.tutti.session.view.topology.mode), 'mesh');
-      assert.deepEqual(await changes(pages[1]), [], 'no change on the open path');
+      assert.deepEqual(await layerChanges(pages[1]), [], 'no change on the open path');
       const ports = await pages[1].evaluate(() => window.tutti.session.links?.mesh?.localPorts() ?? []);
       assert.equal(ports.length, 2, `page 1's two mesh links: ${JSON.stringify(ports)}`);
       impairer = await startImpairer({
@@ -149,11 +93,11 @@ test(
         durationS: 120,
       });
       const t0 = Date.now();
-      const start = await received(pages[1]);
+      const start = await receivedTotals(pages[1]);
       const down = await waitFor(
         'page 1 on a fitting format',
         async () => {
-          const c = await changes(pages[1]);
+          const c = await layerChanges(pages[1]);
           return { ok: c.length > 0, c };
         },
         10_000,
@@ -167,10 +111,10 @@ test(
       assert.ok(switchMs <= SWITCH_WITHIN_MS, `a fitting format within ${SWITCH_WITHIN_MS} ms: ${switchMs}`);
       assert.notEqual(first.layer, 'as-sent');
       await sleep(Math.max(0, first.at + SETTLE_MS - Date.now()));
-      const settled = await received(pages[1]);
+      const settled = await receivedTotals(pages[1]);
       // The settled stretch: until just before the first try up, a hold after the switch.
       await sleep(Math.max(0, first.at + HOLD_MS - 200 - Date.now()));
-      const beforeTry = await received(pages[1]);
+      const beforeTry = await receivedTotals(pages[1]);
       const lossSettled = lossBetween(settled, beforeTry);
       await checkHearsOthers(pages, 1, TONES, `page 1 on ${first.layer}, limited`);
       // Each sender sends page 1 its layer, and the other page the packets as sent.
@@ -184,14 +128,16 @@ test(
         assert.match(state[1][`Listener ${i}`].format, /opus/i, `page 1 hears page ${i} as Opus`);
       }
       await sleep(Math.max(0, t0 + LIMIT_MS - Date.now()));
-      const limitedEnd = await received(pages[1]);
+      const limitedEnd = await receivedTotals(pages[1]);
       const lossLimited = lossBetween(start, limitedEnd);
       const stats = await impairer.stop();
       impairer = null;
       const lifted = Date.now();
-      const limited = (await changes(pages[1])).map((c) => [c.at - t0, c.layer, c.reason]);
-      console.log(`changes while limited: ${JSON.stringify(limited)}`);
-      console.log(`page 1's reports while limited (ms, kbit/s got through, % lost, delay ms/s):`);
+      const limited = await layerChanges(pages[1]);
+      console.log(
+        `changes while limited: ${JSON.stringify(limited.map((c) => [c.at - t0, c.layer, c.reason]))}`,
+      );
+      console.log(`page 1's reports while limited (ms, kbit/s got through, % lost, delay ms/s, capacity):`);
       console.log(await reportsSince(pages[1], t0));
       console.log(
         `mesh controller: loss ${(lossSettled * 100).toFixed(2)} % settled (${SETTLE_MS} ms after the ` +
@@ -204,8 +150,8 @@ test(
         `under 1 % lost once settled: ${(lossSettled * 100).toFixed(2)} %`,
       );
       // Tries up while limited each failed, and each waited longer than the one before.
-      const tries = limited.filter(([, , reason]) => /trying the next layer up/.test(reason ?? ''));
-      const gaps = tries.slice(1).map(([at], k) => at - tries[k][0]);
+      const tries = limited.filter((c) => /trying the next layer up/.test(c.reason ?? ''));
+      const gaps = tries.slice(1).map((c, k) => c.at - tries[k].at);
       assert.ok(
         gaps.every((g, k) => k === 0 || g >= gaps[k - 1] - 1500),
         `the holds between tries grow: ${JSON.stringify(gaps)}`,
@@ -214,14 +160,15 @@ test(
       const up = await waitFor(
         'page 1 back on as-sent',
         async () => {
-          const c = await changes(pages[1]);
+          const c = await layerChanges(pages[1]);
           return { ok: c.at(-1)?.layer === 'as-sent', c };
         },
         MAX_HOLD_MS + 2 * HOLD_MS + 8000,
         100,
       );
-      const upMs = up.c.at(-1).at - lifted;
-      console.log(`lifted: page 1 back on as-sent after ${upMs} ms (${up.c.at(-1).reason})`);
+      const last = /** @type {{ at: number, reason: string | null }} */ (up.c.at(-1));
+      const upMs = last.at - lifted;
+      console.log(`lifted: page 1 back on as-sent after ${upMs} ms (${last.reason})`);
       await sleep(3000);
       await checkHearsOthers(pages, 1, TONES, 'page 1 back as sent');
       const back = await meshState(pages);
