@@ -2,6 +2,8 @@
 // change (when, the layer, why), the reception reports it sent, and its packets received and
 // lost (tests/browser/hub-impaired-layers.test.mjs through the hub, mesh-layers.test.mjs in a
 // mesh).
+import assert from 'node:assert/strict';
+import { waitFor } from './harness.mjs';
 
 /**
  * Starts recording `page`'s layer changes and the reception reports it sends (polled every
@@ -74,3 +76,28 @@ export const reportsSince = (page, t0) =>
         .join('\n'),
     t0,
   );
+
+/**
+ * Waits for `page`'s first layer change after a limit of `rateKbit` began at `t0` (Date.now()),
+ * prints it, and checks that it came within `withinMs` and left the packets as sent.
+ * @returns {Promise<{ first: { at: number, layer: string, reason: string | null }, switchMs: number }>}
+ */
+export async function firstSwitch(page, t0, rateKbit, withinMs) {
+  const down = await waitFor(
+    'page 1 on a fitting format',
+    async () => {
+      const c = await layerChanges(page);
+      return { ok: c.length > 0, c };
+    },
+    10_000,
+    50,
+  );
+  const first = down.c[0];
+  const switchMs = first.at - t0;
+  console.log(
+    `limited to ${rateKbit} kbit/s: page 1 took ${first.layer} after ${switchMs} ms (${first.reason})`,
+  );
+  assert.ok(switchMs <= withinMs, `a fitting format within ${withinMs} ms: ${switchMs}`);
+  assert.notEqual(first.layer, 'as-sent');
+  return { first, switchMs };
+}
