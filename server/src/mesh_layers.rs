@@ -21,6 +21,13 @@
 //! what a hostile member reports decides what it receives, and costs each sender at most one
 //! more encode per layer (three at most), whatever the number of members.
 //!
+//! Only in a room that stays a mesh: its owner chose the mesh, or the server runs no hub.
+//! Elsewhere a mesh that its paths cannot carry is the hub's to solve: a sender's uplink that
+//! cannot carry its copies moves the room (`--hub-auto`, [`crate::hub::uplink`]), and there the
+//! hub's controller fits each listener's downlink. A mesh controller there would step every
+//! listener down to Opus from every sender for one sender's narrow uplink (a listener sees only
+//! that packets are lost), and the mesh would then fit, on Opus, what the hub carries as PCM.
+//!
 //! The controllers live in the room's members ([`Member::takes`]), under the rooms' lock.
 
 use serde_json::json;
@@ -32,6 +39,16 @@ use crate::room::{Member, Room};
 
 /// Frames per block a mesh sender sends (the app's default, as the hub figures it).
 const SENT_FRAMES: usize = 128;
+
+/// How the server treats mesh listeners' reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeshRules {
+    /// How a controller picks (`--layer-policy`, as in the hub).
+    pub policy: Policy,
+    /// The server runs a hub: then only a room its owner keeps as a mesh has mesh layers (see
+    /// the module docs).
+    pub hub: bool,
+}
 
 /// S→C `{"type":"layer","layer":L,"reason":R,"mesh":true}`: what the listener now takes of the
 /// others in the mesh, and why.
@@ -51,18 +68,23 @@ impl Room {
     }
 
     /// Member `i`'s reception report at `now_us` while the room is a mesh: its controller (made
-    /// at its first report) may change the layer it takes, which it and the others are told.
-    /// Reports while the room goes through the hub are not this module's (false).
+    /// at its first report) may change the layer it takes, which it and the others are told;
+    /// in a mesh its owner did not choose on a server with a hub, nothing (see the module docs). Reports while
+    /// the room goes through the hub are not this module's (false).
     pub(crate) fn mesh_reception(
         &mut self,
         i: usize,
         report: &Report,
-        policy: Policy,
+        rules: MeshRules,
         now_us: u64,
     ) -> bool {
         if self.topology != Topology::Mesh {
             return false;
         }
+        if rules.hub && !self.pinned {
+            return true;
+        }
+        let policy = rules.policy;
         let senders = self.mesh_senders();
         let Some(m) = self.members.get_mut(i) else {
             return true;

@@ -26,9 +26,10 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, Notify};
 
 use crate::budget::{self, QueueBudget};
-use crate::hub::controller::{Policy as LayerPolicy, Report};
+use crate::hub::controller::Report;
 use crate::hub::signal::{self, Topology};
 use crate::hub::uplink::{self, UplinkReport};
+use crate::mesh_layers::MeshRules;
 use crate::password::{digest, digest_eq, random_hex_id, Digest32};
 use crate::protocol::{self, Join, LeaveReason, ProtocolError};
 pub use crate::room::RoomId;
@@ -648,21 +649,21 @@ impl Rooms {
     }
 
     /// A member's reception report (`peer` on connection `conn` in room `id`) at `now` (ms):
-    /// in a mesh its controller takes it ([`crate::mesh_layers`]) and true is returned; false
-    /// when the room goes through the hub, whose controller it is for.
+    /// in a mesh it is the mesh's ([`crate::mesh_layers`], by `rules`) and true is returned;
+    /// false when the room goes through the hub, whose controller it is for.
     pub fn reception(
         &self,
         id: &RoomId,
         peer: &str,
         conn: u64,
         report: &Report,
-        policy: LayerPolicy,
+        rules: MeshRules,
         now: u64,
     ) -> Result<bool, ProtocolError> {
         let mut guard = self.lock();
         let room = guard.rooms.get_mut(id).ok_or_else(not_joined)?;
         let me = room.held(peer, conn).ok_or_else(not_joined)?;
-        Ok(room.mesh_reception(me, report, policy, now.saturating_mul(1000)))
+        Ok(room.mesh_reception(me, report, rules, now.saturating_mul(1000)))
     }
 
     /// The stream id of `peer` (on connection `conn`) in room `id`, and the room's topology.
@@ -1625,6 +1626,10 @@ mod tests {
     fn a_mesh_listener_on_a_narrow_path_gets_a_layer_its_senders_are_told_of() {
         use crate::hub::controller::{Policy, Report};
         let rooms = rooms(8);
+        let cap = MeshRules {
+            policy: Policy::Capacity,
+            hub: false,
+        };
         let (a, mut ra) = outbox(1);
         let (b, mut rb) = outbox(2);
         let (c, mut rc) = outbox(3);
@@ -1641,7 +1646,6 @@ mod tests {
             rtt_ms: 20.0,
             capacity_bps: None,
         };
-        let cap = Policy::Capacity;
         // c's path carries 1 Mbit/s of the two streams' 3.4: it steps down at once.
         let mesh = rooms.reception(&id("r"), &hex('c'), 3, &report(1e6, 0.3), cap, T0 + 1000);
         assert_eq!(mesh, Ok(true));
@@ -1699,5 +1703,45 @@ mod tests {
         assert!(!texts(&mut rc).iter().any(|m| m["type"] == "send-layer"));
         let hub = rooms.reception(&id("r"), &hex('c'), 3, &report(1e6, 0.3), cap, T0 + 6000);
         assert_eq!(hub, Ok(false));
+    }
+
+    #[test]
+    fn on_a_server_with_a_hub_mesh_layers_wait_for_the_owners_mesh() {
+        use crate::hub::controller::{Policy, Report};
+        let rooms = rooms(8);
+        let (a, mut ra) = outbox(1);
+        let (b, mut rb) = outbox(2);
+        let (c, _rc) = outbox(3);
+        for (p, t, o) in [('a', '1', &a), ('b', '2', &b), ('c', '3', &c)] {
+            enter(&rooms, &join("r", p, t, None), o, T0).expect("joins");
+        }
+        texts(&mut ra);
+        texts(&mut rb);
+        let auto = MeshRules {
+            policy: Policy::Capacity,
+            hub: true,
+        };
+        let lossy = Report {
+            received_bps: 1e6,
+            loss: 0.3,
+            delay_rise_ms_per_s: 0.0,
+            rtt_ms: 20.0,
+            capacity_bps: None,
+        };
+        // The server has a hub: a mesh its paths cannot carry is the hub's; nobody is told.
+        let r = rooms.reception(&id("r"), &hex('c'), 3, &lossy, auto, T0 + 1000);
+        assert_eq!(r, Ok(true));
+        assert!(texts(&mut ra).is_empty());
+        // The owner keeps the mesh: its listeners get layers.
+        rooms
+            .set_topology(&id("r"), &hex('a'), 1, Topology::Mesh)
+            .expect("the owner pins the mesh");
+        texts(&mut ra);
+        let r = rooms.reception(&id("r"), &hex('c'), 3, &lossy, auto, T0 + 2000);
+        assert_eq!(r, Ok(true));
+        assert_eq!(
+            texts(&mut ra),
+            [json!({"type": "send-layer", "peer": hex('c'), "layer": "opus-64"})]
+        );
     }
 }

@@ -34,6 +34,7 @@ use crate::hub::signal::Topology;
 use crate::hub::uplink::UplinkReport;
 use crate::limits::{AddressKey, Refusal};
 use crate::log::short_peer;
+use crate::mesh_layers::MeshRules;
 use crate::password;
 use crate::protocol::{self, ClientMessage, Join, LeaveReason, ProtocolError};
 use crate::ratelimit::{RateLimiter, Verdict};
@@ -598,11 +599,14 @@ impl Connection {
         let Some((room, peer)) = &self.joined else {
             return self.send_error(not_joined());
         };
-        let policy = self.app.layer_policy;
+        let rules = MeshRules {
+            policy: self.app.layer_policy,
+            hub: self.app.hub.is_some(),
+        };
         match self
             .app
             .rooms
-            .reception(room, peer, self.outbox.id(), report, policy, unix_ms())
+            .reception(room, peer, self.outbox.id(), report, rules, unix_ms())
         {
             Err(e) => self.send_error(e),
             Ok(true) => {}
