@@ -39,7 +39,7 @@ const SWITCH_WITHIN_MS = 2000;
 const LOSS_SETTLED_MAX = 0.01;
 /** The loss is counted from this long after the switch (the queue drains first). */
 const SETTLE_MS = 2000;
-const LIMIT_MS = 25_000;
+const LIMIT_MS = 14_000;
 /** The controller's hold and its longest (server/src/hub/controller HOLD_US, MAX_HOLD_US). */
 const HOLD_MS = 4000;
 const MAX_HOLD_MS = 32_000;
