@@ -69,8 +69,8 @@ impl Room {
 
     /// Member `i`'s reception report at `now_us` while the room is a mesh: its controller (made
     /// at its first report) may change the layer it takes, which it and the others are told;
-    /// in a mesh its owner did not choose on a server with a hub, nothing (see the module docs). Reports while
-    /// the room goes through the hub are not this module's (false).
+    /// in a mesh its owner did not choose on a server with a hub, nothing (see the module
+    /// docs). Reports while the room goes through the hub are not this module's (false).
     pub(crate) fn mesh_reception(
         &mut self,
         i: usize,

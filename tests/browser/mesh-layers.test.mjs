@@ -98,7 +98,7 @@ test(
       });
       const t0 = Date.now();
       const start = await receivedTotals(pages[1]);
-      const { first, switchMs } = await firstSwitch(pages[1], t0, RATE_KBIT, SWITCH_WITHIN_MS);
+      const { first, switchMs } = await firstSwitch(pages[1], 'page 1', t0, RATE_KBIT, SWITCH_WITHIN_MS);
       await sleep(Math.max(0, first.at + SETTLE_MS - Date.now()));
       const settled = await receivedTotals(pages[1]);
       // The settled stretch: until just before the first try up, a hold after the switch.

@@ -79,12 +79,17 @@ export const reportsSince = (page, t0) =>
 
 /**
  * Waits for `page`'s first layer change after a limit of `rateKbit` began at `t0` (Date.now()),
- * prints it, and checks that it came within `withinMs` and left the packets as sent.
+ * prints it under `name`, and checks that it came within `withinMs` and left the packets as sent.
+ * @param {import('playwright-core').Page} page
+ * @param {string} name the page, as the printed lines call it
+ * @param {number} t0
+ * @param {number} rateKbit
+ * @param {number} withinMs
  * @returns {Promise<{ first: { at: number, layer: string, reason: string | null }, switchMs: number }>}
  */
-export async function firstSwitch(page, t0, rateKbit, withinMs) {
+export async function firstSwitch(page, name, t0, rateKbit, withinMs) {
   const down = await waitFor(
-    'page 1 on a fitting format',
+    `${name} on a fitting format`,
     async () => {
       const c = await layerChanges(page);
       return { ok: c.length > 0, c };
@@ -95,7 +100,7 @@ export async function firstSwitch(page, t0, rateKbit, withinMs) {
   const first = down.c[0];
   const switchMs = first.at - t0;
   console.log(
-    `limited to ${rateKbit} kbit/s: page 1 took ${first.layer} after ${switchMs} ms (${first.reason})`,
+    `limited to ${rateKbit} kbit/s: ${name} took ${first.layer} after ${switchMs} ms (${first.reason})`,
   );
   assert.ok(switchMs <= withinMs, `a fitting format within ${withinMs} ms: ${switchMs}`);
   assert.notEqual(first.layer, 'as-sent');
